@@ -1,0 +1,184 @@
+"""Dialects: one small declarative record per official Kimi chat-template revision.
+
+What differs between the revisions is a handful of choices (default system prompt, how tools are
+declared, role header names, tool-call id policy, tool result layout, ``<think>`` policy, end-of-turn
+policy, how the tokenizer pre-processes tools). One renderer (:mod:`kimi_chat.render`) serves them
+all; adding a revision is adding a record here.
+
+Each dialect carries its provenance status, from ``../shared/reference/PROVENANCE.md``:
+
+* ``verified``: the oracle template is byte-identical in two or more independent sources;
+* ``single-source``: one verbatim copy plus evidence that it is official;
+* ``unverified``: copied from a doc or code file, not from a template file;
+* ``reconstructed``: rebuilt by us from a renamed or partial copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+from .errors import UnknownDialectError
+
+__all__ = [
+    "Status",
+    "Dialect",
+    "DIALECTS",
+    "ALIASES",
+    "DEFAULT_DIALECT",
+    "get_dialect",
+    "dialect_names",
+]
+
+
+class Status(str, Enum):
+    """How sure we are that a dialect's oracle template is the official text."""
+
+    VERIFIED = "verified"
+    SINGLE_SOURCE = "single-source"
+    UNVERIFIED = "unverified"
+    RECONSTRUCTED = "reconstructed"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One official template revision, as a set of rendering choices.
+
+    The fields are read by :mod:`kimi_chat.render` (prompt), :mod:`kimi_chat.parse` (output) and the
+    CLI. They are facts read off the oracle template named by ``oracle``.
+    """
+
+    name: str
+    """Canonical name, e.g. ``kimi-k2-instruct@rev2``."""
+    status: Status
+    oracle: str
+    """Path of the oracle template, relative to the reference directory."""
+    summary: str
+    default_system: str | None
+    """System prompt inserted when the first message is not a system message (``None``: never)."""
+    tools_prefix: str = ""
+    """Text between ``<|im_middle|>`` and the tools JSON of the ``tool_declare`` block."""
+    tools_separators: tuple[str, str] | None = None
+    """``separators`` of the template's ``tojson`` (``None``: ``', '`` and ``': '``)."""
+    tools_typescript: bool = False
+    """The tokenizer passes a TypeScript-style declaration (``tools_ts_str``) in place of the JSON."""
+    sort_tool_keys: bool = False
+    """The official tokenizer sorts the keys of every dict in ``tools`` before rendering."""
+    role_names: Literal["fixed", "name_or_role"] = "fixed"
+    """``fixed``: headers say ``system/user/assistant/tool``; ``name_or_role``: ``message.name`` or role."""
+    tool_calls: bool = True
+    """The template renders ``assistant.tool_calls`` (rev1 silently drops them)."""
+    tool_call_ids: Literal["given", "regenerate"] = "given"
+    """``regenerate``: ids are rewritten as ``functions.NAME:INDEX`` (index within the message)."""
+    string_arguments: Literal["raw", "json"] = "raw"
+    """``raw``: string arguments are written as they are; ``json``: JSON-encoded again (double)."""
+    tool_result_header: str | None = "\n"
+    """Text between ``## Return of ID`` and the result (``None``: no ``## Return of`` header)."""
+    content_style: Literal["rev1", "k2", "macro"] = "k2"
+    """How message bodies are written; see :mod:`kimi_chat.render`."""
+    image_marker: Literal["media_start", "media_begin"] = "media_start"
+    video_placeholder: bool = False
+    """Video parts render as a placeholder (K2.5); otherwise they render as empty text."""
+    think: Literal["none", "history_split", "k25"] = "none"
+    """``<think>`` policy for assistant turns."""
+    omit_last_im_end_without_generation_prompt: bool = False
+    """0905: without a generation prompt, the last message gets no ``<|im_end|>`` (prefill mode)."""
+    options: tuple[str, ...] = ()
+    """Render options (template kwargs) this dialect reads, e.g. ``thinking``."""
+    aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def reasoning(self) -> bool:
+        """Whether the model's output may carry ``<think>`` reasoning."""
+        return self.think != "none"
+
+    def prefills_think(self, **options: object) -> bool:
+        """Whether the generation prompt already opens ``<think>``, so the model's output starts
+        inside reasoning (K2.5 with ``thinking`` on)."""
+        return self.think == "k25" and options.get("thinking", True) is not False
+
+
+_K2_SYSTEM_V1 = "You are a helpful assistant"
+_K2_SYSTEM_V2 = "You are Kimi, an AI assistant created by Moonshot AI."
+
+DIALECTS: dict[str, Dialect] = {
+    d.name: d
+    for d in (
+        Dialect(
+            name="kimi-k2-instruct@rev1",
+            status=Status.VERIFIED,
+            oracle="Kimi-K2-Instruct/chat_template.rev1.jinja",
+            summary="Kimi-K2-Instruct, July 2025 original: no tool-call support (tool calls are dropped)",
+            default_system=_K2_SYSTEM_V1,
+            role_names="fixed",
+            tool_calls=False,
+            tool_result_header=None,
+            content_style="rev1",
+        ),
+        Dialect(
+            name="kimi-k2-instruct@rev2",
+            status=Status.SINGLE_SOURCE,
+            oracle="Kimi-K2-Instruct/chat_template.rev2.jinja",
+            summary="Kimi-K2-Instruct, Jul-Aug 2025: first with tool calls; ids regenerated, "
+            "string arguments JSON-encoded twice, literal backslash-n after '## Return of'",
+            default_system=_K2_SYSTEM_V1,
+            role_names="fixed",
+            tool_call_ids="regenerate",
+            string_arguments="json",
+            tool_result_header="\\n",
+            content_style="k2",
+        ),
+        Dialect(
+            name="kimi-k2-instruct-0905",
+            status=Status.UNVERIFIED,
+            oracle="unverified/Kimi-K2-Instruct-0905.chat_template.candidate-A.jinja",
+            summary="Kimi-K2-Instruct-0905: ids kept, '# Tools' header, name-or-role headers",
+            default_system=_K2_SYSTEM_V2,
+            tools_prefix="\n  # Tools\n  ",
+            sort_tool_keys=True,
+            role_names="name_or_role",
+            tool_result_header="\n    ",
+            content_style="k2",
+            omit_last_im_end_without_generation_prompt=True,
+            aliases=("kimi-k2-instruct",),
+        ),
+        Dialect(
+            name="kimi-k2-thinking@rev1",
+            status=Status.SINGLE_SOURCE,
+            oracle="Kimi-K2-Thinking/chat_template.rev1.jinja",
+            summary="Kimi-K2-Thinking, Nov 2025 initial: <think> kept after the last plain assistant turn",
+            default_system=_K2_SYSTEM_V2,
+            sort_tool_keys=True,
+            role_names="name_or_role",
+            content_style="macro",
+            think="history_split",
+            aliases=("kimi-k2-thinking",),
+        ),
+    )
+}
+"""Every dialect, by canonical name."""
+
+ALIASES: dict[str, str] = {alias: d.name for d in DIALECTS.values() for alias in d.aliases}
+"""Alias -> canonical dialect name."""
+
+DEFAULT_DIALECT = "kimi-k2-instruct"
+
+
+def get_dialect(name: str | Dialect) -> Dialect:
+    """The dialect named ``name`` (a canonical name or an alias); a :class:`Dialect` passes through.
+
+    Raises :class:`~kimi_chat.errors.UnknownDialectError` listing the known names otherwise.
+    """
+    if isinstance(name, Dialect):
+        return name
+    d = DIALECTS.get(ALIASES.get(name, name))
+    if d is None:
+        known = ", ".join(dialect_names())
+        raise UnknownDialectError(f"unknown dialect {name!r}; known dialects and aliases: {known}")
+    return d
+
+
+def dialect_names(*, aliases: bool = True) -> list[str]:
+    """Canonical dialect names (and aliases, after them)."""
+    return list(DIALECTS) + (list(ALIASES) if aliases else [])
