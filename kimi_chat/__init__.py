@@ -6,7 +6,27 @@ tool declarations as they land.
 
 from __future__ import annotations
 
+from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
 from .errors import KimiChatError, ReferenceDataError, RenderError, UnknownDialectError
+from .messages import InvalidMessagesError, InvalidToolsError, Message, Tool
+from .render import Segment, render, render_segments
 
-__all__ = ["KimiChatError", "ReferenceDataError", "RenderError", "UnknownDialectError"]
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "InvalidMessagesError",
+    "InvalidToolsError",
+    "KimiChatError",
+    "Message",
+    "ReferenceDataError",
+    "RenderError",
+    "Segment",
+    "Status",
+    "Tool",
+    "UnknownDialectError",
+    "dialect_names",
+    "get_dialect",
+    "render",
+    "render_segments",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,297 @@
+"""Input models: what an OpenAI chat-completions request carries, validated.
+
+The models are pydantic v2 ``TypedDict`` schemas, so the public shapes are plain dicts (as in the
+OpenAI SDK's typed params) and validation is fast. :func:`normalize_messages` is the one entry point
+the renderer uses: it converts message objects (pydantic models such as the OpenAI SDK's
+``ChatCompletionMessage``, dataclasses) to dicts, drops ``None``-valued keys (as transformers does
+before rendering), validates, and returns the normalised plain dicts the templates would see.
+
+Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the message index and field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import NotRequired, TypedDict
+
+from .errors import KimiChatError
+
+__all__ = [
+    "TextPart",
+    "ImageURLPart",
+    "ImagePart",
+    "VideoURLPart",
+    "VideoPart",
+    "ContentPart",
+    "Content",
+    "FunctionCall",
+    "ToolCall",
+    "SystemMessage",
+    "UserMessage",
+    "AssistantMessage",
+    "ToolMessage",
+    "Message",
+    "FunctionDefinition",
+    "Tool",
+    "InvalidMessagesError",
+    "InvalidToolsError",
+    "normalize_messages",
+    "normalize_tools",
+    "to_plain",
+]
+
+_PART = ConfigDict(extra="allow")
+_MSG = ConfigDict(extra="forbid")
+
+
+class TextPart(TypedDict):
+    """``{"type": "text", "text": ...}``"""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    type: Literal["text"]
+    text: str
+
+
+class ImageURLPart(TypedDict):
+    """``{"type": "image_url", "image_url": {"url": ...}}`` (OpenAI)."""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    type: Literal["image_url"]
+    image_url: Any
+
+
+class ImagePart(TypedDict):
+    """``{"type": "image", ...}`` (Hugging Face style: ``image``, ``url``, ``path`` or ``base64``)."""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    type: Literal["image"]
+
+
+class VideoURLPart(TypedDict):
+    """``{"type": "video_url", "video_url": {"url": ...}}``."""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    type: Literal["video_url"]
+    video_url: Any
+
+
+class VideoPart(TypedDict):
+    """``{"type": "video", ...}`` (Hugging Face style)."""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    type: Literal["video"]
+
+
+ContentPart = Annotated[
+    Union[TextPart, ImageURLPart, ImagePart, VideoURLPart, VideoPart], Field(discriminator="type")
+]
+Content = Union[str, list[ContentPart]]
+JSONValue = Any
+
+
+class FunctionCall(TypedDict):
+    """The ``function`` of a tool call. ``arguments`` is a JSON string (as the OpenAI API sends it)
+    or an already-decoded JSON value."""
+
+    __pydantic_config__ = _MSG  # type: ignore[misc]
+    name: str
+    arguments: JSONValue
+
+
+class ToolCall(TypedDict):
+    """One entry of ``assistant.tool_calls``."""
+
+    __pydantic_config__ = _MSG  # type: ignore[misc]
+    id: NotRequired[str]
+    type: NotRequired[Literal["function"]]
+    function: FunctionCall
+    index: NotRequired[int]
+
+
+class SystemMessage(TypedDict):
+    """``{"role": "system", "content": ...}``"""
+
+    __pydantic_config__ = _MSG  # type: ignore[misc]
+    role: Literal["system"]
+    content: Content
+    name: NotRequired[str]
+
+
+class UserMessage(TypedDict):
+    """``{"role": "user", "content": ...}``"""
+
+    __pydantic_config__ = _MSG  # type: ignore[misc]
+    role: Literal["user"]
+    content: Content
+    name: NotRequired[str]
+
+
+class AssistantMessage(TypedDict):
+    """``{"role": "assistant", ...}``: content and/or tool calls, optional reasoning.
+
+    ``reasoning`` and ``thinking`` are accepted as other names of ``reasoning_content`` (transformers
+    copies the first one given, in the order ``reasoning_content``, ``thinking``, ``reasoning``).
+    ``refusal``, ``annotations``, ``audio`` (OpenAI response fields) and ``partial`` / ``prefix``
+    (prefill flags) are accepted and not rendered by any Kimi template.
+    """
+
+    __pydantic_config__ = _MSG  # type: ignore[misc]
+    role: Literal["assistant"]
+    content: NotRequired[Content]
+    name: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCall]]
+    reasoning_content: NotRequired[str]
+    reasoning: NotRequired[str]
+    thinking: NotRequired[str]
+    refusal: NotRequired[str]
+    annotations: NotRequired[list[Any]]
+    audio: NotRequired[Any]
+    partial: NotRequired[bool]
+    prefix: NotRequired[bool]
+
+
+class ToolMessage(TypedDict):
+    """``{"role": "tool", "tool_call_id": ..., "content": ...}``"""
+
+    __pydantic_config__ = _MSG  # type: ignore[misc]
+    role: Literal["tool"]
+    tool_call_id: str
+    content: Content
+    name: NotRequired[str]
+
+
+Message = Annotated[
+    Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage], Field(discriminator="role")
+]
+
+
+class FunctionDefinition(TypedDict):
+    """``tools[i].function``: name, description, JSON-schema parameters (other keys are kept)."""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    name: str
+    description: NotRequired[str]
+    parameters: NotRequired[dict[str, Any]]
+
+
+class Tool(TypedDict):
+    """``{"type": "function", "function": {...}}``. Tools are rendered as given (key order and
+    extra keys kept), so only their shape is checked."""
+
+    __pydantic_config__ = _PART  # type: ignore[misc]
+    type: str
+    function: NotRequired[FunctionDefinition]
+
+
+_MESSAGES = TypeAdapter(list[Message])
+_TOOLS = TypeAdapter(list[Tool])
+
+
+class InvalidMessagesError(KimiChatError, ValueError):
+    """Messages that do not validate. ``errors`` lists ``(message_index, field, problem)``; the text
+    names each, e.g. ``messages[2].tool_call_id: Field required``."""
+
+    def __init__(self, errors: list[tuple[int | None, str, str]], what: str = "messages"):
+        self.errors = errors
+        lines = []
+        for index, field, problem in errors:
+            where = what if index is None else f"{what}[{index}]"
+            if field:
+                where += "." + field
+            lines.append(f"{where}: {problem}")
+        super().__init__(f"invalid {what}: " + "; ".join(lines))
+
+
+class InvalidToolsError(InvalidMessagesError):
+    """``tools`` that do not validate (same shape as :class:`InvalidMessagesError`)."""
+
+    def __init__(self, errors: list[tuple[int | None, str, str]]):
+        super().__init__(errors, "tools")
+
+
+_ROLE_TAGS = {"system", "user", "assistant", "tool", "function", "text", "image_url", "image", "video_url", "video"}
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in _ROLE_TAGS and not out.endswith(("tool_calls", "function")):
+            # discriminator tags pydantic inserts into the location (union member names)
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _errors_of(e: ValidationError) -> list[tuple[int | None, str, str]]:
+    out: list[tuple[int | None, str, str]] = []
+    for err in e.errors(include_url=False):
+        loc = tuple(err["loc"])
+        index = loc[0] if loc and isinstance(loc[0], int) else None
+        rest = loc[1:] if index is not None else loc
+        field = _field_path(rest)
+        problem = err["msg"]
+        if err["type"] == "extra_forbidden":
+            problem = "unexpected field (not part of an OpenAI chat message of this role)"
+        if err["type"] == "union_tag_invalid" and not field:
+            field = "role" if len(rest) == 0 else field
+        out.append((index, field, problem))
+    return out
+
+
+def to_plain(value: Any) -> Any:
+    """Objects to plain data, as transformers does before rendering: pydantic models through
+    ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively."""
+    if isinstance(value, Mapping):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(to_plain(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if callable(getattr(value, "model_dump", None)):
+        return to_plain(value.model_dump())
+    return value
+
+
+def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validate ``messages`` and return them as the templates see them: plain dicts without
+    ``None``-valued keys (nested values are kept as given, in their order).
+
+    Raises :class:`InvalidMessagesError` naming each offending message index and field.
+    """
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if type(m) is not dict:
+            m = to_plain(m)
+            if not isinstance(m, dict):
+                raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
+        out.append({k: v for k, v in m.items() if v is not None})
+    try:
+        _MESSAGES.validate_python(out)
+    except ValidationError as e:
+        raise InvalidMessagesError(_errors_of(e)) from e
+    return out
+
+
+def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    """Validate ``tools`` and return them as plain dicts (order and extra keys kept); ``None`` stays."""
+    if tools is None:
+        return None
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
+    plain = [t if type(t) is dict else to_plain(t) for t in tools]
+    try:
+        _TOOLS.validate_python(plain)
+    except ValidationError as e:
+        raise InvalidToolsError(_errors_of(e)) from e
+    return plain

@@ -1,0 +1,135 @@
+"""The official rendering: a template rendered by transformers' own chat-template machinery.
+
+This is the oracle the formatter is checked against (tests, ``fixtures/golden/regenerate.py``,
+``kimi-chat verify``). It reproduces what the official Kimi tokenizer's ``apply_chat_template(...,
+tokenize=False)`` does:
+
+* transformers' input normalisation: message objects to dicts, ``None``-valued keys dropped,
+  ``reasoning`` / ``thinking`` copied to ``reasoning_content``, everything made plain JSON data;
+* the rendering itself: transformers' sandboxed Jinja environment (``trim_blocks``, ``lstrip_blocks``,
+  its own ``tojson``), compiled once per template text;
+* the Kimi tokenizer's own pre-processing: later ``tokenization_kimi.py`` versions sort the keys of
+  every dict in ``tools`` (``deep_sort_dict``), and the K2.5 tokenizer passes ``tools_ts_str``.
+
+transformers is an optional dependency (``pip install kimi-chat[verify]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import KimiChatError, ReferenceDataError
+from .reference import reference_dir
+
+__all__ = ["OracleUnavailable", "deep_sort_dict", "render_template", "render_official", "oracle_template"]
+
+
+class OracleUnavailable(KimiChatError, ImportError):
+    """transformers (the official chat-template machinery) is not installed."""
+
+
+def deep_sort_dict(obj: Any) -> Any:
+    """Sort the keys of every dict, recursively (as the later ``tokenization_kimi.py`` does to tools)."""
+    if isinstance(obj, Mapping):
+        return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, list):
+        return [deep_sort_dict(v) for v in obj]
+    return obj
+
+
+def _chat_template_utils() -> Any:
+    try:
+        import os
+
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        from transformers.utils import chat_template_utils
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise OracleUnavailable(
+            "rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'"
+        ) from e
+    return chat_template_utils
+
+
+def render_template(
+    template: str,
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    sort_tool_keys: bool = False,
+    **template_kwargs: Any,
+) -> str:
+    """Render ``template`` exactly as a Kimi tokenizer's ``apply_chat_template(tokenize=False)`` would.
+
+    ``sort_tool_keys`` applies the tokenizer's ``deep_sort_dict`` to ``tools`` first. Template errors
+    propagate as raised by Jinja / transformers.
+    """
+    ctu = _chat_template_utils()
+    if not messages:
+        # what PreTrainedTokenizerBase.apply_chat_template does
+        raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
+    normalized = ctu._normalize_chat_messages(list(messages))
+    if tools and sort_tool_keys:
+        tools = deep_sort_dict(ctu._message_objects_to_dicts(list(tools)))
+    rendered, _ = ctu.render_jinja_template(
+        conversations=[normalized],
+        tools=list(tools) if tools is not None else None,
+        chat_template=template,
+        add_generation_prompt=add_generation_prompt,
+        **template_kwargs,
+    )
+    return str(rendered[0])
+
+
+_TEMPLATE_CACHE: dict[Path, str] = {}
+
+
+def oracle_template(dialect: Any) -> str:
+    """The text of a dialect's oracle template from the reference directory.
+
+    Raises :class:`~kimi_chat.errors.ReferenceDataError` when the reference data is absent.
+    """
+    from .dialects import get_dialect
+
+    d = get_dialect(dialect)
+    root = reference_dir()
+    if root is None:
+        raise ReferenceDataError(
+            "reference data not found: set $KIMI_CHAT_REFERENCE_DIR or place it at ../shared/reference"
+        )
+    path = root / d.oracle
+    if path not in _TEMPLATE_CACHE:
+        try:
+            _TEMPLATE_CACHE[path] = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ReferenceDataError(f"{path}: cannot read the oracle template of {d.name}: {e}") from e
+    return _TEMPLATE_CACHE[path]
+
+
+def render_official(
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    dialect: Any = "kimi-k2-instruct",
+    add_generation_prompt: bool = True,
+    **options: Any,
+) -> str:
+    """The official rendering of a dialect: its oracle template, with its tokenizer's pre-processing."""
+    from .dialects import get_dialect
+
+    d = get_dialect(dialect)
+    kwargs = dict(options)
+    if d.tools_typescript and tools:
+        from .tools_ts import tools_to_typescript
+
+        kwargs.setdefault("tools_ts_str", tools_to_typescript(list(tools)))
+    return render_template(
+        oracle_template(d),
+        messages,
+        tools=tools,
+        add_generation_prompt=add_generation_prompt,
+        sort_tool_keys=d.sort_tool_keys,
+        **kwargs,
+    )
