@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["KimiChatError", "RenderError", "UnknownDialectError", "ReferenceDataError"]
+__all__ = [
+    "KimiChatError",
+    "RenderError",
+    "UnknownDialectError",
+    "ReferenceDataError",
+    "ToolSchemaError",
+]
 
 
 class KimiChatError(Exception):
@@ -31,3 +37,30 @@ class UnknownDialectError(KimiChatError, ValueError):
 
 class ReferenceDataError(KimiChatError, OSError):
     """A reference / model snapshot file is missing or corrupt (the message names the file)."""
+
+
+class ToolSchemaError(KimiChatError, ValueError):
+    """A tool declaration that the official K2.5 TypeScript tool encoder cannot encode.
+
+    ``tool_name`` is the function name (``None`` when the tool entry has none), ``path`` a JSON
+    pointer into the tool entry (``tools[i]``), e.g. ``/function/parameters/properties/unit/enum/1``;
+    ``""`` is the tool entry itself. ``tool_index`` is ``i`` (``None`` for the ``tools`` list itself).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool_name: str | None = None,
+        path: str = "",
+        tool_index: int | None = None,
+    ):
+        where = "tools" if tool_index is None else f"tools[{tool_index}]"
+        if tool_name is not None:
+            where += f" (function {tool_name!r})"
+        where += f" at {path!r}" if path else ""
+        super().__init__(f"{where}: {message}")
+        self.tool_name = tool_name
+        self.path = path
+        self.tool_index = tool_index
+        self.reason = message
