@@ -359,7 +359,7 @@ class _Enum(_Type):
             if not isinstance(val, check[0]):
                 raise ctx.error(
                     f"enum member {_short(val)} is not {check[1]} (declared type {typ!r})",
-                    path + ("enum", i),
+                    self._member_path(i),
                 )
 
     def _members(self) -> list:
@@ -368,9 +368,14 @@ class _Enum(_Type):
             return list(e)
         raise self.ctx.error(f"enum must be an array, got {_json_type(e)}", self.path + ("enum",))
 
+    def _member_path(self, i: int) -> Path:
+        if isinstance(self.enum, (list, tuple)):
+            return self.path + ("enum", i)
+        return self.path + ("enum",)
+
     def ts(self, indent: str) -> str:
         return " | ".join(
-            f'"{e}"' if isinstance(e, str) else self.ctx.pystr(e, self.path + ("enum", i))
+            f'"{e}"' if isinstance(e, str) else self.ctx.pystr(e, self._member_path(i))
             for i, e in enumerate(self._members())
         )
 
