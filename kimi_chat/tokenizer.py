@@ -1,0 +1,584 @@
+"""The Kimi tokenizer: ``tiktoken`` with the official pre-tokenizer regex, special tokens and splitting limits.
+
+It reproduces ``tokenization_kimi.py`` (``TikTokenTokenizer``) of the Kimi-K2 model snapshots:
+
+* the BPE ranks of the snapshot's ``tiktoken.model`` (163,584 ranks, shared by every K2 variant);
+* ``pat_str`` (:data:`PAT_STR`; its sha256 is pinned in ``PROVENANCE.md``);
+* ``256 + 2`` special ids numbered from ``len(ranks)`` (163584..163841), each named after the
+  config's ``added_tokens_decoder`` entry or else ``<|reserved_token_{id}|>``;
+* long inputs cut into pieces of at most 400,000 chars, and each piece cut so that no run of more than
+  25,000 consecutive whitespace (or non-whitespace) chars is handed to tiktoken in one call (the
+  official ``_split_whitespaces_or_nonwhitespaces``; the cuts change the ids, so they are part of
+  the tokenizer's behaviour, not only a crash guard).
+
+``encode(text)`` treats special-token text as the special id (the official default,
+``allow_special_tokens=True``); ``encode(text, allow_special=False)`` encodes it as ordinary text.
+
+Either the July-2025 Kimi-K2-Instruct ``tokenizer_config.json`` or the K2.5/K2.6 one can be loaded; the
+latter adds ``<|media_begin|>``.. (163602..163605) and ``<think>``/``</think>`` (163606, 163607) as
+single tokens, where the former has them as reserved names (``<think>`` is then ordinary text).
+
+Token strings (:meth:`KimiTokenizer.id_to_token`) follow the Hugging Face convention of the official
+tokenizer: the GPT-2 byte-to-unicode form of the token bytes (``" world"`` is ``"Ġworld"``); special
+tokens are their names.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Union
+
+from .errors import ReferenceDataError
+from .markers import NUM_RESERVED_SPECIAL, reserved_token_name
+from .reference import reference_dir as _reference_dir
+
+__all__ = [
+    "KimiTokenizer",
+    "AddedToken",
+    "PAT_STR",
+    "TIKTOKEN_MAX_ENCODE_CHARS",
+    "MAX_NO_WHITESPACES_CHARS",
+    "TIKTOKEN_MODEL_FILE",
+    "TOKENIZER_CONFIG_FILE",
+    "REFERENCE_CONFIGS",
+    "split_for_tiktoken",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+PAT_STR: Final = "|".join(
+    [
+        r"""[\p{Han}]+""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+"""The pre-tokenizer regex of ``tokenization_kimi.py`` (sha256 ``de578178…`` in PROVENANCE.md)."""
+
+TIKTOKEN_MAX_ENCODE_CHARS: Final = 400_000
+"""The official tokenizer encodes the text in slices of at most this many chars."""
+MAX_NO_WHITESPACES_CHARS: Final = 25_000
+"""... and cuts each slice so that no piece has a run of more than this many consecutive whitespace
+(or non-whitespace) chars."""
+
+TIKTOKEN_MODEL_FILE: Final = "tiktoken.model"
+TOKENIZER_CONFIG_FILE: Final = "tokenizer_config.json"
+
+REFERENCE_CONFIGS: Final[Mapping[str, str]] = {
+    "k2": "Kimi-K2-Instruct/tokenizer_config.json",
+    "k2.6": "unverified/Kimi-K2.6-derived.tokenizer_config.json",
+}
+"""Configs of the reference directory loadable by :meth:`KimiTokenizer.from_reference`: ``"k2"`` is
+the July-2025 Kimi-K2-Instruct config, ``"k2.6"`` the (unverified) K2.6-derived one with the media
+and ``<think>`` tokens."""
+_REFERENCE_TIKTOKEN = "tokenizer/tiktoken.model"
+
+
+# --------------------------------------------------------------------------------------------------
+# Splitting of long inputs (official limits)
+# --------------------------------------------------------------------------------------------------
+
+
+def _split_whitespaces_or_nonwhitespaces(s: str, max_consecutive_slice_len: int) -> Iterator[str]:
+    """The official algorithm, char by char (slow; kept as the executable specification).
+
+    Cuts ``s`` so that no piece holds more than ``max_consecutive_slice_len`` consecutive whitespace
+    or consecutive non-whitespace chars (``str.isspace``). Yields ``""`` for an empty ``s``.
+    """
+    current_slice_len = 0
+    current_slice_is_space = s[0].isspace() if len(s) > 0 else False
+    slice_start = 0
+    for i in range(len(s)):
+        is_now_space = s[i].isspace()
+        if current_slice_is_space ^ is_now_space:
+            current_slice_len = 1
+            current_slice_is_space = is_now_space
+        else:
+            current_slice_len += 1
+            if current_slice_len > max_consecutive_slice_len:
+                yield s[slice_start:i]
+                slice_start = i
+                current_slice_len = 1
+    yield s[slice_start:]
+
+
+_LONG_RUN_RES: dict[int, re.Pattern[str]] = {}
+
+
+def _long_run_re(max_run: int) -> re.Pattern[str]:
+    # A maximal run longer than max_run. The look-behinds make every attempt that does not start a run
+    # fail at once, so the scan is linear. Python's `\s` on str is `str.isspace()` (both are
+    # Py_UNICODE_ISSPACE); a test checks every code point.
+    pat = _LONG_RUN_RES.get(max_run)
+    if pat is None:
+        n = max_run + 1
+        pat = _LONG_RUN_RES[max_run] = re.compile(rf"(?<!\s)\s{{{n},}}|(?<!\S)\S{{{n},}}")
+    return pat
+
+
+def split_for_tiktoken(
+    text: str,
+    *,
+    max_chars: int = TIKTOKEN_MAX_ENCODE_CHARS,
+    max_run: int = MAX_NO_WHITESPACES_CHARS,
+) -> list[str]:
+    """The pieces the official tokenizer hands to tiktoken one by one, in order.
+
+    Same result as ``[p for i in range(0, len(text), max_chars) for p in
+    _split_whitespaces_or_nonwhitespaces(text[i:i + max_chars], max_run)]`` (the official code), in
+    linear time with a C-speed scan. ``[]`` for an empty text; ``[text]`` for any text of at most
+    ``max_run`` chars.
+    """
+    if len(text) <= max_run and len(text) <= max_chars:
+        return [text] if text else []
+    pieces: list[str] = []
+    run_re = _long_run_re(max_run)
+    for i in range(0, len(text), max_chars):
+        chunk = text[i : i + max_chars]
+        start = 0
+        if len(chunk) > max_run:
+            for m in run_re.finditer(chunk):
+                a, b = m.span()
+                for cut in range(a + max_run, b, max_run):
+                    pieces.append(chunk[start:cut])
+                    start = cut
+        pieces.append(chunk[start:])
+    return pieces
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading (cached)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    """One entry of the config's ``added_tokens_decoder``: the token's name and its ``special`` flag
+    (``special=False`` tokens, like the tool-call markers, survive ``skip_special_tokens``)."""
+
+    id: int
+    content: str
+    special: bool
+
+
+_lock = threading.Lock()
+_RANKS_CACHE: dict[tuple[str, int, int], dict[bytes, int]] = {}
+_ENCODING_CACHE: dict[tuple[Any, ...], Any] = {}
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ReferenceDataError(f"{path}: file not found") from None
+    except OSError as e:
+        raise ReferenceDataError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not path.is_file():
+        raise ReferenceDataError(f"{path}: not a regular file")
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+def _parse_ranks(path: Path) -> dict[bytes, int]:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ReferenceDataError(f"{path}: cannot read the tiktoken BPE file: {e.strerror or e}") from None
+    lines = data.splitlines()
+    try:
+        ranks = {base64.b64decode(tok, validate=True): int(rank) for tok, rank in (ln.split() for ln in lines if ln)}
+    except (ValueError, binascii.Error):
+        ranks = None
+    if ranks is None:
+        # Slow path, only to say where and why.
+        for lineno, ln in enumerate(lines, 1):
+            if not ln:
+                continue
+            parts = ln.split()
+            if len(parts) != 2:
+                raise ReferenceDataError(
+                    f"{path}: corrupt tiktoken BPE file: line {lineno}: expected '<base64 token> <rank>', "
+                    f"got {ln[:60]!r}"
+                )
+            try:
+                base64.b64decode(parts[0], validate=True)
+            except (ValueError, binascii.Error):
+                raise ReferenceDataError(
+                    f"{path}: corrupt tiktoken BPE file: line {lineno}: invalid base64 token {parts[0][:60]!r}"
+                ) from None
+            try:
+                int(parts[1])
+            except ValueError:
+                raise ReferenceDataError(
+                    f"{path}: corrupt tiktoken BPE file: line {lineno}: rank is not an integer: {parts[1][:30]!r}"
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+    n_lines = sum(1 for ln in lines if ln)
+    if not ranks:
+        raise ReferenceDataError(f"{path}: corrupt tiktoken BPE file: no ranks (empty file?)")
+    if len(ranks) != n_lines:
+        raise ReferenceDataError(
+            f"{path}: corrupt tiktoken BPE file: {n_lines - len(ranks)} duplicate token(s) among {n_lines} lines"
+        )
+    values = set(ranks.values())
+    if len(values) != len(ranks) or min(values) != 0 or max(values) != len(ranks) - 1:
+        raise ReferenceDataError(
+            f"{path}: corrupt tiktoken BPE file: ranks must be exactly 0..{len(ranks) - 1} without gaps or "
+            f"repeats (found {len(values)} distinct ranks in {min(values)}..{max(values)})"
+        )
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise ReferenceDataError(
+            f"{path}: corrupt tiktoken BPE file: {len(missing)} single-byte token(s) missing "
+            f"(e.g. byte 0x{missing[0]:02x}); every byte must be a token"
+        )
+    return ranks
+
+
+def _load_ranks(path: Path) -> dict[bytes, int]:
+    key = _file_key(path)
+    with _lock:
+        cached = _RANKS_CACHE.get(key)
+    if cached is not None:
+        return cached
+    ranks = _parse_ranks(path)
+    with _lock:
+        _RANKS_CACHE[key] = ranks
+    return ranks
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    _file_key(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ReferenceDataError(f"{path}: corrupt tokenizer config: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise ReferenceDataError(f"{path}: cannot read the tokenizer config: {e.strerror or e}") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReferenceDataError(
+            f"{path}: corrupt tokenizer config: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise ReferenceDataError(f"{path}: corrupt tokenizer config: top level is {type(cfg).__name__}, not an object")
+    return cfg
+
+
+def _added_tokens(cfg: Mapping[str, Any], where: str, num_base: int) -> dict[int, AddedToken]:
+    dec = cfg.get("added_tokens_decoder")
+    if dec is None:
+        raise ReferenceDataError(f"{where}: tokenizer config has no 'added_tokens_decoder'")
+    if not isinstance(dec, Mapping):
+        raise ReferenceDataError(f"{where}: 'added_tokens_decoder' is {type(dec).__name__}, not an object")
+    out: dict[int, AddedToken] = {}
+    names: dict[str, int] = {}
+    hi = num_base + NUM_RESERVED_SPECIAL + 2
+    for k, v in dec.items():
+        try:
+            tid = int(k)
+        except (TypeError, ValueError):
+            raise ReferenceDataError(f"{where}: added_tokens_decoder key {k!r} is not an integer id") from None
+        if not isinstance(v, Mapping) or not isinstance(v.get("content"), str) or not v["content"]:
+            raise ReferenceDataError(f"{where}: added_tokens_decoder[{k!r}] has no string 'content'")
+        if not num_base <= tid < hi:
+            raise ReferenceDataError(
+                f"{where}: added token {v['content']!r} has id {tid}, outside the special range "
+                f"{num_base}..{hi - 1} of this tiktoken.model"
+            )
+        if v["content"] in names:
+            raise ReferenceDataError(
+                f"{where}: added token {v['content']!r} appears twice (ids {names[v['content']]} and {tid})"
+            )
+        names[v["content"]] = tid
+        out[tid] = AddedToken(tid, v["content"], bool(v.get("special", True)))
+    return out
+
+
+def _token_name(cfg: Mapping[str, Any], key: str) -> str | None:
+    v = cfg.get(key)
+    if isinstance(v, Mapping):
+        v = v.get("content")
+    return v if isinstance(v, str) else None
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    # GPT-2's reversible byte -> printable char map (what HF byte-level tokenizers show as tokens).
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+_BYTE_ENCODER: Final = _bytes_to_unicode()
+_BYTE_DECODER: Final = {c: b for b, c in _BYTE_ENCODER.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# The tokenizer
+# --------------------------------------------------------------------------------------------------
+
+
+class KimiTokenizer:
+    """Kimi-K2 tokenizer (``tiktoken`` underneath). Build it with :meth:`from_dir`, :meth:`from_files`
+    or :meth:`from_reference`; loading is cached per file (path, size, mtime) within the process.
+
+    Attributes: ``vocab_size`` (163842: 163584 BPE ranks + 258 special ids), ``num_base_tokens``,
+    ``special_ids`` (all 258 ids of the special range, named or reserved), ``special_tokens``
+    (name -> id), ``added_tokens`` (the config entries with their ``special`` flag), ``bos_id``,
+    ``eos_id``, ``unk_id``, ``pad_id``, ``model_path``, ``config_path``.
+    """
+
+    def __init__(
+        self,
+        mergeable_ranks: dict[bytes, int],
+        config: Mapping[str, Any],
+        *,
+        model_path: Path | None = None,
+        config_path: Path | None = None,
+        _cache_key: Any = None,
+    ):
+        import tiktoken  # the optional `tokenizer` extra
+
+        where = str(config_path) if config_path is not None else "tokenizer config"
+        self.model_path = model_path
+        self.config_path = config_path
+        self.num_base_tokens: int = len(mergeable_ranks)
+        self.added_tokens: Mapping[int, AddedToken] = _added_tokens(config, where, self.num_base_tokens)
+        specials = {
+            (self.added_tokens[i].content if i in self.added_tokens else reserved_token_name(i)): i
+            for i in range(self.num_base_tokens, self.num_base_tokens + NUM_RESERVED_SPECIAL + 2)
+        }
+        if len(specials) != NUM_RESERVED_SPECIAL + 2:
+            raise ReferenceDataError(f"{where}: an added token is named like a reserved token of another id")
+        self.special_tokens: Mapping[str, int] = specials
+        self._special_names: frozenset[str] = frozenset(specials)
+        self.special_ids: frozenset[int] = frozenset(specials.values())
+        self._id_to_special: dict[int, str] = {i: s for s, i in specials.items()}
+        self._skip_ids: frozenset[int] = frozenset(i for i, t in self.added_tokens.items() if t.special)
+        self.vocab_size: int = self.num_base_tokens + NUM_RESERVED_SPECIAL + 2
+
+        key = (_cache_key, tuple(sorted(specials.items(), key=lambda kv: kv[1])))
+        with _lock:
+            enc = _ENCODING_CACHE.get(key) if _cache_key is not None else None
+        if enc is None:
+            enc = tiktoken.Encoding(
+                name="kimi-k2", pat_str=PAT_STR, mergeable_ranks=mergeable_ranks, special_tokens=dict(specials)
+            )
+            if _cache_key is not None:
+                with _lock:
+                    _ENCODING_CACHE[key] = enc
+        self._enc = enc
+        self._ranks = mergeable_ranks
+        self._id_to_token: list[str] | None = None
+        self._token_to_id: dict[str, int] | None = None
+
+        def _id(name_key: str) -> int | None:
+            name = _token_name(config, name_key)
+            if name is None:
+                return None
+            if name not in specials:
+                raise ReferenceDataError(f"{where}: {name_key} {name!r} is not a special token of this config")
+            return specials[name]
+
+        # Constructor defaults of tokenization_kimi.py are [BOS] / [EOS]; the configs name them too.
+        self.bos_id: int | None = _id("bos_token")
+        self.eos_id: int | None = _id("eos_token")
+        self.unk_id: int | None = _id("unk_token")
+        self.pad_id: int | None = _id("pad_token")
+
+    # ---------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_files(
+        cls, tiktoken_model: PathLike, tokenizer_config: PathLike | Mapping[str, Any]
+    ) -> "KimiTokenizer":
+        """Load from an explicit ``tiktoken.model`` path and a ``tokenizer_config.json`` path (or the
+        already parsed config mapping). Raises :class:`ReferenceDataError` naming the file on a
+        missing or corrupt file."""
+        model_path = Path(tiktoken_model)
+        ranks = _load_ranks(model_path)
+        cache_key = _file_key(model_path)
+        if isinstance(tokenizer_config, Mapping):
+            return cls(ranks, tokenizer_config, model_path=model_path, _cache_key=cache_key)
+        config_path = Path(tokenizer_config)
+        cfg = _read_config(config_path)
+        return cls(ranks, cfg, model_path=model_path, config_path=config_path, _cache_key=cache_key)
+
+    @classmethod
+    def from_dir(cls, path: PathLike, *, config: PathLike | Mapping[str, Any] | None = None) -> "KimiTokenizer":
+        """Load a model snapshot directory holding ``tiktoken.model`` and ``tokenizer_config.json``.
+        ``config`` overrides the config (a path or a parsed mapping)."""
+        d = Path(path)
+        if not d.is_dir():
+            raise ReferenceDataError(f"{d}: model snapshot directory not found")
+        model = d / TIKTOKEN_MODEL_FILE
+        if not model.is_file():
+            raise ReferenceDataError(f"{model}: file not found (a Kimi snapshot dir holds {TIKTOKEN_MODEL_FILE})")
+        if config is None:
+            config = d / TOKENIZER_CONFIG_FILE
+            if not Path(config).is_file():
+                raise ReferenceDataError(
+                    f"{config}: file not found (a Kimi snapshot dir holds {TOKENIZER_CONFIG_FILE}; "
+                    "or pass config=)"
+                )
+        return cls.from_files(model, config)
+
+    @classmethod
+    def from_reference(cls, config: str = "k2", *, reference_dir: PathLike | None = None) -> "KimiTokenizer":
+        """Load from the reference data layout (``tokenizer/tiktoken.model`` plus the config named by
+        ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"`` or ``"k2.6"``). The directory is
+        ``reference_dir`` or :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``,
+        else ``../shared/reference``)."""
+        if config not in REFERENCE_CONFIGS:
+            raise ValueError(f"unknown reference config {config!r}; choose one of {sorted(REFERENCE_CONFIGS)}")
+        d = Path(reference_dir) if reference_dir is not None else _reference_dir()
+        if d is None:
+            raise ReferenceDataError(
+                "reference directory not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference"
+            )
+        return cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
+
+    # ---------------------------------------------------------------- encoding
+
+    @property
+    def encoding(self) -> Any:
+        """The underlying ``tiktoken.Encoding`` (no long-input splitting: prefer :meth:`encode`)."""
+        return self._enc
+
+    @property
+    def mergeable_ranks(self) -> Mapping[bytes, int]:
+        """The BPE ranks of ``tiktoken.model`` (token bytes -> id). Do not mutate."""
+        return self._ranks
+
+    def encode(self, text: str, *, allow_special: bool = True) -> list[int]:
+        """Token ids of ``text``, exactly as the official ``encode`` (including its long-input cuts).
+
+        ``allow_special=True`` (the official default): text equal to a special token's name (e.g.
+        ``<|im_end|>``, or ``<|reserved_token_163700|>``) becomes that id. ``allow_special=False``:
+        such text is encoded as ordinary text (several tokens), as for untrusted content.
+        """
+        enc = self._enc
+        if len(text) <= MAX_NO_WHITESPACES_CHARS:
+            if allow_special:
+                return enc.encode(text, allowed_special=self._special_names, disallowed_special=())
+            return enc.encode_ordinary(text)
+        out: list[int] = []
+        for piece in split_for_tiktoken(text):
+            if allow_special:
+                out += enc.encode(piece, allowed_special=self._special_names, disallowed_special=())
+            else:
+                out += enc.encode_ordinary(piece)
+        return out
+
+    def encode_batch(
+        self, texts: Sequence[str], *, allow_special: bool = True, num_threads: int = 4
+    ) -> list[list[int]]:
+        """:meth:`encode` of each text, in threads (tiktoken releases the GIL while encoding)."""
+        if len(texts) <= 1 or num_threads <= 1:
+            return [self.encode(t, allow_special=allow_special) for t in texts]
+        with ThreadPoolExecutor(num_threads) as ex:
+            return list(ex.map(lambda t: self.encode(t, allow_special=allow_special), texts))
+
+    def count(self, text: str, *, allow_special: bool = True) -> int:
+        """``len(self.encode(text, ...))``."""
+        return len(self.encode(text, allow_special=allow_special))
+
+    # ---------------------------------------------------------------- decoding
+
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
+        """Text of ``ids`` (UTF-8, invalid sequences replaced by U+FFFD unless ``errors`` says else).
+        ``skip_special_tokens`` drops the ids the config flags ``special: true`` (``[BOS]``,
+        ``<|im_end|>``...), keeping ``special: false`` ones (tool-call markers, ``<think>``) and
+        reserved ids, as the official tokenizer does."""
+        return self.decode_bytes(ids, skip_special_tokens=skip_special_tokens).decode("utf-8", errors=errors)
+
+    def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
+        """Raw bytes of ``ids``. Raises ``KeyError`` for an id outside ``0..vocab_size-1``."""
+        ids = list(ids)
+        if skip_special_tokens:
+            skip = self._skip_ids
+            ids = [i for i in ids if i not in skip]
+        for i in ids:
+            if not (isinstance(i, int) and 0 <= i < self.vocab_size):
+                raise KeyError(f"token id {i!r} is outside 0..{self.vocab_size - 1}")
+        return self._enc.decode_bytes(ids)
+
+    # ---------------------------------------------------------------- vocabulary
+
+    def _vocab(self) -> tuple[list[str], dict[str, int]]:
+        if self._id_to_token is None:
+            enc_b = _BYTE_ENCODER
+            toks = [""] * self.vocab_size
+            for b, i in self._ranks.items():
+                toks[i] = "".join([enc_b[x] for x in b])
+            for i, s in self._id_to_special.items():
+                toks[i] = s
+            t2i = {t: i for i, t in enumerate(toks)}
+            self._token_to_id = t2i
+            self._id_to_token = toks
+        assert self._token_to_id is not None
+        return self._id_to_token, self._token_to_id
+
+    def id_to_token(self, token_id: int) -> str:
+        """The token string of an id: a special token's name, else the byte-level (GPT-2 byte-to-unicode)
+        form of its bytes, as ``convert_ids_to_tokens`` of the official tokenizer."""
+        if not 0 <= token_id < self.vocab_size:
+            raise KeyError(f"token id {token_id!r} is outside 0..{self.vocab_size - 1}")
+        return self._vocab()[0][token_id]
+
+    def token_to_id(self, token: str | bytes) -> int:
+        """Id of a token: ``bytes`` are raw token bytes; a ``str`` is a special token name (reserved
+        ones included) or a byte-level token string (``"Ġworld"``, as :meth:`id_to_token` returns).
+        Raises ``KeyError`` for an unknown token."""
+        if isinstance(token, bytes):
+            try:
+                return self._ranks[token]
+            except KeyError:
+                pass
+            try:
+                return self.special_tokens[token.decode("utf-8")]
+            except (KeyError, UnicodeDecodeError):
+                raise KeyError(f"{token!r} is not a token") from None
+        sid = self.special_tokens.get(token)
+        if sid is not None:
+            return sid
+        try:
+            return self._vocab()[1][token]
+        except KeyError:
+            raise KeyError(f"{token!r} is not a token (ordinary tokens are byte-level strings, e.g. 'Ġworld')") from None
+
+    def id_to_bytes(self, token_id: int) -> bytes:
+        """Raw bytes of one token (a special token's name in UTF-8)."""
+        return self.decode_bytes([token_id])
+
+    def is_special(self, token_id: int) -> bool:
+        """Whether ``token_id`` is in the special range (a named or reserved special id)."""
+        return token_id in self.special_ids
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __repr__(self) -> str:
+        src = self.config_path or "<mapping>"
+        return f"KimiTokenizer(model={str(self.model_path)!r}, config={str(src)!r}, vocab_size={self.vocab_size})"
+
