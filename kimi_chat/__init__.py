@@ -7,9 +7,10 @@ tool declarations as they land.
 from __future__ import annotations
 
 from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
-from .errors import KimiChatError, ReferenceDataError, RenderError, UnknownDialectError
+from .errors import KimiChatError, ReferenceDataError, RenderError, ToolSchemaError, UnknownDialectError
 from .messages import InvalidMessagesError, InvalidToolsError, Message, Tool
 from .render import Segment, render, render_segments
+from .tools_ts import tools_to_typescript
 
 __all__ = [
     "DIALECTS",
@@ -23,10 +24,12 @@ __all__ = [
     "Segment",
     "Status",
     "Tool",
+    "ToolSchemaError",
     "UnknownDialectError",
     "dialect_names",
     "get_dialect",
     "render",
     "render_segments",
+    "tools_to_typescript",
 ]
 __version__ = "0.1.0"

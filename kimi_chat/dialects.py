@@ -155,6 +155,23 @@ DIALECTS: dict[str, Dialect] = {
             think="history_split",
             aliases=("kimi-k2-thinking",),
         ),
+        Dialect(
+            name="kimi-k2.5",
+            status=Status.RECONSTRUCTED,
+            oracle="unverified/Kimi-K2.5.chat_template.reconstructed.jinja",
+            summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
+            "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system",
+            default_system=None,
+            tools_separators=(",", ":"),
+            tools_typescript=True,
+            sort_tool_keys=True,
+            role_names="name_or_role",
+            content_style="macro",
+            image_marker="media_begin",
+            video_placeholder=True,
+            think="k25",
+            options=("thinking", "preserve_thinking"),
+        ),
     )
 }
 """Every dialect, by canonical name."""
