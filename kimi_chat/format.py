@@ -323,7 +323,7 @@ GRAMMAR: Final[dict[str, Expr]] = {
     "tool_calls": alt(
         Group("section", seq(Tok("SECTION_BEGIN"), "calls", "section_close")),
         recover(
-            Group("section", seq(Ahead("CALL_BEGIN"), "calls", "section_close")),
+            Group("section", seq(Ahead("CALL_BEGIN"), "calls", "implicit_section_close")),
             "implicit_section",
             "tool call without a section begin",
         ),
@@ -334,6 +334,13 @@ GRAMMAR: Final[dict[str, Expr]] = {
         recover(Ahead("END_TURN"), "section_unclosed", "tool-call section " + _CLOSE_BY_END),
         recover(Ahead("NEW_MESSAGE"), "section_unclosed", "tool-call section " + _CLOSE_BY_NEW),
         recover(Eof(), "truncated"),
+    ),
+    # no section begin: no section end is owed either
+    "implicit_section_close": alt(
+        Tok("SECTION_END"),
+        recover(Ahead("END_TURN")),
+        recover(Ahead("NEW_MESSAGE")),
+        recover(Eof()),
     ),
     "call": Group(
         "call",

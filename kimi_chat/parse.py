@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
 
+from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .format import EOF, END_OF_TURN_IDS, TEXT, WS, Machine, State, Transition, compile_machine
 
@@ -191,6 +192,7 @@ class Delta:
 # --------------------------------------------------------------------------------------------------
 
 _FUNCTIONS = "functions."
+_ARG_BEGIN = M.TOOL_CALL_ARGUMENT_BEGIN.text
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 _REGEX_CACHE: dict[int, re.Pattern[str]] = {}
 
@@ -365,7 +367,7 @@ class StreamParser:
             "ignored": None,
         }
         self._handlers: dict[tuple[str, str], Callable[[bool, str, str, int], None]] = {
-            ("enter", "reasoning"): self._nothing,
+            ("enter", "reasoning"): self._enter_reasoning,
             ("exit", "reasoning"): self._exit_reasoning,
             ("enter", "section"): self._enter_section,
             ("exit", "section"): self._exit_section,
@@ -562,6 +564,11 @@ class StreamParser:
     def _nothing(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
         pass
 
+    def _enter_reasoning(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        if self._content_held is not None:  # whitespace before <think> is not content
+            self._content = []
+            self._content_held = []
+
     def _exit_reasoning(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
         if tok == EOF:
             self._truncated = True
@@ -597,8 +604,7 @@ class StreamParser:
         self._resolve_header(c)
         eof = tok == EOF
         if not c.has_args and not eof:
-            self._warn("missing_argument_begin", "tool call without <|tool_call_argument_begin|>: "
-                       "empty arguments", c.offset)
+            self._warn("missing_argument_begin", f"tool call without {_ARG_BEGIN}: empty arguments", c.offset)
         # arguments: what is held is decided now
         value: Any = _INVALID
         if c.mode == 2:
