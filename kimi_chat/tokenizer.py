@@ -51,6 +51,7 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "REFERENCE_CONFIGS",
     "split_for_tiktoken",
+    "cut_points",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -117,6 +118,8 @@ def _split_whitespaces_or_nonwhitespaces(s: str, max_consecutive_slice_len: int)
 
 
 _LONG_RUN_RES: dict[int, re.Pattern[str]] = {}
+_WS_RUN: Final = re.compile(r"\s*")
+_NWS_RUN: Final = re.compile(r"\S*")
 
 
 def _long_run_re(max_run: int) -> re.Pattern[str]:
@@ -130,6 +133,72 @@ def _long_run_re(max_run: int) -> re.Pattern[str]:
     return pat
 
 
+def _has_long_run(s: str, max_run: int) -> bool:
+    """Whether ``s`` has a run of more than ``max_run`` whitespace or non-whitespace chars.
+
+    Probes every ``max_run``-th position: a run of at least ``max_run + 1`` chars holds a probe that is
+    less than ``max_run`` chars from the run's start, so measuring the run around each probe (at most
+    ``max_run`` chars back, ``max_run + 1`` forward, at C speed) finds every long run."""
+    n = len(s)
+    if n <= max_run:
+        return False
+    m = max_run + 1
+    for p in range(0, n, max_run):
+        run = _WS_RUN if s[p].isspace() else _NWS_RUN
+        right = run.match(s, p, min(n, p + m)).end() - p
+        lo = max(0, p - max_run)
+        left = run.match(s[lo:p][::-1]).end() if p else 0
+        if left + right >= m:
+            return True
+    return False
+
+
+def cut_points(
+    text: str,
+    start: int = 0,
+    *,
+    max_chars: int = TIKTOKEN_MAX_ENCODE_CHARS,
+    max_run: int = MAX_NO_WHITESPACES_CHARS,
+) -> list[int]:
+    """Positions ``c`` with ``start < c < len(text)``, in order, where the official splitting of the whole
+    ``text`` starts a new piece (see :func:`split_for_tiktoken`).
+
+    ``start`` lets a caller that already tokenized ``text[:start]`` get the cuts of the rest without
+    rescanning the prefix (only the run that crosses ``start`` is looked at)."""
+    n = len(text)
+    if n <= max_run and n <= max_chars:
+        return []
+    cuts: list[int] = []
+    run_re = _long_run_re(max_run)
+    chunk = start - start % max_chars
+    first = True
+    while chunk < n:
+        end = min(chunk + max_chars, n)
+        if first:
+            # the cuts of this chunk after `start` depend only on the runs from the one holding `start`
+            scan = start
+            if chunk < start < n:
+                run = _WS_RUN if text[start - 1].isspace() else _NWS_RUN
+                if text[start].isspace() == text[start - 1].isspace():
+                    scan = start - run.match(text[chunk:start][::-1]).end()
+            else:
+                scan = chunk
+            first = False
+        else:
+            cuts.append(chunk)
+            scan = chunk
+        if end - scan > max_run:
+            sub = text[scan:end]
+            if _has_long_run(sub, max_run):
+                for mt in run_re.finditer(sub):
+                    a, b = mt.span()
+                    for c in range(scan + a + max_run, scan + b, max_run):
+                        if c > start:
+                            cuts.append(c)
+        chunk += max_chars
+    return cuts
+
+
 def split_for_tiktoken(
     text: str,
     *,
@@ -139,25 +208,13 @@ def split_for_tiktoken(
     """The pieces the official tokenizer hands to tiktoken one by one, in order.
 
     Same result as ``[p for i in range(0, len(text), max_chars) for p in
-    _split_whitespaces_or_nonwhitespaces(text[i:i + max_chars], max_run)]`` (the official code), in
-    linear time with a C-speed scan. ``[]`` for an empty text; ``[text]`` for any text of at most
-    ``max_run`` chars.
+    _split_whitespaces_or_nonwhitespaces(text[i:i + max_chars], max_run)]`` (the official code), at C
+    speed. ``[]`` for an empty text; ``[text]`` when nothing needs cutting.
     """
-    if len(text) <= max_run and len(text) <= max_chars:
-        return [text] if text else []
-    pieces: list[str] = []
-    run_re = _long_run_re(max_run)
-    for i in range(0, len(text), max_chars):
-        chunk = text[i : i + max_chars]
-        start = 0
-        if len(chunk) > max_run:
-            for m in run_re.finditer(chunk):
-                a, b = m.span()
-                for cut in range(a + max_run, b, max_run):
-                    pieces.append(chunk[start:cut])
-                    start = cut
-        pieces.append(chunk[start:])
-    return pieces
+    if not text:
+        return []
+    bounds = [0, *cut_points(text, max_chars=max_chars, max_run=max_run), len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -479,6 +536,11 @@ class KimiTokenizer:
         """
         enc = self._enc
         if len(text) <= MAX_NO_WHITESPACES_CHARS:
+            if allow_special:
+                return enc.encode(text, allowed_special=self._special_names, disallowed_special=())
+            return enc.encode_ordinary(text)
+        cuts = cut_points(text)
+        if not cuts:
             if allow_special:
                 return enc.encode(text, allowed_special=self._special_names, disallowed_special=())
             return enc.encode_ordinary(text)

@@ -28,6 +28,7 @@ from kimi_chat.tokenizer import (  # noqa: E402
     PAT_STR,
     TIKTOKEN_MAX_ENCODE_CHARS,
     KimiTokenizer,
+    cut_points,
     split_for_tiktoken,
 )
 
@@ -262,6 +263,16 @@ def test_split_equals_official_algorithm_small_limits(parts, max_chars, max_run)
     assert split_for_tiktoken(text, max_chars=max_chars, max_run=max_run) == (
         official_pieces(text, max_chars, max_run) if text else []
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(_ALPH, max_size=60), max_chars=st.integers(1, 30), max_run=st.integers(1, 8), data=st.data())
+def test_cut_points_from_an_offset(parts, max_chars, max_run, data):
+    # the cuts after `start` do not depend on whether the prefix was scanned
+    text = "".join(parts)
+    full = cut_points(text, max_chars=max_chars, max_run=max_run)
+    start = data.draw(st.integers(0, len(text)))
+    assert cut_points(text, start, max_chars=max_chars, max_run=max_run) == [c for c in full if c > start]
 
 
 def test_split_equals_official_algorithm_real_limits():
