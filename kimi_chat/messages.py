@@ -213,36 +213,68 @@ class InvalidToolsError(InvalidMessagesError):
         super().__init__(errors, "tools")
 
 
-_ROLE_TAGS = {"system", "user", "assistant", "tool", "function", "text", "image_url", "image", "video_url", "video"}
+def _branch_matches(label: str, data: Any) -> bool | None:
+    """For a union-branch label pydantic puts into a location (``str``, ``list[...]``): whether the
+    input took that branch (``None``: not a branch label)."""
+    if label == "str":
+        return isinstance(data, str) or not isinstance(data, list)
+    if label.startswith("list["):
+        return isinstance(data, list)
+    return None
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
+def _field_path(loc: tuple[Any, ...], data: Any) -> str | None:
+    """``tool_calls[0].function.name`` from a pydantic location (after the message index), dropping
+    the union tags and branch labels pydantic inserts, found by walking the input alongside the
+    location. ``None`` when the error belongs to a union branch the input did not take."""
     out = ""
+    # discriminated unions: messages (tag = role) and content parts (tag = type, under "content")
+    expect_tag: str | None = "role"
+    parent = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in _ROLE_TAGS and not out.endswith(("tool_calls", "function")):
-            # discriminator tags pydantic inserts into the location (union member names)
+            data = data[part] if isinstance(data, list) and -len(data) <= part < len(data) else None
+            expect_tag = "type" if parent == "content" else None
             continue
-        else:
-            out += ("." if out else "") + str(part)
+        if expect_tag is not None and isinstance(data, dict) and part == data.get(expect_tag):
+            expect_tag = None
+            continue  # the union tag
+        expect_tag = None
+        branch = _branch_matches(part, data)
+        if branch is not None:
+            if not branch:
+                return None
+            continue
+        out += ("." if out else "") + str(part)
+        parent = str(part)
+        data = data.get(part) if isinstance(data, dict) else None
     return out
 
 
-def _errors_of(e: ValidationError) -> list[tuple[int | None, str, str]]:
+def _errors_of(e: ValidationError, data: list[Any]) -> list[tuple[int | None, str, str]]:
     out: list[tuple[int | None, str, str]] = []
     for err in e.errors(include_url=False):
         loc = tuple(err["loc"])
         index = loc[0] if loc and isinstance(loc[0], int) else None
-        rest = loc[1:] if index is not None else loc
-        field = _field_path(rest)
+        item = data[index] if index is not None else data
+        field = _field_path(loc[1:] if index is not None else loc, item)
+        if field is None:
+            continue
         problem = err["msg"]
         if err["type"] == "extra_forbidden":
             problem = "unexpected field (not part of an OpenAI chat message of this role)"
-        if err["type"] == "union_tag_invalid" and not field:
-            field = "role" if len(rest) == 0 else field
+        elif err["type"] in ("union_tag_invalid", "union_tag_not_found") and not field:
+            field = "role" if _is_message(item) else "type"
         out.append((index, field, problem))
+    if not out:  # every error was in a branch not taken: report them all rather than nothing
+        out = [(None, ".".join(map(str, err["loc"])), err["msg"]) for err in e.errors(include_url=False)]
     return out
+
+
+def _is_message(item: Any) -> bool:
+    """Whether a failing union member is a message (tag ``role``) rather than a part (tag ``type``)."""
+    return not isinstance(item, dict) or "role" in item or "type" not in item
 
 
 def to_plain(value: Any) -> Any:
@@ -279,7 +311,7 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     try:
         _MESSAGES.validate_python(out)
     except ValidationError as e:
-        raise InvalidMessagesError(_errors_of(e)) from e
+        raise InvalidMessagesError(_errors_of(e, out)) from e
     return out
 
 
@@ -293,5 +325,5 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     try:
         _TOOLS.validate_python(plain)
     except ValidationError as e:
-        raise InvalidToolsError(_errors_of(e)) from e
+        raise InvalidToolsError(_errors_of(e, plain)) from e
     return plain

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 __all__ = ["main", "COMMANDS"]
 
-COMMANDS: tuple[str, ...] = ("dialects",)
+COMMANDS: tuple[str, ...] = ("render", "dialects")
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,68 @@
+"""``kimi-chat render``: an OpenAI chat.completions request (or a bare list of messages) -> the exact
+prompt of a dialect, on stdout."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..dialects import DEFAULT_DIALECT, get_dialect
+from ..errors import KimiChatError
+from ..render import render
+from ._io import InputError, fail, parse_json_arg, read_json, write_exact
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser(
+        "render",
+        help="render a request to the exact prompt text",
+        description="Render an OpenAI chat.completions request body ({\"messages\": [...], \"tools\": [...]}) "
+        "or a bare list of messages to the prompt the official template of DIALECT produces, byte for byte.",
+    )
+    p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
+    p.add_argument("--dialect", "-d", default=None,
+                   help=f"dialect or alias (default: the request's \"dialect\" key, else {DEFAULT_DIALECT}); "
+                   "see `kimi-chat dialects`")
+    p.add_argument("--tools", metavar="FILE", help="JSON file with the tools list (overrides the request's tools)")
+    p.add_argument("--no-generation-prompt", action="store_true",
+                   help="do not end with the assistant header (for training / prefill; the model would not answer)")
+    p.add_argument("--kwargs", metavar="JSON", default=None,
+                   help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
+                   "(merged over the request's chat_template_kwargs)")
+    p.set_defaults(func=run)
+
+
+def load_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The request of ``render``-like commands: messages, tools, dialect, add_generation_prompt, options."""
+    body = read_json(args.file)
+    if isinstance(body, list):
+        body = {"messages": body}
+    if not isinstance(body, dict) or "messages" not in body:
+        raise InputError("input must be a chat.completions request ({\"messages\": [...]}) or a list of messages")
+    tools = read_json(args.tools) if args.tools else body.get("tools")
+    options: dict[str, Any] = dict(body.get("chat_template_kwargs") or {})
+    if args.kwargs:
+        extra = parse_json_arg(args.kwargs, "--kwargs")
+        if not isinstance(extra, dict):
+            raise InputError("--kwargs must be a JSON object")
+        options.update(extra)
+    dialect = args.dialect or body.get("dialect") or DEFAULT_DIALECT
+    get_dialect(dialect)
+    return {
+        "messages": body["messages"],
+        "tools": tools,
+        "dialect": dialect,
+        "add_generation_prompt": not args.no_generation_prompt,
+        "options": options,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        req = load_request(args)
+        text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],
+                      add_generation_prompt=req["add_generation_prompt"], **req["options"])
+    except (InputError, KimiChatError, TypeError) as e:
+        return fail(str(e))
+    write_exact(text)
+    return 0

@@ -1,0 +1,139 @@
+"""Input validation: errors name the message index and field; objects and typed dicts are accepted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from pydantic import BaseModel
+
+from kimi_chat import InvalidMessagesError, InvalidToolsError, RenderError, render
+from kimi_chat.messages import normalize_messages
+
+
+def test_missing_field_names_index_and_field():
+    with pytest.raises(InvalidMessagesError) as e:
+        render([{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}])
+    assert "messages[1].tool_call_id" in str(e.value)
+    assert e.value.errors[0][:2] == (1, "tool_call_id")
+
+
+def test_unknown_role_is_rejected_with_index():
+    with pytest.raises(InvalidMessagesError) as e:
+        render([{"role": "developer", "content": "x"}])
+    assert "messages[0]" in str(e.value) and "developer" in str(e.value)
+
+
+def test_unknown_field_is_rejected_not_ignored():
+    # a typo must not silently drop the tool calls from the prompt
+    with pytest.raises(InvalidMessagesError) as e:
+        render([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_call": []}])
+    assert "messages[1].tool_call" in str(e.value)
+
+
+def test_nested_field_path():
+    bad = {"role": "assistant", "tool_calls": [{"id": "x", "function": {"arguments": "{}"}}]}
+    with pytest.raises(InvalidMessagesError) as e:
+        render([{"role": "user", "content": "hi"}, bad])
+    assert "messages[1].tool_calls[0].function.name" in str(e.value)
+
+
+def test_wrong_content_type():
+    with pytest.raises(InvalidMessagesError) as e:
+        render([{"role": "user", "content": 5}])
+    assert "messages[0].content" in str(e.value)
+
+
+def test_bad_tools():
+    with pytest.raises(InvalidToolsError) as e:
+        render([{"role": "user", "content": "hi"}], tools=[{"type": "function", "function": {"description": "no name"}}])
+    assert "tools[0].function.name" in str(e.value)
+
+
+def test_not_a_list():
+    with pytest.raises(InvalidMessagesError):
+        render({"role": "user", "content": "hi"})
+
+
+def test_empty_conversation_is_a_render_error():
+    with pytest.raises(RenderError):
+        render([])
+
+
+def test_none_valued_keys_dropped_like_transformers():
+    msgs = normalize_messages([{"role": "assistant", "content": None, "tool_calls": None, "name": None}])
+    assert msgs == [{"role": "assistant"}]
+
+
+def test_missing_tool_call_id_where_the_dialect_writes_ids():
+    msgs = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
+    with pytest.raises(RenderError) as e:
+        render(msgs, dialect="kimi-k2-instruct-0905")
+    assert "messages[1].tool_calls[0].id" in str(e.value)
+    # rev2 regenerates ids, so it needs none
+    assert "functions.f:0" in render(msgs, dialect="kimi-k2-instruct@rev2")
+
+
+def test_non_json_arguments_named():
+    msgs = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {"x": {1, 2}}}}]}]
+    with pytest.raises(RenderError) as e:
+        render(msgs)
+    assert "messages[1].tool_calls[0].function.arguments" in str(e.value)
+
+
+def test_pydantic_and_dataclass_messages_render_like_dicts():
+    class Msg(BaseModel):
+        role: str
+        content: str | None = None
+
+    @dataclasses.dataclass
+    class DMsg:
+        role: str
+        content: str
+
+    as_dicts = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert render([Msg(role="user", content="hi"), DMsg("assistant", "yo")]) == render(as_dicts)
+
+
+def test_openai_sdk_objects():
+    openai = pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
+    from openai.types.chat import ChatCompletionMessage
+    from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
+
+    sdk = ChatCompletionMessage(
+        role="assistant", content=None,
+        tool_calls=[ChatCompletionMessageFunctionToolCall(id="functions.f:0", type="function",
+                                                          function=Function(name="f", arguments='{"a": 1}'))],
+    )
+    plain = {"role": "assistant", "tool_calls": [{"id": "functions.f:0", "type": "function",
+                                                   "function": {"name": "f", "arguments": '{"a": 1}'}}]}
+    user = {"role": "user", "content": "hi"}
+    assert render([user, sdk]) == render([user, plain])
+    assert openai.__version__
+
+
+def test_unknown_option_refused():
+    with pytest.raises(TypeError, match="thinking"):
+        render([{"role": "user", "content": "hi"}], dialect="kimi-k2-instruct", thinking=False)
+    with pytest.raises(TypeError, match="bool"):
+        render([{"role": "user", "content": "hi"}], dialect="kimi-k2.5", thinking=None)
+
+
+@pytest.mark.parametrize(
+    "messages, where",
+    [
+        ([{"role": "user", "content": [{"type": "audio"}]}], "messages[0].content[0]"),
+        ([{"role": "user", "content": [{"type": "text"}]}], "messages[0].content[0].text"),
+        ([{"role": "user", "content": {"a": 1}}], "messages[0].content"),
+        ([{"content": "x"}], "messages[0].role"),
+        ([{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": 1}]}],
+         "messages[1].content[0].text"),
+    ],
+)
+def test_error_paths_are_readable(messages, where):
+    with pytest.raises(InvalidMessagesError) as e:
+        render(messages)
+    assert f"{where}: " in str(e.value)
+    assert "tagged-union" not in str(e.value) and ".str" not in str(e.value)
