@@ -307,7 +307,7 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             m = to_plain(m)
             if not isinstance(m, dict):
                 raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
-        out.append({k: v for k, v in m.items() if v is not None})
+        out.append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
     try:
         _MESSAGES.validate_python(out)
     except ValidationError as e:

@@ -19,6 +19,7 @@ where HEADER is ``<|im_user|>``/``<|im_assistant|>``/``<|im_system|>`` + role (o
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring as _encode_json_string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,8 @@ class Segment:
 
 def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int | None = None) -> str:
     # transformers' tojson: json.dumps(ensure_ascii=False, separators=..., sort_keys=False)
+    if type(value) is str:
+        return _encode_json_string(value)  # what json.dumps does for a str, without its set-up cost
     try:
         return json.dumps(value, ensure_ascii=False, separators=separators)
     except (TypeError, ValueError) as e:
@@ -111,12 +114,8 @@ class _Writer:
 
 
 def _content(d: Dialect, content: Any, emit: Any) -> None:
-    """A message body from its content (``render_content`` of the templates)."""
-    if type(content) is str:
-        emit(content)
-        return
-    if content is None:
-        return
+    """A message body from a list content (``render_content`` of the templates); string content is
+    written by the caller."""
     style = d.content_style
     for part in content:
         if d.image_marker == "media_begin":
@@ -168,8 +167,6 @@ def _reasoning(msg: Mapping[str, Any]) -> Any:
 
 def _header(d: Dialect, msg: Mapping[str, Any]) -> str:
     role = msg["role"]
-    if d.role_names == "fixed":
-        return _FIXED_HEADERS[role]
     return _HEADER_ROLE.get(role, M.IM_SYSTEM.text) + (msg.get("name") or role) + _IM_MIDDLE
 
 
@@ -231,16 +228,22 @@ def _render(
 
     style = d.content_style
     last = len(msgs) - 1
+    track = w.marks is not None
+    fixed_headers = d.role_names == "fixed"
     for i, msg in enumerate(msgs):
         role = msg["role"]
-        w.mark(i, False)
-        emit(_header(d, msg))
+        if track:
+            w.mark(i, False)
+        emit(_FIXED_HEADERS[role] if fixed_headers else _header(d, msg))
         content = msg.get("content")
         is_assistant = role == "assistant"
-        if is_assistant:
+        if is_assistant and track:
             w.mark(i, True)
         if style == "rev1":
-            _content(d, content, emit)
+            if type(content) is str:
+                emit(content)
+            elif content is not None:
+                _content(d, content, emit)
         elif style == "k2":
             if is_assistant and msg.get("tool_calls"):
                 if content:
@@ -250,14 +253,18 @@ def _render(
                 emit("## Return of " + _jinja_str(msg.get("tool_call_id", "")) + d.tool_result_header)
                 if content is not None:
                     emit(_jinja_str(content))
-            else:
+            elif type(content) is str:
+                emit(content)
+            elif content is not None:
                 _content(d, content, emit)
         else:  # "macro": Thinking / K2.5
             if is_assistant:
                 if i <= split:
-                    w.mark(i, False)
+                    if track:
+                        w.mark(i, False)
                     emit(_EMPTY_THINK)
-                    w.mark(i, True)
+                    if track:
+                        w.mark(i, True)
                 elif think == "k25":
                     if thinking is False and preserve is False:
                         emit(_EMPTY_THINK)
@@ -266,17 +273,20 @@ def _render(
                         emit(_THINK + _jinja_str(rc) + _UNTHINK)
                 else:
                     emit(_THINK + _jinja_str(_reasoning(msg)) + _UNTHINK)
-                _content(d, content, emit)
+                if type(content) is str:
+                    emit(content)
+                elif content is not None:
+                    _content(d, content, emit)
                 if msg.get("tool_calls"):
                     _tool_calls(d, msg, i, emit)
-            elif role == "tool":
-                emit("## Return of " + _jinja_str(msg.get("tool_call_id", "")) + d.tool_result_header)
-                _content(d, content, emit)
             else:
-                _content(d, content, emit)
+                if role == "tool":
+                    emit("## Return of " + _jinja_str(msg.get("tool_call_id", "")) + d.tool_result_header)
+                if type(content) is str:
+                    emit(content)
+                elif content is not None:
+                    _content(d, content, emit)
         if not (i == last and not add_generation_prompt and d.omit_last_im_end_without_generation_prompt):
-            if not is_assistant:
-                w.mark(i, False)
             emit(_IM_END)
 
     if add_generation_prompt:
