@@ -1,0 +1,107 @@
+"""``kimi-chat parse``: parse a raw Kimi-K2 output (the assistant turn) into OpenAI JSON.
+
+Prints the ``ChatCompletionMessage``; with ``--stream``, feeds the text in chunks and prints one
+``ChatCompletionChunk`` choice per line (``{"index": 0, "delta": {...}, "finish_reason": ...}``) as a
+server would send them. Warnings and the stop reason go to stderr. Exit 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import UnknownDialectError
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("parse", help="parse a raw model output into an OpenAI message (or deltas)",
+                       description=__doc__.split("\n\n")[1] if __doc__ else None)
+    p.add_argument("file", nargs="?", default="-", metavar="FILE|-",
+                   help="raw model output text (UTF-8); '-' or nothing: stdin")
+    p.add_argument("--dialect", "-d", default="kimi-k2-instruct", help="dialect (default: kimi-k2-instruct)")
+    p.add_argument("--tools", metavar="FILE",
+                   help="JSON file with the declared tools (a list, or an object with a 'tools' list)")
+    p.add_argument("--stream", action="store_true", help="print one JSON delta per line")
+    p.add_argument("--chunk", type=int, default=4, metavar="N",
+                   help="with --stream: characters per chunk (default 4, about a token)")
+    p.add_argument("--thinking-prefilled", action="store_true",
+                   help="the prompt already opened <think>: the output starts inside reasoning")
+    p.set_defaults(func=run)
+
+
+def _fail(msg: str) -> int:
+    print(f"kimi-chat parse: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        where = "stdin"
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
+        where = path
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where}: not valid UTF-8 at byte {e.start}") from None
+
+
+def _read_tools(path: str) -> list[Any]:
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    try:
+        value = json.loads(src)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    if isinstance(value, dict) and isinstance(value.get("tools"), list):
+        value = value["tools"]
+    if not isinstance(value, list):
+        raise ValueError(f"{path}: expected a JSON list of tools (or an object with a 'tools' list)")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..parse import StreamParser
+
+    if args.chunk < 1:
+        return _fail(f"--chunk must be at least 1, got {args.chunk}")
+    try:
+        text = _read_text(args.file)
+        tools = _read_tools(args.tools) if args.tools else None
+        parser = StreamParser(args.dialect, tools=tools,
+                              thinking_prefilled=True if args.thinking_prefilled else None)
+    except OSError as e:
+        return _fail(f"cannot read {e.filename}: {e.strerror}")
+    except UnknownDialectError as e:
+        return _fail(str(e))
+    except (ValueError, TypeError) as e:
+        return _fail(str(e))
+
+    if args.stream:
+        first = True
+        n = args.chunk
+        for i in range(0, len(text), n):
+            for d in parser.feed(text[i:i + n]):
+                delta = d.to_openai()
+                if first:
+                    delta = {"role": "assistant", **delta}
+                    first = False
+                print(json.dumps({"index": 0, "delta": delta, "finish_reason": None}, ensure_ascii=False))
+        for d in parser.finish():
+            print(json.dumps({"index": 0, "delta": d.to_openai(), "finish_reason": None}, ensure_ascii=False))
+        msg = parser.message
+        assert msg.stop_reason is not None
+        print(json.dumps({"index": 0, "delta": {}, "finish_reason": msg.stop_reason.finish_reason}))
+    else:
+        parser.feed(text)
+        parser.finish()
+        msg = parser.message
+        print(json.dumps(msg.to_openai(), ensure_ascii=False, indent=2))
+    for w in msg.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"stop_reason: {msg.stop_reason.value if msg.stop_reason else None}", file=sys.stderr)
+    return 0
