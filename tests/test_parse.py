@@ -242,6 +242,13 @@ def test_prefilled_dialect_starts_inside_reasoning():
     assert msg.stop_reason is StopReason.TRUNCATED
 
 
+def test_kimi_k25_dialect_is_prefilled_unless_thinking_is_off():
+    msg = P("r" + UNTHINK + "c", dialect="kimi-k2.5")
+    assert (msg.reasoning_content, msg.content) == ("r", "c")
+    msg = P("c", dialect="kimi-k2.5", thinking=False)
+    assert (msg.reasoning_content, msg.content) == (None, "c")
+
+
 def test_prefilled_follows_render_options():
     msg = P(THINK + "r" + UNTHINK + "c", dialect=K25, thinking=False)  # prompt had <think></think>
     assert (msg.reasoning_content, msg.content) == ("r", "c")
