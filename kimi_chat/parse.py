@@ -326,7 +326,12 @@ class StreamParser:
         self._prefixes = m.prefixes
         self._window = m.max_len - 1
         self._starts = m.start_chars
+        # the fast path of feed() tests the start characters of marker spellings ('<' and '['); with
+        # more than two, "" (always found) sends every chunk through the lexer
+        self._start0 = m.start_chars[0] if len(m.start_chars) <= 2 else ""
+        self._start1 = m.start_chars[-1]
         self._search = _marker_regex(m).search
+        self._match = _marker_regex(m).match
         self._tools = _index_tools(tools)
         self._content_after = content_after_tool_calls
 
@@ -415,7 +420,15 @@ class StreamParser:
         if self._raw:
             self._ignore(text)
         elif text:
-            self._lex(text)
+            if self._pending or self._start0 in text or self._start1 in text:
+                self._lex(text)
+            else:  # the fast path: no marker can start in this chunk
+                st = self._state
+                if st.loop:
+                    self._sink(text)  # type: ignore[misc]
+                    self._pos += len(text)
+                else:
+                    self._text(text)
         if token_ids is not None and not self._ended and not END_OF_TURN_IDS.isdisjoint(token_ids):
             # the end-of-turn token came after this chunk's text, and its spelling was stripped
             self._flush_pending()
@@ -483,29 +496,67 @@ class StreamParser:
             i = text.rfind(ch, lo)
             if i >= 0 and i < hold and text[i:] in self._prefixes:
                 hold = i
-        search = self._search
-        m = search(text, 0, hold)
-        if m is None:
-            if hold:
-                self._text(text if hold == n else text[:hold])
+        s0, s1 = self._start0, self._start1
+        if hold > 256 and (text.count(s0, 0, hold) + text.count(s1, 0, hold)) * 128 < hold:
+            pos = self._scan_sparse(text, hold)
         else:
-            pos = 0
-            classes = self._classes
-            while m is not None:
-                s = m.start()
-                if s > pos:
-                    self._text(text[pos:s])
-                spelling = m.group()
-                self._marker(classes[spelling], spelling)
-                pos = m.end()
-                if self._raw:
-                    self._ignore(text[pos:])
-                    return
-                m = search(text, pos, hold)
-            if pos < hold:
-                self._text(text[pos:hold])
+            pos = self._scan_dense(text, hold)
+        if pos < 0:  # the turn ended: the rest was ignored
+            return
+        if pos < hold:
+            self._text(text[pos:hold])
         if hold < n:
             self._pending = text[hold:]
+
+    def _scan_dense(self, text: str, hold: int) -> int:
+        """Tokens of ``text[:hold]`` found by one regex (markers, or marker start characters, are
+        frequent); returns where the trailing text starts (-1 if the turn ended)."""
+        search = self._search
+        m = search(text, 0, hold)
+        pos = 0
+        classes = self._classes
+        while m is not None:
+            s = m.start()
+            if s > pos:
+                self._text(text[pos:s])
+            spelling = m.group()
+            self._marker(classes[spelling], spelling)
+            pos = m.end()
+            if self._raw:
+                self._ignore(text[pos:])
+                return -1
+            m = search(text, pos, hold)
+        return pos
+
+    def _scan_sparse(self, text: str, hold: int) -> int:
+        """The same tokens, found by ``str.find`` of the start characters and an anchored match at
+        each (marker start characters are rare: a long chunk is skipped at memchr speed)."""
+        s0, s1 = self._start0, self._start1
+        match = self._match
+        classes = self._classes
+        find = text.find
+        i = find(s0, 0, hold)
+        j = find(s1, 0, hold)
+        pos = 0
+        while i >= 0 or j >= 0:
+            k = i if j < 0 or 0 <= i < j else j
+            m = match(text, k, hold)
+            if m is None:
+                nxt = k + 1
+            else:
+                if k > pos:
+                    self._text(text[pos:k])
+                spelling = m.group()
+                self._marker(classes[spelling], spelling)
+                pos = nxt = m.end()
+                if self._raw:
+                    self._ignore(text[pos:])
+                    return -1
+            if 0 <= i < nxt:
+                i = find(s0, nxt, hold)
+            if 0 <= j < nxt:
+                j = find(s1, nxt, hold)
+        return pos
 
     def _flush_pending(self) -> None:
         """The held-back suffix is text after all (the input ended, or an end token came)."""
@@ -820,6 +871,8 @@ class StreamParser:
         if not out:
             return []
         self._out = []
+        if len(out) == 1 and out[0][0] == _C and len(out[0][1]) == 1:
+            return [Delta(out[0][1][0])]
         res = []
         for e in out:
             k = e[0]

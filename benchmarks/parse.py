@@ -1,0 +1,254 @@
+"""Streaming cost of kimi_chat's output parser, against a re-parse-everything baseline.
+
+    python benchmarks/parse.py [--quick]
+
+Prints (no asserts, numbers only):
+
+1. per-delta microseconds (median, p99, mean; per delta the best of 3 streams) of ``StreamParser.feed`` on Kimi-K2-Thinking outputs of
+   1 KB, 10 KB, 100 KB and 1 MB (reasoning + content + a tool-call section with two calls), fed in
+   token-sized deltas (markers whole, text in 1-7 character pieces, ~4 on average);
+2. the same for a baseline that does what most servers do: append the delta to the accumulated
+   text and re-run a regex extractor over all of it (``extract_tool_call_info``, written below after
+   vLLM's documented Kimi-K2 tool parser: a ``<think>`` split plus one ``findall`` over the tool-call
+   regex). Its cost grows with the text, so for 100 KB and 1 MB it runs on a sample of deltas spread
+   evenly over the stream and the total is extrapolated (mean of the sample x number of deltas);
+   the output says so;
+3. whole-text ``parse()`` of the 100 KB output;
+4. a 100 KB and a 1 MB tool-call argument fed one character at a time (linear: 10x the size should
+   cost 10x the time, i.e. a flat per-character cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kimi_chat import markers as M  # noqa: E402
+from kimi_chat.parse import StreamParser, parse  # noqa: E402
+
+DIALECT = "kimi-k2-thinking"
+THINK, UNTHINK = M.THINK_BEGIN.text, M.THINK_END.text
+SB, SE = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
+CB, AB, CE = M.TOOL_CALL_BEGIN.text, M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text
+END = M.IM_END.text
+ALL_MARKERS = [m.text for m in M.MARKERS]
+
+WORDS = ("the of and to in is that for it as was with be by on not he I this are or his from at which "
+         "but have an they you were her she there been one all we their has would when if so what out up "
+         "about into than them can only other time new some could these two may first then do any like "
+         "function return value error config weather Paris Tōkyō données naïve 東京 <div> [1] {x}").split()
+
+
+# ------------------------------------------------------------------------------------ the baseline
+
+_E = re.escape
+TOOL_CALL_REGEX = re.compile(
+    _E(CB) + r"\s*(?P<tool_call_id>.+?:\d+)\s*" + _E(AB) + r"\s*(?P<function_arguments>.*?)\s*" + _E(CE),
+    re.DOTALL,
+)
+THINK_REGEX = re.compile(_E(THINK) + r"(.*?)(?:" + _E(UNTHINK) + r"|$)", re.DOTALL)
+
+
+def extract_tool_call_info(text: str) -> tuple[str | None, str | None, list[tuple[str, str, str]]]:
+    """The regex approach (after vLLM's Kimi-K2 tool parser): reasoning by a ``<think>`` regex,
+    content up to the section begin, calls by ``findall`` over the whole text."""
+    reasoning = None
+    m = THINK_REGEX.match(text)
+    if m:
+        reasoning = m.group(1)
+        text = text[m.end():]
+    start = text.find(SB)
+    if start < 0:
+        return reasoning, text.replace(END, ""), []
+    calls = []
+    for call_id, args in TOOL_CALL_REGEX.findall(text):
+        name = call_id.split(".", 1)[-1].rsplit(":", 1)[0]
+        calls.append((call_id, name, args))
+    return reasoning, text[:start], calls
+
+
+def baseline_delta(state: dict, delta: str) -> None:
+    """One delta, served the quadratic way: accumulate, re-parse everything, diff."""
+    state["text"] += delta
+    reasoning, content, calls = extract_tool_call_info(state["text"])
+    prev = state["prev"]
+    # what a server then sends: the new suffix of each field
+    _ = (reasoning or "")[len(prev[0] or ""):], (content or "")[len(prev[1] or ""):], calls[len(prev[2]):]
+    state["prev"] = (reasoning, content, calls)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def words(rng: random.Random, n: int) -> str:
+    out, size = [], 0
+    while size < n:
+        w = rng.choice(WORDS)
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
+
+
+def make_output(size: int, seed: int = 0) -> str:
+    """A K2-Thinking output of about ``size`` characters: 30% reasoning, 30% content, 40% in two
+    tool calls (JSON arguments with long string values)."""
+    rng = random.Random(seed)
+    args1 = json.dumps({"path": "notes/today.md", "text": words(rng, int(size * 0.28))}, ensure_ascii=False)
+    args2 = json.dumps({"query": words(rng, int(size * 0.1)), "limit": 10, "tags": ["a", "b"]}, ensure_ascii=False)
+    return (THINK + words(rng, int(size * 0.3)) + UNTHINK + words(rng, int(size * 0.3))
+            + SB + CB + "functions.write_file:0" + AB + args1 + CE
+            + CB + "functions.mcp.search:find-docs:1" + AB + args2 + CE + SE + END)
+
+
+_MARKER_SPLIT = re.compile("(" + "|".join(map(_E, sorted(ALL_MARKERS, key=len, reverse=True))) + ")")
+
+
+def token_deltas(text: str, seed: int = 1) -> list[str]:
+    """Token-sized deltas: every marker alone (it is one token), text in 1-7 character pieces."""
+    rng = random.Random(seed)
+    out = []
+    for part in _MARKER_SPLIT.split(text):
+        if not part:
+            continue
+        if part in ALL_MARKERS:
+            out.append(part)
+            continue
+        i = 0
+        while i < len(part):
+            n = rng.randint(1, 7)
+            out.append(part[i:i + n])
+            i += n
+    return out
+
+
+# ---------------------------------------------------------------------------------------- measures
+
+
+def per_delta_ours(deltas: list[str], repeat: int = 3) -> list[float]:
+    """Microseconds per ``feed()``, for each delta the best of ``repeat`` streams (a shared machine
+    preempts now and then; the best of a few runs is the cost of the code, not of the neighbours)."""
+    clock = time.perf_counter_ns
+    best: list[int] | None = None
+    for _ in range(repeat):
+        p = StreamParser(DIALECT)
+        times = []
+        gc.disable()
+        try:
+            for d in deltas:
+                t0 = clock()
+                p.feed(d)
+                times.append(clock() - t0)
+            p.finish()
+        finally:
+            gc.enable()
+        best = times if best is None else [min(a, b) for a, b in zip(best, times)]
+    assert best is not None
+    return [t / 1000 for t in best]
+
+
+def per_delta_baseline(deltas: list[str], sample: int | None) -> tuple[list[float], float, bool]:
+    """Per-delta microseconds of the baseline (on a sample if ``sample``) and its total (measured
+    or extrapolated)."""
+    n = len(deltas)
+    if sample is None or sample >= n:
+        state = {"text": "", "prev": (None, None, [])}
+        times = []
+        for d in deltas:
+            t0 = time.perf_counter_ns()
+            baseline_delta(state, d)
+            times.append((time.perf_counter_ns() - t0) / 1000)
+        return times, sum(times), False
+    idx = sorted({int(i * (n - 1) / (sample - 1)) for i in range(sample)})
+    times = []
+    for i in idx:
+        acc = "".join(deltas[:i])
+        state = {"text": acc, "prev": extract_tool_call_info(acc)}
+        t0 = time.perf_counter_ns()
+        baseline_delta(state, deltas[i])
+        times.append((time.perf_counter_ns() - t0) / 1000)
+    return times, statistics.fmean(times) * n, True
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="skip the 1 MB cases")
+    args = ap.parse_args()
+    sizes = [1_000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
+
+    print(f"python {sys.version.split()[0]}, dialect {DIALECT}, token-sized deltas (markers whole, text 1-7 chars)")
+    print()
+    print(f"{'output':>8} {'deltas':>8} | {'ours: median':>12} {'p99':>7} {'mean':>7} {'total ms':>9} | "
+          f"{'baseline: median':>16} {'total ms':>11} | {'ratio (total)':>13}")
+    for size in sizes:
+        text = make_output(size)
+        deltas = token_deltas(text)
+        # sanity: the baseline and ours agree on this input
+        msg = parse(text, dialect=DIALECT)
+        r, c, calls = extract_tool_call_info(text)
+        assert (msg.reasoning_content, msg.content) == (r, c) and [x.arguments for x in msg.tool_calls] == [a for _, _, a in calls]
+        per_delta_ours(deltas, 1)  # warm-up
+        ours = per_delta_ours(deltas)
+        sample = None if size <= 10_000 else 200
+        base, base_total, extrapolated = per_delta_baseline(deltas, sample)
+        ours_total = sum(ours)
+        print(f"{size // 1000:>6}KB {len(deltas):>8} | {statistics.median(ours):>10.2f}us {pct(ours, .99):>5.2f}us "
+              f"{statistics.fmean(ours):>5.2f}us {ours_total / 1000:>9.1f} | {statistics.median(base):>14.1f}us "
+              f"{base_total / 1000:>10.1f}{'*' if extrapolated else ' '} | {base_total / ours_total:>12.0f}x")
+    print("  * baseline total extrapolated from 200 deltas sampled evenly over the stream (mean x deltas)")
+    print()
+
+    text = make_output(100_000)
+    parse(text, dialect=DIALECT)
+    runs = []
+    clock = time.process_time_ns
+    for _ in range(30):
+        t0 = clock()
+        parse(text, dialect=DIALECT)
+        runs.append((clock() - t0) / 1e6)
+    base_runs = []
+    for _ in range(30):
+        t0 = clock()
+        extract_tool_call_info(text)
+        base_runs.append((clock() - t0) / 1e6)
+    base_once = min(base_runs)
+    print(f"whole-text parse() of a {len(text) // 1000} KB output (CPU time): median {statistics.median(runs):.3f} ms, "
+          f"best {min(runs):.3f} ms (the regex extractor, once, best: {base_once:.3f} ms)")
+    print()
+
+    print("one tool-call argument fed one character at a time (CPU time of this process):")
+    prev = None
+    for size in ([100_000] if args.quick else [100_000, 1_000_000]):
+        arg = json.dumps({"text": words(random.Random(size), size)}, ensure_ascii=False)
+        head = SB + CB + "functions.write_file:0" + AB
+        p = StreamParser(DIALECT)
+        p.feed(head)
+        gc.disable()
+        t0 = time.process_time_ns()
+        for ch in arg:
+            p.feed(ch)
+        p.feed(CE + SE)
+        p.finish()
+        total = (time.process_time_ns() - t0) / 1e9
+        gc.enable()
+        assert p.message.tool_calls[0].arguments == arg
+        note = f"  ({total / prev:.1f}x the time for 10x the size)" if prev else ""
+        print(f"  {len(arg) / 1e6:>5.2f} MB: {total:.3f} s total, {total / len(arg) * 1e6:.2f} us per character{note}")
+        prev = total
+
+
+if __name__ == "__main__":
+    main()
