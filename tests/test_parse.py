@@ -775,3 +775,35 @@ def test_unknown_dialect_raises():
 
     with pytest.raises(UnknownDialectError):
         parse("x", dialect="nope")
+
+
+# -------------------------------------------------------------------------------- grammar and docs
+
+
+def test_docs_show_the_grammar_verbatim():
+    from pathlib import Path
+
+    from kimi_chat.format import grammar_text
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "format.md").read_text(encoding="utf-8")
+    assert "```peg\n" + grammar_text() + "\n```" in doc
+
+
+def test_every_start_rule_compiles_and_accepts_text_and_eof_everywhere():
+    from kimi_chat.format import EOF, START_RULES, TEXT, WS, compile_machine
+
+    for rule in START_RULES:
+        for think in (True, False):
+            m = compile_machine(rule, think=think)
+            for st in m.states:
+                if st.kind in ("text", "tok", "start"):
+                    assert {TEXT, WS, EOF} <= set(st.trans), st
+            assert ("<think>" in m.classes) is think
+
+
+def test_token_classes_come_from_the_markers_module():
+    from kimi_chat import markers as M
+    from kimi_chat.format import TOKEN_CLASSES
+
+    assert all(m in M.MARKERS for ms in TOKEN_CLASSES.values() for m in ms)
+    assert M.IM_END in TOKEN_CLASSES["END_TURN"] and M.EOT not in TOKEN_CLASSES["END_TURN"]
