@@ -27,7 +27,6 @@ It has three parts, all plain data:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field as _field
 from functools import lru_cache
@@ -698,8 +697,3 @@ def _check_spellings(spellings: dict[str, str]) -> None:
 def _describe(n: _Node) -> str:
     where = "/".join(a.expr.name for a in n.path if a.kind == "group")
     return f"{n.expr}" + (f" in {where}" if where else "") if n.kind not in ("start", "accept") else n.kind.upper()
-
-
-def iter_states(machine: Machine) -> Iterator[State]:
-    """Every state of ``machine`` (for debugging and documentation)."""
-    return iter(machine.states)

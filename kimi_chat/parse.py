@@ -302,7 +302,7 @@ class StreamParser:
     * ``content_after_tool_calls``: text after a tool-call section is content (default); if False
       it is dropped with a warning.
     * ``**options``: render options of the prompt (e.g. ``thinking=False``), passed to
-      ``dialect.prefills_think``.
+      ``dialect.prefills_think``; an option the dialect does not take is a ``TypeError``.
     """
 
     def __init__(
@@ -316,6 +316,10 @@ class StreamParser:
         **options: Any,
     ) -> None:
         d = get_dialect(dialect)
+        for key in options:
+            if key not in d.options:
+                takes = ", ".join(d.options) if d.options else "none"
+                raise TypeError(f"dialect {d.name} takes no render option {key!r} (its options: {takes})")
         prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
         think = prefilled or (d.reasoning if reasoning is None else bool(reasoning))
         rule = "message_prefilled" if prefilled else ("message" if think else "message_plain")

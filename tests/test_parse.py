@@ -280,6 +280,15 @@ def test_call_ends_at_next_call_begin():
     assert msg.tool_calls[0].raw == call("functions.a:0", '{"x": 1}', end=False)
 
 
+def test_parallel_calls_are_never_merged():
+    # a greedy id regex (.+:\d+) once swallowed the next call; ids and arguments that look alike
+    text = SB + "".join(call(f"functions.f:{i}", f'{{"note": "then functions.f:{i + 1} {CE[:5]}"}}')
+                        for i in range(5)) + SE
+    msg = P(text)
+    assert [(c.index, c.id, c.status) for c in msg.tool_calls] == [(i, f"functions.f:{i}", OK) for i in range(5)]
+    assert json.loads(msg.tool_calls[4].arguments)["note"] == "then functions.f:5 " + CE[:5]
+
+
 def test_call_ends_at_section_end():
     msg = P(SB + call("functions.a:0", '{"x": 1}', end=False) + SE + END)
     assert calls(msg) == [("functions.a:0", "a", '{"x": 1}', OK)]
@@ -768,6 +777,13 @@ def test_bad_tools_raise():
         StreamParser(tools=["nope"])
     with pytest.raises(ValueError):
         StreamParser(tools=[{"type": "function", "function": {}}])
+
+
+def test_unknown_render_option_raises():
+    with pytest.raises(TypeError, match="thinkng"):
+        StreamParser("kimi-k2.5", thinkng=False)
+    with pytest.raises(TypeError, match="thinking"):
+        parse("x", thinking=False)  # kimi-k2-instruct takes no options
 
 
 def test_unknown_dialect_raises():
