@@ -9,11 +9,31 @@ from __future__ import annotations
 from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
 from .errors import KimiChatError, ReferenceDataError, RenderError, ToolSchemaError, UnknownDialectError
 from .messages import InvalidMessagesError, InvalidToolsError, Message, Tool
+from .parse import (
+    Delta,
+    ParsedMessage,
+    ParsedToolCall,
+    ParseWarning,
+    StopReason,
+    StreamParser,
+    ToolCallDelta,
+    ToolCallStatus,
+    parse,
+)
 from .render import Segment, render, render_segments
 from .tools_ts import tools_to_typescript
 
 __all__ = [
     "DIALECTS",
+    "Delta",
+    "ParseWarning",
+    "ParsedMessage",
+    "ParsedToolCall",
+    "StopReason",
+    "StreamParser",
+    "ToolCallDelta",
+    "ToolCallStatus",
+    "parse",
     "Dialect",
     "InvalidMessagesError",
     "InvalidToolsError",
