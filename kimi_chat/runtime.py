@@ -1,0 +1,521 @@
+"""A thin binding to a native llama.cpp runtime: load a Kimi GGUF, generate, parse.
+
+Optional extra: ``pip install 'kimi-chat[native]'`` (llama-cpp-python + gguf). Importing this module
+always works; using :class:`NativeModel` without the extra raises :class:`NativeUnavailable` saying
+what to install.
+
+:meth:`NativeModel.chat` is the whole path of a request::
+
+    messages --render_tokens--> ids --engine.generate (GBNF from kimi_chat.grammar)--> ids
+             --detokenize (special tokens kept)--> StreamParser --> OpenAI message / chunks
+
+**Send ids, not text.** The prompt is tokenized by kimi_chat's :class:`~kimi_chat.tokenizer.
+KimiTokenizer` (the official tiktoken rules) and the engine receives ids, so the engine's own
+``kimi-k2`` pre-tokenizer, which disagrees with tiktoken on some text (combining marks), cannot change
+a prompt. Marker-looking text inside messages stays text (``render_tokens(special_tokens="text")``).
+:meth:`NativeModel.compare_tokenization` reports where the engine's tokenization differs.
+
+The tokenizer is built from the GGUF's own vocabulary by default (its BPE tokens are the tiktoken
+ranks, its CONTROL tokens the special ids), so no reference files are needed to run a model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import markers as M
+from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from .errors import KimiChatError
+from .format import END_OF_TURN_IDS, TOKEN_CLASSES
+from .parse import Delta, ParsedMessage, StreamParser
+from .render import render
+from .tokenizer import KimiTokenizer
+
+__all__ = [
+    "NativeUnavailable",
+    "NativeModel",
+    "ChatResult",
+    "TokenizationDiff",
+    "INSTALL_HINT",
+    "native_available",
+]
+
+INSTALL_HINT = "pip install 'kimi-chat[native]'"
+
+
+class NativeUnavailable(KimiChatError, ImportError):
+    """The native runtime (llama-cpp-python) is not installed."""
+
+
+def native_available() -> bool:
+    """Whether llama-cpp-python can be imported."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise NativeUnavailable(
+            f"the native runtime needs llama-cpp-python, which is not installed ({e}); install it with: "
+            f"{INSTALL_HINT}"
+        ) from e
+    return llama_cpp
+
+
+@dataclass(frozen=True)
+class TokenizationDiff:
+    """One text on which the engine's tokenization differs from kimi_chat's (official rules)."""
+
+    text: str
+    ours: list[int]
+    engine: list[int]
+
+    @property
+    def first_difference(self) -> int:
+        """Index of the first differing id."""
+        for i, (a, b) in enumerate(zip(self.ours, self.engine)):
+            if a != b:
+                return i
+        return min(len(self.ours), len(self.engine))
+
+
+@dataclass
+class ChatResult:
+    """What :meth:`NativeModel.chat` produced."""
+
+    message: dict[str, Any]
+    """OpenAI ``ChatCompletionMessage``-shaped (role, content, reasoning_content?, tool_calls?)."""
+    finish_reason: str
+    """``stop``, ``tool_calls`` or ``length`` (``max_tokens`` reached before the turn ended)."""
+    parsed: ParsedMessage
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+    """The generated text, special tokens spelled out."""
+    grammar: str | None = None
+    model: str = ""
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": len(self.prompt_ids),
+            "completion_tokens": len(self.completion_ids),
+            "total_tokens": len(self.prompt_ids) + len(self.completion_ids),
+        }
+
+    def to_openai(self, id: str | None = None) -> dict[str, Any]:
+        """An OpenAI ``chat.completion`` object."""
+        return {
+            "id": id or f"chatcmpl-kimi-{self.created}",
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish_reason,
+                         "logprobs": None}],
+            "usage": self.usage,
+        }
+
+
+def _bytes_to_unicode() -> dict[str, int]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+_BYTE_DEC = _bytes_to_unicode()
+
+# llama_token_attr bits (llama.h)
+_ATTR_UNUSED = 1 << 1
+_ATTR_NORMAL = 1 << 2
+_ATTR_CONTROL = 1 << 3
+_ATTR_USER_DEFINED = 1 << 4
+
+
+class NativeModel:
+    """A GGUF model in llama.cpp (through llama-cpp-python). Build it with :meth:`load`."""
+
+    def __init__(self, llama: Any, path: Path, *, dialect: str | Dialect = DEFAULT_DIALECT,
+                 tokenizer: KimiTokenizer | None = None) -> None:
+        self._lib = _llama_cpp()
+        self._llama = llama
+        self.path = path
+        self.dialect = get_dialect(dialect)
+        self._vocab = llama._model.vocab
+        self.n_vocab: int = int(self._lib.llama_vocab_n_tokens(self._vocab))
+        self._tokenizer = tokenizer
+        self._markers: frozenset[str] | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        gguf_path: str | os.PathLike[str],
+        *,
+        dialect: str | Dialect = DEFAULT_DIALECT,
+        tokenizer: KimiTokenizer | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        verbose: bool = False,
+        progress: Callable[[str], None] | None = None,
+        **llama_kwargs: Any,
+    ) -> "NativeModel":
+        """Load ``gguf_path`` into llama.cpp. ``dialect`` is the chat format the model speaks (used by
+        :meth:`chat` when none is given); ``tokenizer`` defaults to one built from the GGUF's own
+        vocabulary (:meth:`tokenizer`). ``progress`` receives one-line status messages."""
+        lib = _llama_cpp()
+        path = Path(gguf_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such GGUF file")
+        if progress:
+            progress(f"loading {path} ({path.stat().st_size / 1e6:.1f} MB) ...")
+        t0 = time.perf_counter()
+        try:
+            llama = lib.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=verbose,
+                              **llama_kwargs)
+        except ValueError as e:  # llama-cpp-python's "Failed to load model from file"
+            raise KimiChatError(f"{path}: llama.cpp could not load the model: {e}") from e
+        model = cls(llama, path, dialect=dialect, tokenizer=tokenizer)
+        if progress:
+            arch = model.metadata.get("general.architecture", "?")
+            progress(f"loaded {path.name} in {time.perf_counter() - t0:.1f}s ({arch}, {model.n_vocab} tokens)")
+        return model
+
+    def close(self) -> None:
+        """Free the model and context."""
+        close = getattr(self._llama, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "NativeModel":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ metadata
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The GGUF's scalar metadata, as llama.cpp reports it (strings)."""
+        return dict(self._llama.metadata)
+
+    @property
+    def embedded_chat_template(self) -> str | None:
+        """``tokenizer.chat_template`` of the GGUF (``None`` if it has none)."""
+        return self._llama.metadata.get("tokenizer.chat_template")
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self._llama.n_ctx())
+
+    def is_eog(self, token_id: int) -> bool:
+        """Whether the engine ends generation on ``token_id``."""
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token_id))
+
+    def eog_ids(self) -> list[int]:
+        """Every end-of-generation id of the engine's vocabulary."""
+        return [i for i in self._special_range() if self.is_eog(i)]
+
+    def _special_range(self) -> range:
+        return range(min(M.NUM_BASE_TOKENS, self.n_vocab), self.n_vocab)
+
+    def token_text(self, token_id: int) -> str:
+        """The vocabulary entry of ``token_id`` as stored in the GGUF (byte-level form for BPE tokens)."""
+        return self._lib.llama_vocab_get_text(self._vocab, token_id).decode("utf-8", errors="replace")
+
+    def token_attr(self, token_id: int) -> int:
+        return int(self._lib.llama_vocab_get_attr(self._vocab, token_id))
+
+    # ------------------------------------------------------------------ tokens
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """The engine's own tokenization of ``text`` (no BOS). ``special``: special-token text becomes
+        the special id (else it is ordinary text)."""
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def piece(self, token_id: int, special: bool = True) -> bytes:
+        """The engine's bytes for one token (``special``: control tokens are spelled out, else empty)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._lib.llama_token_to_piece(self._vocab, token_id, buf, size, 0, special)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n  # the buffer was too small: n is minus the size needed
+
+    def detokenize(self, ids: Iterable[int], special: bool = True) -> str:
+        """The engine's text of ``ids`` (UTF-8, invalid sequences replaced). Built from
+        :meth:`piece`, which sizes its buffer (llama-cpp-python's ``Llama.detokenize`` uses a 32-byte
+        buffer per token and returns wrong bytes for longer tokens)."""
+        return b"".join(self.piece(i, special) for i in ids).decode("utf-8", errors="replace")
+
+    def tokenizer(self) -> KimiTokenizer:
+        """kimi_chat's tokenizer for this model: the official rules over the GGUF's vocabulary (BPE
+        tokens = tiktoken ranks, CONTROL tokens = special ids named as in the GGUF), unless one was
+        given to :meth:`load`."""
+        if self._tokenizer is None:
+            self._tokenizer = self._build_tokenizer()
+        return self._tokenizer
+
+    def _build_tokenizer(self) -> KimiTokenizer:
+        ranks: dict[bytes, int] = {}
+        added: dict[str, Any] = {}
+        num_base = None
+        for i in range(self.n_vocab):
+            attr = self.token_attr(i)
+            text = self.token_text(i)
+            if attr & _ATTR_CONTROL:
+                if num_base is None:
+                    num_base = i
+                if text != M.reserved_token_name(i):
+                    known = M.BY_ID.get(i)
+                    special = known.special if known is not None and known.text == text else True
+                    added[str(i)] = {"content": text, "special": special}
+            elif attr & (_ATTR_NORMAL | _ATTR_USER_DEFINED) and num_base is None:
+                try:
+                    ranks[bytes(_BYTE_DEC[c] for c in text)] = i
+                except KeyError:
+                    raise KimiChatError(f"{self.path}: token {i} ({text!r}) is not a byte-level BPE token; "
+                                        "is this a Kimi GGUF?") from None
+        if len(ranks) != (num_base or self.n_vocab):
+            raise KimiChatError(f"{self.path}: the vocabulary is not a Kimi (tiktoken) vocabulary")
+        config: dict[str, Any] = {"added_tokens_decoder": added}
+        for key, getter in (("bos_token", "llama_vocab_bos"), ("eos_token", "llama_vocab_eos")):
+            tid = getattr(self._lib, getter)(self._vocab)
+            if tid is not None and 0 <= tid < self.n_vocab:
+                config[key] = self.token_text(tid)
+        return KimiTokenizer(ranks, config)
+
+    def marker_tokens(self) -> frozenset[str]:
+        """Spellings of the format's markers that the engine tokenizes to their single id."""
+        if self._markers is None:
+            out = set()
+            for ms in TOKEN_CLASSES.values():
+                for m in ms:
+                    if m.id is not None and self.tokenize(m.text, special=True) == [m.id]:
+                        out.add(m.text)
+            self._markers = frozenset(out)
+        return self._markers
+
+    def compare_tokenization(self, texts: Iterable[str], *, special: bool = False) -> list[TokenizationDiff]:
+        """Texts whose engine tokenization differs from kimi_chat's (``special``: with special-token
+        parsing on both sides)."""
+        tok = self.tokenizer()
+        out = []
+        for t in texts:
+            ours = tok.encode(t, allow_special=special)
+            engine = self.tokenize(t, special=special)
+            if ours != engine:
+                out.append(TokenizationDiff(t, ours, engine))
+        return out
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(
+        self,
+        ids: Sequence[int],
+        *,
+        max_tokens: int,
+        grammar: str | None = None,
+        seed: int | None = None,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+    ) -> Iterator[int]:
+        """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
+        end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
+        the output; ``seed``: sampling seed (``None``: random); ``temperature`` 0 is greedy."""
+        if max_tokens < 1:
+            return
+        ids = list(ids)
+        if not ids:
+            raise ValueError("generate() needs a non-empty prompt")
+        if len(ids) + max_tokens > self.n_ctx:
+            raise KimiChatError(f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceed the context "
+                                f"({self.n_ctx}); load with a larger n_ctx")
+        g = None
+        if grammar is not None:
+            try:
+                g = self._lib.LlamaGrammar.from_string(grammar, verbose=False)
+            except ValueError as e:
+                raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
+        self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
+        gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                   repeat_penalty=1.0, reset=True, grammar=g)
+        try:
+            for n, tid in enumerate(gen, 1):
+                yield int(tid)
+                if self.is_eog(tid) or n >= max_tokens:
+                    break
+        finally:
+            gen.close()
+
+    # ------------------------------------------------------------------ chat
+
+    def prompt_ids(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                   dialect: str | Dialect | None = None, **options: Any) -> list[int]:
+        """The prompt of a request as ids, tokenized by kimi_chat (official rules; text typed in
+        messages is never a special token)."""
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        tok = self.tokenizer()
+        try:
+            from .tokens import render_tokens
+        except ImportError:  # pragma: no cover - older layouts
+            return tok.encode(render(messages, tools=tools, dialect=d, **options))
+        return render_tokens(messages, tokenizer=tok, tools=tools, dialect=d, special_tokens="text", **options).ids
+
+    def request_grammar(self, *, tools: Sequence[Any] | None = None, tool_choice: Any = None,
+                        parallel_tool_calls: bool = True, dialect: str | Dialect | None = None,
+                        **options: Any) -> str:
+        """The GBNF grammar :meth:`chat` uses for a request (markers the engine has as single tokens
+        are written as token references)."""
+        from .grammar import tool_call_grammar
+
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        return tool_call_grammar(tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                 dialect=d, token_markers=self.marker_tokens(), **options)
+
+    def chat_stream(
+        self,
+        messages: Sequence[Any],
+        *,
+        tools: Sequence[Any] | None = None,
+        dialect: str | Dialect | None = None,
+        tool_choice: Any = None,
+        parallel_tool_calls: bool = True,
+        grammar: bool | str | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.8,
+        seed: int | None = None,
+        reasoning: bool = True,
+        **options: Any,
+    ) -> Iterator[Delta | ChatResult]:
+        """:meth:`chat`, streamed: yields :class:`~kimi_chat.parse.Delta` objects as the parser
+        decides them, then the :class:`ChatResult`."""
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        prompt = self.prompt_ids(messages, tools=tools, dialect=d, **options)
+        gbnf: str | None
+        if isinstance(grammar, str):
+            gbnf = grammar
+        elif grammar is False or (grammar is None and not tools):
+            gbnf = None
+        else:
+            gbnf = self.request_grammar(tools=tools, tool_choice=tool_choice,
+                                        parallel_tool_calls=parallel_tool_calls, dialect=d,
+                                        reasoning=reasoning, **options)
+        parser = StreamParser(d, tools=tools, **options)
+        out: list[int] = []
+        pieces: list[bytes] = []
+        ended = False
+        for tid in self.generate(prompt, max_tokens=max_tokens, grammar=gbnf, seed=seed, temperature=temperature):
+            out.append(tid)
+            if self.is_eog(tid):
+                ended = True
+                if tid in END_OF_TURN_IDS:  # <|im_end|>, [EOS]: the parser sees the end of the turn
+                    b = self.piece(tid)
+                    pieces.append(b)
+                    yield from parser.feed(b)
+                break
+            b = self.piece(tid)
+            pieces.append(b)
+            yield from parser.feed(b)
+        yield from parser.finish()
+        parsed = parser.message
+        if ended:
+            finish = parsed.stop_reason.finish_reason if parsed.stop_reason is not None else "stop"
+        else:
+            finish = "length"
+        yield ChatResult(
+            message=parsed.to_openai(),
+            finish_reason=finish,
+            parsed=parsed,
+            prompt_ids=prompt,
+            completion_ids=out,
+            text=b"".join(pieces).decode("utf-8", errors="replace"),
+            grammar=gbnf,
+            model=self.path.name,
+        )
+
+    def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResult:
+        """Answer a chat request: render with the dialect, tokenize with kimi_chat, generate with
+        llama.cpp (constrained by :func:`kimi_chat.grammar.tool_call_grammar` when ``tools`` are
+        given, or by ``grammar=`` GBNF text; ``grammar=False`` turns it off), parse with
+        :class:`~kimi_chat.parse.StreamParser`.
+
+        Keywords: ``tools``, ``dialect`` (default: the model's), ``tool_choice``,
+        ``parallel_tool_calls``, ``grammar``, ``max_tokens`` (256), ``temperature`` (0.8), ``seed``,
+        ``reasoning`` (allow a ``<think>`` block), and render options (``thinking=False``...)."""
+        result = None
+        for item in self.chat_stream(messages, **kwargs):
+            if isinstance(item, ChatResult):
+                result = item
+        assert result is not None
+        return result
+
+    # ------------------------------------------------------------------ templates
+
+    def apply_builtin_template(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+                               template: str | None = None) -> str:
+        """llama.cpp's own C++ chat formatting (``llama_chat_apply_template``) of plain
+        ``{"role", "content": str}`` messages, with the format it detects from ``template`` (default:
+        the embedded template). This is what llama.cpp does when it cannot run a Jinja template."""
+        lib = self._lib
+        tmpl = template if template is not None else self.embedded_chat_template
+        if tmpl is None:
+            raise KimiChatError(f"{self.path}: the GGUF has no chat template")
+        arr = (lib.llama_chat_message * len(messages))()
+        keep = []
+        for i, m in enumerate(messages):
+            role, content = str(m["role"]).encode(), str(m.get("content") or "").encode()
+            keep += [role, content]
+            arr[i].role = role
+            arr[i].content = content
+        size = 4096 + sum(len(k) for k in keep) * 2
+        buf = ctypes.create_string_buffer(size)
+        n = lib.llama_chat_apply_template(tmpl.encode(), arr, len(messages), add_generation_prompt, buf, size)
+        if n < 0:
+            raise KimiChatError("llama.cpp does not recognise the chat template")
+        if n > size:
+            buf = ctypes.create_string_buffer(n)
+            n = lib.llama_chat_apply_template(tmpl.encode(), arr, len(messages), add_generation_prompt, buf, n)
+        return buf.raw[:n].decode("utf-8")
+
+    def render_embedded(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                        add_generation_prompt: bool = True, **kwargs: Any) -> str:
+        """The embedded Jinja template rendered by llama-cpp-python's own chat formatter (the one
+        ``create_chat_completion`` uses)."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        tmpl = self.embedded_chat_template
+        if tmpl is None:
+            raise KimiChatError(f"{self.path}: the GGUF has no chat template")
+        tok = self.tokenizer()
+        eos = tok.id_to_token(tok.eos_id) if tok.eos_id is not None else ""
+        bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""
+        fmt = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=add_generation_prompt)
+        return fmt(messages=list(messages), tools=tools, **kwargs).prompt
+
+
+def _progress_to_stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
