@@ -646,16 +646,19 @@ class VerifyReport:
     actual: str | None = None
     error: str | None = None
     diff: str = ""
+    lenient: bool = False
+    """The template was rendered in the lenient sandbox (``verify(..., lenient=True)``)."""
     lenient_diff: str | None = None
     """When the template failed in transformers' sandbox: the diff against what it renders in a
     sandbox that allows mutating lists (what llama.cpp-like engines send); ``""`` = no difference."""
 
     def summary(self) -> str:
         """A few human lines (what ``kimi-chat verify`` prints)."""
+        where = " (lenient sandbox)" if self.lenient else ""
         if self.equivalent:
-            return (f"equivalent: no difference from {self.dialect} in {self.examples} generated "
+            return (f"equivalent{where}: no difference from {self.dialect} in {self.examples} generated "
                     f"conversations (seed {self.seed})")
-        lines = [f"NOT equivalent to {self.dialect}: minimal counterexample (seed {self.seed}):",
+        lines = [f"NOT equivalent to {self.dialect}{where}: minimal counterexample (seed {self.seed}):",
                  json.dumps(self.counterexample, ensure_ascii=False, indent=2)]
         if self.error is not None:
             lines.append(f"the template raised {self.error}")
@@ -671,7 +674,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"dialect": self.dialect, "equivalent": self.equivalent, "examples": self.examples,
-                "seed": self.seed, "counterexample": self.counterexample, "expected": self.expected,
+                "seed": self.seed, "lenient": self.lenient, "counterexample": self.counterexample, "expected": self.expected,
                 "actual": self.actual, "error": self.error, "diff": self.diff, "lenient_diff": self.lenient_diff}
 
 
@@ -683,7 +686,7 @@ def _strategies() -> Any:
     return strategies
 
 
-def _compare(template: str, d: Dialect, req: Mapping[str, Any]) -> tuple[bool, str | None, str | None, str | None]:
+def _compare(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool = False) -> tuple[bool, str | None, str | None, str | None]:
     """(differs, expected, actual, error) for one request. Requests the dialect refuses (its
     official template cannot render them) are outside the comparison: never a difference."""
     try:
@@ -693,7 +696,8 @@ def _compare(template: str, d: Dialect, req: Mapping[str, Any]) -> tuple[bool, s
         return False, None, None, None
     try:
         actual = render_with_dialect(template, req["messages"], d, tools=req["tools"],
-                                     add_generation_prompt=req["add_generation_prompt"], **req["options"])
+                                     add_generation_prompt=req["add_generation_prompt"], lenient=lenient,
+                                     **req["options"])
     except OracleUnavailable:
         raise
     except Exception as e:  # noqa: BLE001 - a template that crashes where the dialect renders differs
@@ -756,7 +760,14 @@ def _simplify(req: dict[str, Any], differs: Any, budget: int = 300) -> dict[str,
     return req
 
 
-def verify(template_text: str, dialect: str | Dialect, *, examples: int = 500, seed: int | None = None) -> VerifyReport:
+def verify(
+    template_text: str,
+    dialect: str | Dialect,
+    *,
+    examples: int = 500,
+    seed: int | None = None,
+    lenient: bool = False,
+) -> VerifyReport:
     """Search for a conversation that ``template_text`` renders differently from ``dialect``.
 
     Conversations come from :func:`kimi_chat.testing.strategies.requests` (hypothesis); the template
@@ -781,7 +792,7 @@ def verify(template_text: str, dialect: str | Dialect, *, examples: int = 500, s
 
     def differs(req: dict[str, Any]) -> bool:
         nonlocal tried, searching
-        result = _compare(template_text, d, req)[0]
+        result = _compare(template_text, d, req, lenient)[0]
         if searching:
             tried += 1
             searching = not result  # calls after the first difference are shrinking
@@ -794,13 +805,13 @@ def verify(template_text: str, dialect: str | Dialect, *, examples: int = 500, s
     try:
         found = find(strategies.requests(d.name), differs, settings=cfg, random=random.Random(seed))
     except NoSuchExample:
-        return VerifyReport(dialect=d.name, equivalent=True, examples=tried, seed=seed)
-    found = _simplify(found, lambda req: _compare(template_text, d, req)[0])
-    _, expected, actual, error = _compare(template_text, d, found)
+        return VerifyReport(dialect=d.name, equivalent=True, examples=tried, seed=seed, lenient=lenient)
+    found = _simplify(found, lambda req: _compare(template_text, d, req, lenient)[0])
+    _, expected, actual, error = _compare(template_text, d, found, lenient)
     label = f"{d.name} (kimi_chat.render)"
     diff = prompt_diff(expected or "", actual, expected_label=label, actual_label="template") if actual is not None else ""
     lenient_diff = None
-    if actual is None and error is not None and error.startswith("SecurityError") and expected is not None:
+    if not lenient and actual is None and error is not None and error.startswith("SecurityError") and expected is not None:
         try:
             lenient = render_with_dialect(template_text, found["messages"], d, tools=found["tools"],
                                           add_generation_prompt=found["add_generation_prompt"], lenient=True,
@@ -809,4 +820,5 @@ def verify(template_text: str, dialect: str | Dialect, *, examples: int = 500, s
         except Exception:  # noqa: BLE001 - it fails there too: nothing more to show
             lenient_diff = None
     return VerifyReport(dialect=d.name, equivalent=False, examples=tried, seed=seed, counterexample=found,
-                        expected=expected, actual=actual, error=error, diff=diff, lenient_diff=lenient_diff)
+                        expected=expected, actual=actual, error=error, diff=diff, lenient_diff=lenient_diff,
+                        lenient=lenient)
