@@ -153,13 +153,17 @@ _ATTR_USER_DEFINED = 1 << 4
 class NativeModel:
     """A GGUF model in llama.cpp (through llama-cpp-python). Build it with :meth:`load`."""
 
-    def __init__(self, llama: Any, path: Path, *, dialect: str | Dialect = DEFAULT_DIALECT,
+    def __init__(self, llama: Any, path: Path, *, dialect: str | Dialect | None = None,
                  tokenizer: KimiTokenizer | None = None) -> None:
         self._lib = _llama_cpp()
         self._llama = llama
         self.path = path
-        self.dialect = get_dialect(dialect)
         self._vocab = llama._model.vocab
+        if dialect is not None:
+            self.dialect = get_dialect(dialect)
+            self.dialect_source = "given"
+        else:
+            self.dialect, self.dialect_source = self._detect_dialect()
         self.n_vocab: int = int(self._lib.llama_vocab_n_tokens(self._vocab))
         self._tokenizer = tokenizer
         self._markers: frozenset[str] | None = None
@@ -171,7 +175,7 @@ class NativeModel:
         cls,
         gguf_path: str | os.PathLike[str],
         *,
-        dialect: str | Dialect = DEFAULT_DIALECT,
+        dialect: str | Dialect | None = None,
         tokenizer: KimiTokenizer | None = None,
         n_ctx: int = 4096,
         n_threads: int | None = None,
@@ -181,7 +185,11 @@ class NativeModel:
     ) -> "NativeModel":
         """Load ``gguf_path`` into llama.cpp. ``dialect`` is the chat format the model speaks (used by
         :meth:`chat` when none is given); ``tokenizer`` defaults to one built from the GGUF's own
-        vocabulary (:meth:`tokenizer`). ``progress`` receives one-line status messages."""
+        vocabulary (:meth:`tokenizer`). ``progress`` receives one-line status messages.
+
+        ``dialect=None``: the dialect whose template the GGUF embeds (exact text match by
+        :func:`kimi_chat.verify.identify`: an official, known-variant or kimi_chat template), else
+        the default dialect; ``dialect_source`` says which."""
         lib = _llama_cpp()
         path = Path(gguf_path)
         if not path.is_file():
@@ -213,6 +221,20 @@ class NativeModel:
         self.close()
 
     # ------------------------------------------------------------------ metadata
+
+    def _detect_dialect(self) -> tuple[Dialect, str]:
+        tmpl = self.embedded_chat_template
+        if tmpl:
+            try:
+                from .verify import identify
+
+                ident = identify(tmpl, behavioural=False)
+            except Exception as e:  # identification is a convenience: never fail a load on it
+                return get_dialect(DEFAULT_DIALECT), f"default; the embedded template could not be identified: {e}"
+            if ident.dialect is not None and ident.match == "exact":
+                return get_dialect(ident.dialect), f"embedded template: {ident.label}"
+            return get_dialect(DEFAULT_DIALECT), "default; embedded template not identified"
+        return get_dialect(DEFAULT_DIALECT), "default; the GGUF embeds no template"
 
     @property
     def metadata(self) -> dict[str, str]:

@@ -1,0 +1,148 @@
+"""``kimi-chat run MODEL.gguf [request.json]``: answer an OpenAI chat.completions request with a local
+GGUF in llama.cpp (the ``native`` extra): render, tokenize (kimi_chat's tokenizer, ids sent to the
+engine), generate (tool calls constrained by a GBNF grammar), parse. Prints a ``chat.completion``
+object, or ``chat.completion.chunk`` objects one per line with ``--stream``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from ..dialects import get_dialect
+from ..errors import KimiChatError
+from ._io import InputError, fail, parse_json_arg, read_json
+
+_DEFAULT_MESSAGES = [{"role": "user", "content": "Hello!"}]
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser(
+        "run",
+        help="answer a chat.completions request with a local GGUF (llama.cpp)",
+        description="Render, generate and parse an OpenAI chat.completions request on a local GGUF with "
+        "llama.cpp (pip install 'kimi-chat[native]'). Honours messages, tools, tool_choice (through a GBNF "
+        "grammar), parallel_tool_calls, max_tokens (or max_completion_tokens), temperature and seed. "
+        "Prints a chat.completion object (or chat.completion.chunk lines with --stream).",
+    )
+    p.add_argument("model", help="GGUF file")
+    p.add_argument("request", nargs="?", default=None,
+                   help="request JSON file ({\"messages\": [...], ...} or a list of messages), - for stdin; "
+                   "default: a single 'Hello!' user message")
+    p.add_argument("--stream", action="store_true", help="print chat.completion.chunk objects, one JSON per line")
+    p.add_argument("--dialect", "-d", default=None,
+                   help="dialect (default: the request's \"dialect\" key, else the one the GGUF's embedded "
+                   "template is identified as, else kimi-k2-instruct)")
+    p.add_argument("--max-tokens", type=int, default=None, help="overrides the request's max_tokens (default 256)")
+    p.add_argument("--temperature", type=float, default=None, help="overrides the request's temperature")
+    p.add_argument("--seed", type=int, default=None, help="overrides the request's seed")
+    p.add_argument("--n-ctx", type=int, default=4096, help="context size (default 4096)")
+    p.add_argument("--no-grammar", action="store_true", help="do not constrain the output with a grammar")
+    p.add_argument("--show-grammar", action="store_true", help="print the GBNF grammar used to stderr")
+    p.add_argument("--kwargs", metavar="JSON", default=None,
+                   help="dialect template options as a JSON object (merged over chat_template_kwargs)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress line on stderr")
+    p.set_defaults(func=run)
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    body: Any = read_json(args.request) if args.request is not None else {"messages": _DEFAULT_MESSAGES}
+    if isinstance(body, list):
+        body = {"messages": body}
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise InputError("the request must be a chat.completions body ({\"messages\": [...]}) or a list of messages")
+    options: dict[str, Any] = dict(body.get("chat_template_kwargs") or {})
+    if args.kwargs:
+        extra = parse_json_arg(args.kwargs, "--kwargs")
+        if not isinstance(extra, dict):
+            raise InputError("--kwargs must be a JSON object")
+        options.update(extra)
+    max_tokens = args.max_tokens
+    if max_tokens is None:
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 256
+    temperature = args.temperature if args.temperature is not None else body.get("temperature", 0.8)
+    seed = args.seed if args.seed is not None else body.get("seed")
+    for name, value, kind in (("max_tokens", max_tokens, int), ("temperature", temperature, (int, float)),
+                              ("seed", seed, (int, type(None)))):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise InputError(f"{name}: invalid value {value!r}")
+    if max_tokens < 1:
+        raise InputError("max_tokens must be at least 1")
+    return {
+        "messages": body["messages"],
+        "tools": body.get("tools"),
+        "tool_choice": body.get("tool_choice"),
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "dialect": args.dialect or body.get("dialect"),
+        "max_tokens": int(max_tokens),
+        "temperature": float(temperature),
+        "seed": seed,
+        "options": options,
+    }
+
+
+def _print(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..runtime import ChatResult, NativeModel, NativeUnavailable
+
+    progress = None if args.quiet else (lambda msg: print(f"kimi-chat: {msg}", file=sys.stderr, flush=True))
+    try:
+        req = _request(args)
+        if req["dialect"] is not None:
+            get_dialect(req["dialect"])
+        model = NativeModel.load(args.model, dialect=req["dialect"], n_ctx=args.n_ctx, progress=progress)
+    except NativeUnavailable as e:
+        return fail(str(e))
+    except (InputError, KimiChatError, FileNotFoundError) as e:
+        return fail(str(e))
+    try:
+        if progress and req["dialect"] is None:
+            progress(f"dialect: {model.dialect.name} ({model.dialect_source})")
+        kwargs = dict(
+            tools=req["tools"], tool_choice=req["tool_choice"], parallel_tool_calls=req["parallel_tool_calls"],
+            max_tokens=req["max_tokens"], temperature=req["temperature"], seed=req["seed"],
+            grammar=False if args.no_grammar else None, **req["options"],
+        )
+        created = int(time.time())
+        cid = f"chatcmpl-kimi-{created}"
+        if args.stream:
+            _print(_chunk(cid, created, model.path.name, {"role": "assistant", "content": ""}, None))
+        result = None
+        for item in model.chat_stream(req["messages"], **kwargs):
+            if isinstance(item, ChatResult):
+                result = item
+            elif args.stream:
+                delta = item.to_openai()
+                if delta:
+                    _print(_chunk(cid, created, model.path.name, delta, None))
+        assert result is not None
+        if args.show_grammar and result.grammar:
+            print(result.grammar, file=sys.stderr)
+        if args.stream:
+            final = _chunk(cid, created, model.path.name, {}, result.finish_reason)
+            final["usage"] = result.usage
+            _print(final)
+        else:
+            result.created = created
+            _print(result.to_openai(cid))
+    except (InputError, KimiChatError, TypeError, ValueError) as e:
+        return fail(str(e))
+    finally:
+        model.close()
+    return 0
+
+
+def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
