@@ -1,0 +1,334 @@
+"""identify / verify: exact and behavioural identification of templates, hypothesis search for a
+minimal counterexample, readable diffs, the `kimi-chat verify` CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kimi_chat import DIALECTS, render
+from kimi_chat.cli import main
+from kimi_chat.known_problems import DIALECT_PROBLEMS, KNOWN_TEMPLATES, PROBLEMS
+from kimi_chat.oracle import OracleUnavailable, oracle_template, render_template
+from kimi_chat.reference import reference_file
+from kimi_chat.verify import (
+    PROBES,
+    identify,
+    normalize_template,
+    own_template_path,
+    own_template_text,
+    prompt_diff,
+    template_sha256,
+    verify,
+    visible,
+)
+
+from conftest import REFERENCE, needs_reference
+
+ADAPTATIONS = [t for t in KNOWN_TEMPLATES if t.kind == "adapted"]
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _ref(relpath: str) -> str:
+    p = reference_file(relpath)
+    assert p is not None, relpath
+    return p.read_text(encoding="utf-8")
+
+
+def _own_or_oracle(dialect: str) -> str:
+    """Our templates/<dialect>.jinja once it exists, else the official template."""
+    text = own_template_text(dialect)
+    return text if text is not None else oracle_template(dialect)
+
+
+# -- text helpers -------------------------------------------------------------------------------------
+
+
+def test_visible_marks_whitespace_and_keeps_special_tokens():
+    assert visible("a b\tc\n<|im_end|>\r") == "a·b→c␊<|im_end|>␍"
+
+
+def test_prompt_diff_points_at_the_first_difference():
+    exp = "<|im_user|>user<|im_middle|>hi<|im_end|><|im_assistant|>assistant<|im_middle|>"
+    act = "<|im_user|>user<|im_middle|>hi <|im_end|><|im_assistant|>assistant<|im_middle|>"
+    d = prompt_diff(exp, act)
+    assert d.startswith("first difference at character 30")
+    assert "-<|im_user|>user<|im_middle|>hi<|im_end|>" in d
+    assert "+<|im_user|>user<|im_middle|>hi·<|im_end|>" in d
+    assert prompt_diff(exp, exp) == ""
+
+
+def test_normalize_template_newlines():
+    assert normalize_template("a\r\nb\rc\n\n") == "a\nb\nc"
+    assert template_sha256("x\r\ny\n") == template_sha256("x\ny")
+
+
+def test_known_problem_codes_exist():
+    for codes in DIALECT_PROBLEMS.values():
+        assert all(c in PROBLEMS for c in codes)
+    for t in KNOWN_TEMPLATES:
+        assert all(c in PROBLEMS for c in t.problems) and t.dialect in DIALECTS
+    assert set(DIALECT_PROBLEMS) == set(DIALECTS)
+
+
+def test_probes_render_in_every_dialect():
+    for d in DIALECTS:
+        for p in PROBES:
+            render(list(p.messages), tools=list(p.tools) if p.tools else None, dialect=d,
+                   add_generation_prompt=p.add_generation_prompt)
+
+
+def test_probes_tell_every_dialect_apart():
+    outputs = {d: tuple(render(list(p.messages), tools=list(p.tools) if p.tools else None, dialect=d,
+                               add_generation_prompt=p.add_generation_prompt) for p in PROBES) for d in DIALECTS}
+    assert len(set(outputs.values())) == len(DIALECTS)
+
+
+# -- identify: exact ---------------------------------------------------------------------------------
+
+
+@needs_reference
+@pytest.mark.parametrize("known", KNOWN_TEMPLATES, ids=lambda t: t.source)
+def test_known_hashes_are_the_reference_files(known):
+    assert template_sha256(_ref(known.source)) == known.sha256
+
+
+@needs_reference
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_identify_official_templates(dialect):
+    ident = identify(oracle_template(dialect))
+    assert (ident.dialect, ident.kind, ident.match, ident.confidence) == (dialect, "official", "exact", 1.0)
+    assert ident.status == DIALECTS[dialect].status
+    assert [p.code for p in ident.problems] == list(DIALECT_PROBLEMS[dialect])
+
+
+@needs_reference
+def test_identify_crlf_copy_is_rev1():
+    ident = identify(_ref("Kimi-K2-Instruct/chat_template.rev1-crlf.jinja"))
+    assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2-instruct@rev1", "official", "exact")
+
+
+@needs_reference
+def test_identify_official_without_reference_dir_uses_known_hashes(monkeypatch, tmp_path):
+    text = oracle_template("kimi-k2-thinking@rev1")
+    monkeypatch.setenv("KIMI_CHAT_REFERENCE_DIR", str(tmp_path / "absent"))
+    ident = identify(text, behavioural=False)
+    assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2-thinking@rev1", "official", "exact")
+
+
+@needs_reference
+@pytest.mark.parametrize("known", ADAPTATIONS, ids=lambda t: t.source)
+def test_identify_llama_cpp_adaptations(known):
+    ident = identify(_ref(known.source))
+    assert ident.kind == "adapted" and ident.match == "exact" and ident.dialect == known.dialect
+    assert ident.label == f"adapted copy of {known.dialect}"
+    assert ident.renders_in_sandbox is False
+    codes = [p.code for p in ident.problems]
+    assert codes[0] == "sandbox-security-error" and codes == list(known.problems)
+    # the differences are real: what the adapted template renders outside transformers' sandbox
+    assert ident.differences and all(d.actual != d.expected for d in ident.differences)
+    assert any(d.lenient for d in ident.differences)
+
+
+@needs_reference
+def test_thinking_adaptations_keep_reasoning_longer():
+    for known in ADAPTATIONS:
+        if known.dialect != "kimi-k2-thinking@rev1":
+            continue
+        ident = identify(_ref(known.source))
+        diff = {d.probe: d for d in ident.differences}["reasoning in history"]
+        # the official template drops the second plain turn's reasoning; the adaptations keep it
+        assert "<think>Add again.</think>" in diff.actual and "<think>Add again.</think>" not in diff.expected
+
+
+@needs_reference
+def test_identify_variants():
+    b = identify(_ref("unverified/Kimi-K2-Instruct-0905.chat_template.candidate-B.jinja"))
+    assert (b.dialect, b.kind) == ("kimi-k2-instruct-0905", "variant")
+    assert b.renders_in_sandbox is True and b.differences
+    k26 = identify(_ref("unverified/Kimi-K2.6-derived.chat_template.jinja"))
+    assert (k26.dialect, k26.kind) == ("kimi-k2.5", "variant")
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_identify_our_own_templates(dialect):
+    text = own_template_text(dialect)
+    if text is None:
+        pytest.skip(f"templates/{dialect}.jinja is not there yet")
+    ident = identify(text)
+    assert (ident.dialect, ident.kind, ident.match) == (dialect, "ours", "exact")
+    assert ident.source == str(own_template_path(dialect))
+
+
+# -- identify: behavioural ----------------------------------------------------------------------------
+
+
+@needs_reference
+def test_identify_modified_copy_names_the_difference():
+    text = oracle_template("kimi-k2-instruct@rev2").replace("You are a helpful assistant", "You are a helpful bot")
+    ident = identify(text)
+    assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2-instruct@rev2", "modified", "behavioural")
+    assert ident.renders_in_sandbox is True and 0.9 < ident.confidence < 1.0
+    assert ident.problems == ()  # an unknown text's problems are its differences, not rev2's list
+    assert any("helpful·' expected 'assistant<|im_end|>" in d.summary and "got 'bot<|im_end|>" in d.summary
+               for d in ident.differences)
+    assert ident.scores["kimi-k2-instruct@rev2"] == max(ident.scores.values())
+
+
+@needs_reference
+def test_identify_equivalent_rewrite():
+    text = oracle_template("kimi-k2-thinking@rev1") + "\n{# a comment changes the text, not the prompt #}"
+    ident = identify(text)
+    assert (ident.dialect, ident.kind, ident.match, ident.confidence) == (
+        "kimi-k2-thinking@rev1", "equivalent", "behavioural", 1.0)
+    assert [p.code for p in ident.problems] == list(DIALECT_PROBLEMS["kimi-k2-thinking@rev1"])
+
+
+@needs_reference
+def test_identify_edited_adaptation_is_still_an_adapted_copy():
+    text = _ref("llama.cpp-adaptations/llama.cpp__Kimi-K2-Thinking.jinja") + "{# edited #}"
+    ident = identify(text)
+    assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2-thinking@rev1", "adapted", "behavioural")
+    assert ident.renders_in_sandbox is False
+    assert [p.code for p in ident.problems] == ["sandbox-security-error"]
+    assert {d.probe for d in ident.differences} == {"tool results out of order", "reasoning in history"}
+
+
+def test_identify_unknown_template():
+    ident = identify(CHATML)
+    assert ident.dialect is None and ident.kind == "unknown" and ident.match == "none"
+    assert ident.confidence < 0.9 and ident.differences
+    assert json.loads(json.dumps(ident.to_dict()))["kind"] == "unknown"
+    assert identify(CHATML, behavioural=False).scores == {}
+
+
+def test_identify_without_transformers_says_what_to_install(monkeypatch):
+    import kimi_chat.verify as v
+
+    def missing(*a, **k):
+        raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
+
+    monkeypatch.setattr(v, "render_with_dialect", missing)
+    ident = identify(CHATML)
+    assert ident.kind == "unknown" and any("kimi-chat[verify]" in n for n in ident.notes)
+
+
+# -- verify -------------------------------------------------------------------------------------------
+
+
+@needs_reference
+def test_verify_finds_minimal_counterexample_rev2_vs_0905():
+    template = oracle_template("kimi-k2-instruct@rev2")
+    report = verify(template, "kimi-k2-instruct-0905", seed=0)
+    assert not report.equivalent and report.error is None
+    req = report.counterexample
+    assert req["tools"] is None and req["options"] == {}
+    # minimal: one message with no optional keys (the default system prompts differ)
+    assert len(req["messages"]) == 1 and set(req["messages"][0]) == {"role", "content"}
+    assert report.expected == render(req["messages"], dialect="kimi-k2-instruct-0905",
+                                     add_generation_prompt=req["add_generation_prompt"])
+    assert report.actual == render_template(template, req["messages"],
+                                            add_generation_prompt=req["add_generation_prompt"])
+    assert report.expected != report.actual
+    assert "You·are·Kimi,·an·AI·assistant" in report.diff and "You·are·a·helpful·assistant" in report.diff
+    assert "NOT equivalent to kimi-k2-instruct-0905" in report.summary()
+
+
+@needs_reference
+def test_verify_is_reproducible_with_a_seed():
+    template = oracle_template("kimi-k2-thinking@rev1")
+    a = verify(template, "kimi-k2.5", examples=50, seed=7)
+    b = verify(template, "kimi-k2.5", examples=50, seed=7)
+    assert not a.equivalent and a.to_dict() == b.to_dict()
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_verify_own_template_is_equivalent(dialect):
+    if own_template_text(dialect) is None and REFERENCE is None:
+        pytest.skip("neither templates/ nor the reference data is present")
+    report = verify(_own_or_oracle(dialect), dialect, examples=40, seed=1)
+    assert report.equivalent, report.summary()
+    assert report.examples >= 30 and report.counterexample is None
+
+
+@needs_reference
+def test_verify_adaptation_fails_in_sandbox_and_differs_outside_it():
+    template = _ref("llama.cpp-adaptations/ik_llama.cpp__Kimi-K2-Thinking.jinja")
+    strict = verify(template, "kimi-k2-thinking", examples=200, seed=4)
+    assert not strict.equivalent and strict.actual is None
+    assert strict.error.startswith("SecurityError") and "append" in strict.error
+    assert any(m.get("tool_calls") for m in strict.counterexample["messages"])
+    assert "SecurityError" in strict.summary()
+    assert strict.lenient_diff is not None  # what the template renders outside the sandbox was compared
+    lenient = verify(template, "kimi-k2-thinking", examples=200, seed=4, lenient=True)
+    assert not lenient.equivalent and lenient.error is None and lenient.lenient
+    assert lenient.actual != lenient.expected and lenient.diff
+
+
+def test_verify_refuses_bad_arguments():
+    with pytest.raises(ValueError):
+        verify(CHATML, "kimi-k2.5", examples=0)
+    with pytest.raises(ValueError):
+        verify(CHATML, "no-such-dialect", examples=5)
+
+
+def test_verify_without_transformers_says_what_to_install(monkeypatch):
+    import kimi_chat.verify as v
+
+    def missing():
+        raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
+
+    monkeypatch.setattr(v, "_chat_template_utils", missing)
+    with pytest.raises(OracleUnavailable, match=r"pip install 'kimi-chat\[verify\]'"):
+        verify(CHATML, "kimi-k2.5", examples=5)
+
+
+# -- CLI ----------------------------------------------------------------------------------------------
+
+
+def _run(capsys, *argv):
+    status = main(list(argv))
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+@needs_reference
+def test_cli_verify_counterexample_exit_1(capsys, tmp_path):
+    f = tmp_path / "rev2.jinja"
+    f.write_text(oracle_template("kimi-k2-instruct@rev2"), encoding="utf-8")
+    status, out, _ = _run(capsys, "verify", str(f), "--dialect", "kimi-k2-instruct-0905", "--seed", "0")
+    assert status == 1 and "NOT equivalent to kimi-k2-instruct-0905" in out and "+++ template" in out
+    status, out, _ = _run(capsys, "verify", str(f), "-d", "kimi-k2-instruct-0905", "--seed", "0", "--json")
+    data = json.loads(out)
+    assert status == 1 and data["equivalent"] is False and data["counterexample"]["messages"]
+
+
+def test_cli_verify_equivalent_exit_0(capsys, tmp_path):
+    dialect = "kimi-k2-instruct-0905"
+    path = own_template_path(dialect)
+    if path is None:
+        if REFERENCE is None:
+            pytest.skip("neither templates/ nor the reference data is present")
+        path = tmp_path / "t.jinja"
+        path.write_text(oracle_template(dialect), encoding="utf-8")
+    status, out, _ = _run(capsys, "verify", str(path), "-d", dialect, "-n", "10", "--seed", "2")
+    assert status == 0 and out.startswith(f"equivalent: no difference from {dialect}")
+    # without --dialect the identified dialect is used
+    status, out, _ = _run(capsys, "verify", str(path), "-n", "5", "--seed", "2")
+    assert status == 0 and dialect in out
+
+
+def test_cli_verify_bad_input_exit_2(capsys, tmp_path):
+    status, _, err = _run(capsys, "verify", str(tmp_path / "missing.jinja"), "-d", "kimi-k2.5")
+    assert status == 2 and "no such file" in err
+    f = tmp_path / "t.jinja"
+    f.write_text(CHATML, encoding="utf-8")
+    status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k3")
+    assert status == 2 and "unknown dialect 'kimi-k3'" in err
+    status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k2.5", "-n", "0")
+    assert status == 2 and "--examples" in err
+    status, _, err = _run(capsys, "verify", str(f))
+    assert status == 2 and "--dialect" in err
