@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 __all__ = ["main", "COMMANDS"]
 
-COMMANDS: tuple[str, ...] = ("render", "parse", "dialects", "inspect", "verify", "run", "tiny_model")
+COMMANDS: tuple[str, ...] = ("render", "count", "parse", "dialects", "inspect", "verify", "run", "tiny_model")
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 

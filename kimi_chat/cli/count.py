@@ -1,0 +1,127 @@
+"""``kimi-chat count``: the token count of a request's prompt (what the model reads), with the Kimi
+tokenizer of a model snapshot.
+
+Also the tokenizer helpers of the other commands: :func:`add_tokenizer_arguments` adds ``--tokenizer``,
+``--tokenizer-config`` and ``--special-tokens``; :func:`rendered_tokens` renders a loaded request to
+:class:`~kimi_chat.tokens.RenderedTokens`; :func:`tokens_json` gives the ``render --tokens`` output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..dialects import get_dialect
+from ..errors import KimiChatError
+from ._io import InputError, fail
+
+
+def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
+    """``--tokenizer DIR``, ``--tokenizer-config FILE`` and ``--special-tokens POLICY``."""
+    p.add_argument(
+        "--tokenizer", metavar="DIR",
+        help="model snapshot directory with tiktoken.model and tokenizer_config.json (default: the reference "
+        "data, $KIMI_CHAT_REFERENCE_DIR or ../shared/reference, with the K2.6-derived config for reasoning "
+        "dialects and the July-2025 K2-Instruct config otherwise)",
+    )
+    p.add_argument("--tokenizer-config", metavar="FILE",
+                   help="tokenizer_config.json to use instead of the one in --tokenizer DIR")
+    p.add_argument(
+        "--special-tokens", choices=("text", "strict", "special"), default="text",
+        help="special-token text typed inside messages or tools: 'text' (default) encodes it as ordinary text, "
+        "'strict' refuses the request, 'special' encodes it as the special token (as tokenizer.encode(prompt) does)",
+    )
+
+
+def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
+    """The tokenizer named by ``--tokenizer`` / ``--tokenizer-config`` (reference data by default)."""
+    try:
+        from ..tokenizer import KimiTokenizer
+    except ImportError as e:  # pragma: no cover
+        raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
+    try:
+        import tiktoken  # noqa: F401
+    except ImportError as e:
+        raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
+    if args.tokenizer:
+        return KimiTokenizer.from_dir(args.tokenizer, config=args.tokenizer_config)
+    if args.tokenizer_config:
+        raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")
+    return KimiTokenizer.from_reference("k2.6" if get_dialect(dialect).reasoning else "k2")
+
+
+def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
+    """:func:`kimi_chat.tokens.render_tokens` of a request loaded by ``cli.render.load_request``."""
+    from ..tokens import render_tokens
+
+    tok = load_tokenizer(args, req["dialect"])
+    return render_tokens(
+        req["messages"], tokenizer=tok, tools=req["tools"], dialect=req["dialect"],
+        add_generation_prompt=req["add_generation_prompt"], special_tokens=args.special_tokens, **req["options"],
+    )
+
+
+def tokens_json(args: argparse.Namespace, req: dict[str, Any]) -> str:
+    """The ``render --tokens`` output: ``{"ids", "spans", "assistant_mask"}`` as one line of JSON."""
+    return json.dumps(rendered_tokens(args, req).to_dict(), separators=(",", ":")) + "\n"
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from ..dialects import DEFAULT_DIALECT
+
+    p = sub.add_parser(
+        "count",
+        help="count the tokens of a request's prompt",
+        description="Render a chat.completions request ({\"messages\": [...], \"tools\": [...]}) or a bare list "
+        "of messages with DIALECT and print the number of prompt tokens.",
+    )
+    p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
+    p.add_argument("--dialect", "-d", default=None,
+                   help=f"dialect or alias (default: the request's \"dialect\" key, else {DEFAULT_DIALECT})")
+    p.add_argument("--tools", metavar="FILE", help="JSON file with the tools list (overrides the request's tools)")
+    p.add_argument("--no-generation-prompt", action="store_true", help="do not end with the assistant header")
+    p.add_argument("--kwargs", metavar="JSON", default=None,
+                   help="dialect template options as a JSON object, e.g. '{\"thinking\": false}'")
+    add_tokenizer_arguments(p)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--per-message", action="store_true",
+                     help="also print each message's tokens (index, role, tokens, trainable tokens)")
+    out.add_argument("--json", action="store_true",
+                     help='print {"tokens", "trainable", "scaffolding", "messages": [{"index", "role", "tokens", '
+                     '"trainable"}]}')
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .render import load_request
+
+    try:
+        req = load_request(args)
+        r = rendered_tokens(args, req)
+    except (InputError, KimiChatError, TypeError) as e:
+        return fail(str(e))
+    roles = {i: m.get("role", "?") if isinstance(m, dict) else getattr(m, "role", "?") for i, m in enumerate(req["messages"])}
+    per: dict[int, list[int]] = {}
+    for s in r.spans:
+        row = per.setdefault(s.message_index, [0, 0])
+        row[0] += s.end - s.start
+        row[1] += sum(r.assistant_mask[s.start : s.end])
+    if args.json:
+        doc = {
+            "tokens": len(r.ids),
+            "trainable": sum(r.assistant_mask),
+            "scaffolding": per.get(-1, [0, 0])[0],
+            "messages": [
+                {"index": i, "role": roles.get(i), "tokens": n, "trainable": t}
+                for i, (n, t) in sorted(per.items()) if i >= 0
+            ],
+        }
+        print(json.dumps(doc, ensure_ascii=False))
+        return 0
+    print(len(r.ids))
+    if args.per_message:
+        for i, (n, t) in sorted(per.items()):
+            label = "scaffolding" if i < 0 else f"{i:>4} {roles.get(i)}"
+            print(f"{label:<16} {n:>8} {t:>8}")
+    return 0
