@@ -6,8 +6,7 @@
 #
 # llama-cpp-python 0.3.36 is source-only on PyPI; a CPU build takes ~4 min on 2 cores, installing the
 # cached wheel takes seconds. The wheelhouse lives in $KIMI_CHAT_WHEELHOUSE (default
-# ~/.cache/kimi-chat-wheels); the wheel file name carries the Python tag, so venvs of different Python
-# versions each get (and cache) their own build.
+# ~/.cache/kimi-chat-wheels).
 set -euo pipefail
 
 VENV="${1:?usage: install-native.sh VENV_DIR}"
@@ -18,14 +17,16 @@ LLAMA_VERSION=0.3.36
 WHEELHOUSE="${KIMI_CHAT_WHEELHOUSE:-$HOME/.cache/kimi-chat-wheels}"
 mkdir -p "$WHEELHOUSE"
 
-PYTAG="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+# llama-cpp-python loads libllama through ctypes: its wheel is tagged py3-none-linux_<arch>, so one
+# build serves every Python 3 of this machine kind
+ARCH="$(uname -m)"
 find_wheel() {
-  ls "$WHEELHOUSE"/llama_cpp_python-"$LLAMA_VERSION"-"$PYTAG"-*.whl 2>/dev/null | head -n 1 || true
+  ls "$WHEELHOUSE"/llama_cpp_python-"$LLAMA_VERSION"-*-linux_"$ARCH".whl 2>/dev/null | head -n 1 || true
 }
 
 WHEEL="$(find_wheel)"
 if [ -z "$WHEEL" ]; then
-  echo "install-native: building llama-cpp-python==$LLAMA_VERSION wheel for $PYTAG (takes a few minutes)" >&2
+  echo "install-native: building llama-cpp-python==$LLAMA_VERSION wheel for linux_$ARCH (takes a few minutes)" >&2
   BUILD_DIR="$(mktemp -d)"
   trap 'rm -rf "$BUILD_DIR"' EXIT
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
@@ -38,7 +39,7 @@ if [ -z "$WHEEL" ]; then
     mv "$WHEELHOUSE/.tmp.$(basename "$f")" "$WHEELHOUSE/$(basename "$f")"
   done
   WHEEL="$(find_wheel)"
-  [ -n "$WHEEL" ] || { echo "install-native: build produced no wheel for $PYTAG" >&2; exit 1; }
+  [ -n "$WHEEL" ] || { echo "install-native: build produced no linux_$ARCH wheel" >&2; exit 1; }
 else
   echo "install-native: reusing $WHEEL" >&2
 fi
