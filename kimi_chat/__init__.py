@@ -21,6 +21,7 @@ from .parse import (
     parse,
 )
 from .render import Segment, render, render_segments
+from .templates import template_path, template_text
 from .tools_ts import tools_to_typescript
 
 __all__ = [
@@ -50,6 +51,8 @@ __all__ = [
     "get_dialect",
     "render",
     "render_segments",
+    "template_path",
+    "template_text",
     "tools_to_typescript",
 ]
 __version__ = "0.1.0"

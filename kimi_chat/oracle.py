@@ -124,7 +124,9 @@ def render_official(
     if d.tools_typescript and tools:
         from .tools_ts import tools_to_typescript
 
-        kwargs.setdefault("tools_ts_str", tools_to_typescript(list(tools)))
+        # the tokenizer computes the declaration from the tools it renders (sorted, where it sorts)
+        ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
+        kwargs.setdefault("tools_ts_str", tools_to_typescript(ts_tools))
     return render_template(
         oracle_template(d),
         messages,

@@ -11,6 +11,8 @@ keys.
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -29,6 +31,7 @@ _SPECIAL_TEXT = [
 ]
 
 
+@lru_cache(maxsize=None)
 def texts(max_size: int = 20) -> st.SearchStrategy[str]:
     """Text mixing arbitrary unicode with marker spellings and awkward pieces."""
     piece = st.one_of(
@@ -49,6 +52,7 @@ _scalars = st.one_of(
 )
 
 
+@lru_cache(maxsize=None)
 def json_values(max_leaves: int = 8) -> st.SearchStrategy[Any]:
     """Arbitrary JSON values (dict key order as drawn, so often unsorted)."""
     return st.recursive(
@@ -119,18 +123,20 @@ def _content(allow_list: bool = True) -> st.SearchStrategy[Any]:
     return st.one_of(texts(), texts(), st.lists(part, max_size=4))
 
 
+_ARGUMENT_DICTS = st.dictionaries(_keys, json_values(4), max_size=3)
+_ARGUMENTS = st.one_of(
+    _ARGUMENT_DICTS.map(lambda d: json.dumps(d, ensure_ascii=False)),  # the OpenAI shape: a JSON string
+    _ARGUMENT_DICTS,  # already decoded
+    st.just(""),
+    texts(10),  # not JSON at all
+)
+
+
 @st.composite
 def _tool_call(draw: st.DrawFn, index: int) -> dict[str, Any]:
     name = draw(_func_names)
     call_id = draw(st.one_of(st.just(f"functions.{name}:{index}"), st.from_regex(r"call_[a-z0-9]{1,8}", fullmatch=True)))
-    args = draw(
-        st.one_of(
-            st.dictionaries(_keys, json_values(4), max_size=3).map(lambda d: __import__("json").dumps(d, ensure_ascii=False)),
-            st.dictionaries(_keys, json_values(4), max_size=3),
-            st.just(""),
-            texts(10),
-        )
-    )
+    args = draw(_ARGUMENTS)
     call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
     return call
 
