@@ -34,6 +34,7 @@ from .oracle import OracleUnavailable, _chat_template_utils, oracle_template, re
 from .render import render
 
 __all__ = [
+    "TemplateCompileError",
     "Difference",
     "Identification",
     "VerifyReport",
@@ -52,6 +53,22 @@ __all__ = [
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VERIFY_EXTRA = "pip install 'kimi-chat[verify]'"
+
+
+class TemplateCompileError(KimiChatError, ValueError):
+    """The template text is not valid Jinja (it does not compile)."""
+
+
+def _compile_error(template: str) -> str | None:
+    """The syntax error of ``template`` under transformers' Jinja environment, if any."""
+    ctu = _chat_template_utils()
+    from jinja2.exceptions import TemplateSyntaxError
+
+    try:
+        ctu._compile_jinja_template(template)
+    except TemplateSyntaxError as e:
+        return f"line {e.lineno}: {e.message}"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -572,6 +589,12 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
     beh: _Behaviour | None = None
     if behavioural and (exact is None or exact[0] in ("adapted", "variant")):
         try:
+            error = _compile_error(template_text)
+            if error is not None:
+                notes.append(f"the template does not compile: {error}")
+                if exact is None:
+                    return Identification(dialect=None, kind="unknown", match="none", confidence=0.0,
+                                          description="not valid Jinja", sha256=digest, notes=tuple(notes))
             beh = _behaviour(template_text)
         except OracleUnavailable:
             notes.append(f"behavioural match skipped: it renders the template with transformers ({VERIFY_EXTRA})")
@@ -606,9 +629,10 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
         desc = f"closest to {best}: {alike}"
         problems = extra
     else:
+        closest = f"; closest is {best} ({alike})" if similarity >= 0.3 else ""
         return Identification(
             dialect=None, kind="unknown", match="none", confidence=similarity,
-            description=f"not a known template; closest is {best} ({alike})",
+            description=f"not a known template{closest}",
             sha256=digest, problems=tuple(extra), differences=tuple(beh.differences[best]),
             renders_in_sandbox=beh.in_sandbox, scores=beh.scores, notes=tuple(notes),
         )
@@ -780,7 +804,9 @@ def verify(
     d = get_dialect(dialect)
     if examples < 1:
         raise ValueError("examples must be at least 1")
-    _chat_template_utils()  # fail early, with the install hint
+    error = _compile_error(template_text)  # also fails early, with the install hint, without transformers
+    if error is not None:
+        raise TemplateCompileError(f"the template does not compile: {error}")
     strategies = _strategies()
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import NoSuchExample

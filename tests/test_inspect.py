@@ -133,6 +133,17 @@ def test_gguf_with_each_known_template_is_identified(tmp_path, known):
     assert ins.needs_fix == (known.kind != "official")
 
 
+def test_gguf_with_our_own_template(tmp_path):
+    from kimi_chat.verify import own_template_text
+
+    text = own_template_text("kimi-k2.5")
+    if text is None:
+        pytest.skip("templates/kimi-k2.5.jinja is not there yet")
+    ins = inspect_path(write_gguf(tmp_path / "model.gguf", text, name="Kimi-K2.5"))
+    assert (ins.identification.dialect, ins.identification.kind) == ("kimi-k2.5", "ours")
+    assert not ins.needs_fix and "use:       llama-server" in ins.format_text()
+
+
 @needs_reference
 def test_gguf_with_the_crlf_copy_is_rev1(tmp_path):
     p = write_gguf(tmp_path / "model.gguf", _ref("Kimi-K2-Instruct/chat_template.rev1-crlf.jinja"))

@@ -15,6 +15,7 @@ from kimi_chat.oracle import OracleUnavailable, oracle_template, render_template
 from kimi_chat.reference import reference_file
 from kimi_chat.verify import (
     PROBES,
+    TemplateCompileError,
     identify,
     normalize_template,
     own_template_path,
@@ -268,6 +269,14 @@ def test_verify_adaptation_fails_in_sandbox_and_differs_outside_it():
     assert lenient.actual != lenient.expected and lenient.diff
 
 
+def test_template_that_does_not_compile():
+    ident = identify("{% if %}")
+    assert ident.kind == "unknown" and ident.description == "not valid Jinja"
+    assert any("does not compile: line 1" in n for n in ident.notes)
+    with pytest.raises(TemplateCompileError, match="does not compile"):
+        verify("{% if %}", "kimi-k2.5", examples=5)
+
+
 def test_verify_refuses_bad_arguments():
     with pytest.raises(ValueError):
         verify(CHATML, "kimi-k2.5", examples=0)
@@ -332,3 +341,6 @@ def test_cli_verify_bad_input_exit_2(capsys, tmp_path):
     assert status == 2 and "--examples" in err
     status, _, err = _run(capsys, "verify", str(f))
     assert status == 2 and "--dialect" in err
+    f.write_text("{% if %}", encoding="utf-8")
+    status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k2.5")
+    assert status == 2 and "does not compile" in err
