@@ -122,7 +122,7 @@ def test_markers_are_single_special_ids(model, reference_tokenizer):
         assert model.tokenize(m.text, special=True) == [m.id], m.text
         assert model.detokenize([m.id]) == m.text
         checked += 1
-    assert checked >= 20
+    assert checked >= 15  # the 17 named tokens of the July-2025 config
     # every tool-call marker of the output format is a single token: the grammar names them
     for cls in ("SECTION_BEGIN", "SECTION_END", "CALL_BEGIN", "ARG_BEGIN", "CALL_END"):
         assert TOKEN_CLASSES[cls][0].text in model.marker_tokens()
@@ -173,15 +173,18 @@ AGREE = [
     "    \n\n\n   \t\t  ",
     "I'M SHOUTING AND YOU'RE NOT; WE'LL SEE",
     "<|not_a_marker|> [NOT] <think> </think>",
+    "e\u0301te\u0301 A\u0300B'S ab\u0301cd",  # combining marks not followed by punctuation + letter
+    "ภาษาไทย தமிழ் বাংলা",  # Thai, Tamil, Bengali vowel signs
 ]
 
-# Known divergence: llama.cpp's `kimi-k2` pre-tokenizer splits text with combining marks differently
-# from the official regex (its \p{M} handling). English, code and CJK agree.
+# Known divergence: llama.cpp's `kimi-k2` pre-tokenizer splits text with combining marks (\p{M})
+# differently from the official regex. English, code, CJK (and most accented text) agree.
 KNOWN_DIVERGENT = [
-    "नमस्ते दुनिया",  # Hindi
+    "नमस्ते दुनिया",  # Hindi: a conjunct (letter + virama + letter) is one piece officially, two in llama.cpp
     "हिन्दी भाषा में स्वागत है",
-    "e\u0301te\u0301 (combining acute)",
-    "ภาษาไทย",  # Thai vowel signs
+    "क्ष",
+    "e\u0301's",  # decomposed (NFD) accent, then punctuation + letter: "'s" officially, "'" + "s" in llama.cpp
+    "a\u0301(q",
 ]
 
 
@@ -213,22 +216,30 @@ def test_engine_tokenization_known_divergence_on_combining_marks(model):
 @needs_llama
 def test_engine_tokenization_divergences_all_involve_combining_marks(model):
     rng = random.Random(1234)
-    alphabet = (
+    plain = (
         [chr(c) for c in range(0x20, 0x7F)]
-        + list("éüßçñøåæœ中文字日本語한국어Привет")
-        + list(" \n\t")
-        + [chr(c) for c in range(0x0900, 0x097F)]  # Devanagari (marks and letters)
+        + list("éüßçñøåæœ中文字日本語한국어Привет…—“”🎉")
+        + list(" \n\t\r")
+        + [chr(c) for c in range(0x0915, 0x093A)]  # Devanagari consonants (letters, no marks)
+    )
+    marks = (
+        plain
+        + [chr(c) for c in range(0x0900, 0x097F)]  # Devanagari, signs included
         + [chr(c) for c in range(0x0300, 0x0370)]  # combining diacritics
     )
-    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(400)]
-    diffs = model.compare_tokenization(texts)
+
+    def texts(alphabet: list[str], n: int) -> list[str]:
+        return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+    with_marks = texts(marks, 300)
+    diffs = model.compare_tokenization(with_marks)
     assert diffs, "expected the known combining-mark divergence on random text"
-    unexplained = [d.text for d in diffs if not _has_mark(d.text)]
-    assert unexplained == []
-    # and text without marks always agrees
-    plain = [t for t in texts if not _has_mark(t)]
-    assert len(plain) > 50
-    assert model.compare_tokenization(plain) == []
+    assert [d.text for d in diffs if not _has_mark(d.text)] == []
+    # text without combining marks always agrees (special parsing off and on)
+    no_marks = texts(plain, 300)
+    assert not any(map(_has_mark, no_marks))
+    assert model.compare_tokenization(no_marks) == []
+    assert model.compare_tokenization(no_marks, special=True) == []
 
 
 # --------------------------------------------------------------------------------------------------
