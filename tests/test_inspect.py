@@ -7,9 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import gguf  # a test dependency: it builds the GGUF files (metadata + token list, no weights)
 import pytest
-
-gguf = pytest.importorskip("gguf", reason="the gguf package builds the test GGUF files: pip install gguf")
 
 from kimi_chat import markers as M
 from kimi_chat.cli import main
