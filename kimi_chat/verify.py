@@ -30,7 +30,7 @@ from . import markers as M
 from .dialects import DIALECTS, Dialect, Status, get_dialect
 from .errors import KimiChatError
 from .known_problems import KnownProblem, KnownTemplate, known_template, problems_of
-from .oracle import OracleUnavailable, _chat_template_utils, oracle_template, render_template
+from .oracle import OracleUnavailable, _chat_template_utils, deep_sort_dict, oracle_template, render_template
 from .render import render
 
 __all__ = [
@@ -247,7 +247,9 @@ def render_with_dialect(
     if d.tools_typescript and tools:
         from .tools_ts import tools_to_typescript
 
-        kwargs.setdefault("tools_ts_str", tools_to_typescript(list(tools)))
+        # as the official tokenizer (and render_official): from the tools it renders, sorted where it sorts
+        ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
+        kwargs.setdefault("tools_ts_str", tools_to_typescript(ts_tools))
 
     def go() -> str:
         return render_template(
