@@ -22,10 +22,24 @@ from .parse import (
 )
 from .render import Segment, render, render_segments
 from .templates import template_path, template_text
+from .inspect import InspectError, Inspection, inspect_path
+from .lint import LintWarning, lint, normalize_tool_call_ids
+from .verify import Identification, TemplateCompileError, VerifyReport, identify, verify
 from .tools_ts import tools_to_typescript
 
 __all__ = [
     "DIALECTS",
+    "Identification",
+    "InspectError",
+    "Inspection",
+    "LintWarning",
+    "TemplateCompileError",
+    "VerifyReport",
+    "identify",
+    "inspect_path",
+    "lint",
+    "normalize_tool_call_ids",
+    "verify",
     "Delta",
     "ParseWarning",
     "ParsedMessage",
