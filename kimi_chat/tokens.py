@@ -27,13 +27,16 @@ names, tool-call arguments or tools:
 from __future__ import annotations
 
 import dataclasses
+import json
+import marshal
+import pickle
 import re
 import weakref
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, Literal
+from operator import itemgetter
+from typing import Any, Literal, NamedTuple
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
@@ -46,8 +49,7 @@ SpecialTokensPolicy = Literal["text", "strict", "special"]
 _POLICIES = ("text", "strict", "special")
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """Tokens ``ids[start:end]`` belong to message ``message_index`` (-1: scaffolding of no message)."""
 
     message_index: int
@@ -55,35 +57,90 @@ class Span:
     end: int
 
 
-@dataclass
 class RenderedTokens:
     """A prompt as tokens.
 
     * ``ids``: the token ids;
-    * ``message_index``: per token, the index of its message in ``messages`` (-1 for scaffolding that
-      belongs to no message: tool declarations, default system prompt, generation prompt);
     * ``assistant_mask``: per token, 1 if a model produced it in an assistant turn (content, kept
       reasoning, tool-call markers and the closing ``<|im_end|>``), else 0 (role headers, history
       ``<think></think>`` scaffolding, every other message);
-    * ``spans``: maximal runs of tokens of one message, in order; they cover ``ids`` exactly;
+    * ``message_index``: per token, the index of its message in ``messages`` (-1 for scaffolding that
+      belongs to no message: tool declarations, default system prompt, generation prompt);
+    * ``spans``: maximal runs of tokens of one message (:class:`Span`), in order; they cover ``ids``
+      exactly (``message_index`` and ``spans`` are built on first access);
     * ``text``: the prompt text (``tokenizer.decode(ids) == text``).
 
-    The other fields record how it was rendered (for :func:`extend_tokens`).
+    The other attributes record how it was rendered (for :func:`extend_tokens`): ``tokenizer``,
+    ``messages``, ``tools``, ``dialect``, ``add_generation_prompt``, ``options``, ``special_tokens``.
     """
 
-    ids: list[int]
-    message_index: list[int]
-    assistant_mask: list[int]
-    spans: list[Span]
-    text: str
-    tokenizer: KimiTokenizer = field(repr=False)
-    messages: list[Any] = field(repr=False)
-    tools: Any = field(default=None, repr=False)
-    dialect: str = DEFAULT_DIALECT
-    add_generation_prompt: bool = True
-    options: dict[str, Any] = field(default_factory=dict)
-    special_tokens: SpecialTokensPolicy = "text"
-    _clean_end: bool = field(default=False, repr=False)
+    __slots__ = (
+        "ids", "assistant_mask", "text", "tokenizer", "messages", "tools", "dialect", "add_generation_prompt",
+        "options", "special_tokens", "_runs", "_message_index", "_spans", "_clean_end", "_typed",
+    )
+
+    def __init__(
+        self,
+        ids: list[int],
+        assistant_mask: list[int],
+        runs: list[tuple[int, int]],
+        text: str,
+        tokenizer: KimiTokenizer,
+        messages: list[Any],
+        tools: Any,
+        dialect: str,
+        add_generation_prompt: bool,
+        options: dict[str, Any],
+        special_tokens: SpecialTokensPolicy,
+        clean_end: bool = False,
+        typed: bool = False,
+    ) -> None:
+        self.ids = ids
+        self.assistant_mask = assistant_mask
+        self._runs = runs  # (message_index, token count) per segment, in order
+        self.text = text
+        self.tokenizer = tokenizer
+        self.messages = messages
+        self.tools = tools
+        self.dialect = dialect
+        self.add_generation_prompt = add_generation_prompt
+        self.options = options
+        self.special_tokens = special_tokens
+        self._message_index: list[int] | None = None
+        self._spans: list[Span] | None = None
+        self._clean_end = clean_end
+        self._typed = typed
+
+    @property
+    def message_index(self) -> list[int]:
+        """Per token, the index of its message (-1: scaffolding of no message)."""
+        if self._message_index is None:
+            out: list[int] = []
+            for idx, c in self._runs:
+                out += [idx] * c
+            self._message_index = out
+        return self._message_index
+
+    @property
+    def spans(self) -> list[Span]:
+        """Maximal runs of tokens of one message, in order, covering ``ids`` exactly."""
+        if self._spans is None:
+            spans: list[Span] = []
+            pos = 0
+            for idx, c in self._runs:
+                if spans and spans[-1].message_index == idx:
+                    spans[-1] = Span(idx, spans[-1].start, pos + c)
+                else:
+                    spans.append(Span(idx, pos, pos + c))
+                pos += c
+            self._spans = spans
+        return self._spans
+
+    def __repr__(self) -> str:
+        return (
+            f"RenderedTokens({len(self.ids)} tokens, {sum(self.assistant_mask)} trainable, "
+            f"{len(self.messages)} messages, dialect={self.dialect!r})"
+        )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -110,29 +167,110 @@ class RenderedTokens:
 
 
 # --------------------------------------------------------------------------------------------------
-# Special-token text typed in the input
+# Per-tokenizer tables
 # --------------------------------------------------------------------------------------------------
 
-_TOKENIZER_INFO: "weakref.WeakKeyDictionary[KimiTokenizer, tuple[re.Pattern[str], list[int], bool]]" = (
-    weakref.WeakKeyDictionary()
-)
+# Every Kimi special-token name has one of these shapes. None holds a "<" or "[" after its first char,
+# so no name can start inside a match: the names are exactly the matches that are names (leftmost,
+# non-overlapping, as tiktoken finds them). Configs with other names fall back to a literal alternation.
+_SHAPE = re.compile(r"<\|[^|<>\[\]\s]{1,100}\|>|\[[^\[\]<>|\s]{1,32}\]|</?[A-Za-z_]{1,32}>")
 
 
-def _tok_info(tok: KimiTokenizer) -> tuple[re.Pattern[str], list[int], bool]:
-    """(regex of the special names, byte length of every id, names are prefix-free), per tokenizer."""
-    info = _TOKENIZER_INFO.get(tok)
-    if info is None:
-        names = sorted(tok.special_tokens, key=len, reverse=True)
-        pat = re.compile("|".join(map(re.escape, names)))
+class _Info:
+    __slots__ = ("names", "shape", "first_chars", "names_b", "shape_b", "first_chars_b", "lens", "prefix_free",
+                 "id_to_name", "special_ids")
+
+    def __init__(self, tok: KimiTokenizer) -> None:
+        self.names = frozenset(tok.special_tokens)
+        if all(_SHAPE.fullmatch(n) for n in self.names):
+            self.shape = _SHAPE
+        else:
+            self.shape = re.compile("|".join(map(re.escape, sorted(self.names, key=len, reverse=True))))
+        self.names_b = frozenset(n.encode("utf-8") for n in self.names)
+        self.shape_b = re.compile(self.shape.pattern.encode("utf-8"))
+        # every name starts with one of these chars: str.find (memchr speed) rules most text out
+        self.first_chars = tuple(sorted({n[0] for n in self.names}))
+        self.first_chars_b = tuple(sorted({n.encode("utf-8")[:1] for n in self.names}))
         lens = [0] * tok.vocab_size
         for b, i in tok.mergeable_ranks.items():
             lens[i] = len(b)
         for name, i in tok.special_tokens.items():
             lens[i] = len(name.encode("utf-8"))
-        ordered = sorted(names)  # a prefix sorts right before the names it starts
-        prefix_free = not any(b.startswith(a) for a, b in zip(ordered, ordered[1:]))
-        info = _TOKENIZER_INFO[tok] = (pat, lens, prefix_free)
+        self.lens = lens
+        ordered = sorted(self.names)  # a prefix sorts right before the names it starts
+        self.prefix_free = not any(b.startswith(a) for a, b in zip(ordered, ordered[1:]))
+        self.id_to_name = {i: n for n, i in tok.special_tokens.items()}
+        self.special_ids = tok.special_ids
+
+    def find(self, s: str) -> list[tuple[int, int]]:
+        """(start, end) of every special-token name in ``s``, leftmost first, non-overlapping."""
+        names = self.names
+        return [m.span() for m in self.shape.finditer(s) if m.group() in names]
+
+    def first(self, s: str) -> str | None:
+        """A special-token name in ``s`` (the first one), or None."""
+        shape, names = self.shape, self.names
+        best = None
+        for c in self.first_chars:
+            pos = s.find(c)
+            while pos != -1 and (best is None or pos < best[0]):
+                m = shape.match(s, pos)
+                if m is not None and m.group() in names:
+                    best = (pos, m.group())
+                    break
+                pos = s.find(c, pos + 1)
+        return None if best is None else best[1]
+
+    def in_bytes(self, b: bytes) -> bool:
+        """Whether a name's UTF-8 occurs in ``b`` (the names hold no byte of a UTF-8 multi-byte char)."""
+        shape, names = self.shape_b, self.names_b
+        for c in self.first_chars_b:
+            pos = b.find(c)
+            while pos != -1:
+                m = shape.match(b, pos)
+                if m is not None and m.group() in names:
+                    return True
+                pos = b.find(c, pos + 1)
+        return False
+
+
+_INFO: "weakref.WeakKeyDictionary[KimiTokenizer, _Info]" = weakref.WeakKeyDictionary()
+
+
+def _info(tok: KimiTokenizer) -> _Info:
+    info = _INFO.get(tok)
+    if info is None:
+        info = _INFO[tok] = _Info(tok)
     return info
+
+
+# --------------------------------------------------------------------------------------------------
+# Special-token text typed in the input
+# --------------------------------------------------------------------------------------------------
+
+
+def _has_typed_markers(info: _Info, messages: Sequence[Any], tools: Any) -> bool:
+    """Whether an input string holds special-token text. One C-speed pass: every string's UTF-8 is
+    contiguous in the marshal (or pickle) serialization, so a name in a string is a name in the bytes;
+    a hit in the bytes is confirmed string by string (the framing bytes can fake one). Consecutive
+    text parts are written back to back, so their concatenation is checked too."""
+    try:
+        blob = marshal.dumps((messages, tools))
+    except ValueError:  # objects marshal does not know (pydantic models...)
+        try:
+            blob = pickle.dumps((messages, tools), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            blob = None
+    if blob is None or info.in_bytes(blob):
+        if _locate_typed_marker(info, messages, tools) is not None:
+            return True
+    for m in messages:
+        content = m.get("content") if isinstance(m, Mapping) else getattr(m, "content", None)
+        if isinstance(content, (list, tuple)) and len(content) > 1:
+            joined = "".join([p["text"] for p in content if _is_text_part(p)])
+            if info.first(joined) is not None:
+                return True
+    return False
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -147,29 +285,27 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, (list, tuple)):
         for j, v in enumerate(value):
             yield from _walk(v, f"{path}[{j}]")
-        # consecutive text parts are written back to back: a marker may span two of them
-        texts = [p.get("text") for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        texts = [p["text"] for p in value if _is_text_part(p)]
         if len(texts) > 1:
             yield path, "".join(texts)
     elif hasattr(value, "model_dump"):
         yield from _walk(value.model_dump(exclude_none=True), path)
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        yield path, str(value)
 
 
-def _typed_markers(
-    pat: re.Pattern[str], messages: Sequence[Any], tools: Any, first: int = 0
-) -> tuple[int | None, str, str] | None:
-    """The first special-token text found in the input: (message index or None for tools, field,
-    marker), or None. Conservative: it may flag text that the template does not write back to back."""
-    for i in range(first, len(messages)):
-        for path, s in _walk(messages[i], ""):
-            m = pat.search(s)
-            if m:
-                return i, path, m.group()
-    if tools is not None and first == 0:
+def _locate_typed_marker(info: _Info, messages: Sequence[Any], tools: Any) -> tuple[int | None, str, str] | None:
+    """Where special-token text is: (message index or None for tools, field, marker)."""
+    for i, msg in enumerate(messages):
+        for path, s in _walk(msg, ""):
+            name = info.first(s)
+            if name is not None:
+                return i, path, name
+    if tools is not None:
         for path, s in _walk(tools, "tools"):
-            m = pat.search(s)
-            if m:
-                return None, path, m.group()
+            name = info.first(s)
+            if name is not None:
+                return None, path, name
     return None
 
 
@@ -178,8 +314,9 @@ def _check_policy(policy: str) -> None:
         raise ValueError(f"special_tokens must be one of {', '.join(map(repr, _POLICIES))}, got {policy!r}")
 
 
-def _raise_strict(hit: tuple[int | None, str, str]) -> None:
-    i, path, marker = hit
+def _raise_strict(info: _Info, messages: Sequence[Any], tools: Any) -> None:
+    hit = _locate_typed_marker(info, messages, tools)
+    i, path, marker = hit if hit is not None else (None, "input", "?")
     why = (
         f"contains the special-token text {marker!r}; special_tokens='strict' refuses it "
         "(the default 'text' encodes it as ordinary text, 'special' as the special token)"
@@ -192,23 +329,37 @@ def _raise_strict(hit: tuple[int | None, str, str]) -> None:
 # --- masking typed markers: find the template's own markers by rendering with typed ones defused
 
 
-def _mask_text(pat: re.Pattern[str], s: str) -> str:
-    # Same length and never a marker: each char of a typed marker becomes a CJK ideograph (printable,
-    # so neither JSON nor repr() escapes it; injective on ASCII, so dict keys stay distinct).
-    return pat.sub(lambda m: "".join(chr(0x4E00 + ord(c)) if ord(c) < 0x5000 else "\u4e00" for c in m.group()), s)
+def _mask_char(c: str) -> str:
+    # Same length and never a marker: a CJK ideograph (printable, so neither JSON nor repr() escapes
+    # it; injective on ASCII, so dict keys stay distinct).
+    o = ord(c)
+    return chr(0x4E00 + o) if o < 0x5000 else "\u4e00"
 
 
-def _mask(pat: re.Pattern[str], value: Any) -> Any:
+def _mask_text(info: _Info, s: str) -> str:
+    spans = info.find(s)
+    if not spans:
+        return s
+    out: list[str] = []
+    pos = 0
+    for a, b in spans:
+        out += [s[pos:a], "".join(map(_mask_char, s[a:b]))]
+        pos = b
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def _mask(info: _Info, value: Any) -> Any:
     if isinstance(value, str):
-        return _mask_text(pat, value) if pat.search(value) else value
+        return _mask_text(info, value)
     if isinstance(value, Mapping):
-        return {(_mask(pat, k) if isinstance(k, str) else k): _mask(pat, v) for k, v in value.items()}
+        return {(_mask(info, k) if isinstance(k, str) else k): _mask(info, v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        out = [_mask(pat, v) for v in value]
-        _mask_across_parts(pat, value, out)
+        out = [_mask(info, v) for v in value]
+        _mask_across_parts(info, value, out)
         return out if isinstance(value, list) else tuple(out)
     if hasattr(value, "model_dump"):
-        return _mask(pat, value.model_dump(exclude_none=True))
+        return _mask(info, value.model_dump(exclude_none=True))
     return value
 
 
@@ -216,7 +367,7 @@ def _is_text_part(part: Any) -> bool:
     return isinstance(part, Mapping) and isinstance(part.get("text"), str)
 
 
-def _mask_across_parts(pat: re.Pattern[str], parts: Sequence[Any], out: list[Any]) -> None:
+def _mask_across_parts(info: _Info, parts: Sequence[Any], out: list[Any]) -> None:
     """Consecutive text parts are written back to back: mask the markers that span two or more."""
     j, n = 0, len(parts)
     while j < n:
@@ -232,12 +383,10 @@ def _mask_across_parts(pat: re.Pattern[str], parts: Sequence[Any], out: list[Any
             ends = list(accumulate(map(len, texts)))
             chars = list("".join(out[x]["text"] for x in range(j, k)))
             hit = False
-            for m in pat.finditer(joined):
-                a, b = m.span()
+            for a, b in info.find(joined):
                 if bisect_left(ends, a + 1) != bisect_left(ends, b):  # spans a part boundary
                     hit = True
-                    for p in range(a, b):
-                        chars[p] = chr(0x4E00 + ord(joined[p])) if ord(joined[p]) < 0x5000 else "\u4e00"
+                    chars[a:b] = map(_mask_char, joined[a:b])
             if hit:
                 start = 0
                 for x, e in zip(range(j, k), ends):
@@ -246,8 +395,18 @@ def _mask_across_parts(pat: re.Pattern[str], parts: Sequence[Any], out: list[Any
         j = k
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    return value
+
+
 def _structural_positions(
-    pat: re.Pattern[str],
+    info: _Info,
     text: str,
     messages: Sequence[Any],
     tools: Any,
@@ -269,23 +428,20 @@ def _structural_positions(
     masked = "".join(
         s.text
         for s in render_segments(
-            _mask(pat, list(messages)), tools=_mask(pat, mtools), dialect=md,
+            _mask(info, list(messages)), tools=_mask(info, mtools), dialect=md,
             add_generation_prompt=add_generation_prompt, **options,
         )
     )
-    structural = [m.span() for m in pat.finditer(masked)]
+    structural = info.find(masked)
     ok = len(masked) == len(text)
     if ok:
+        keep = set(structural)
         rebuilt: list[str] = []
         pos = 0
-        k = 0
-        for m in pat.finditer(text):
-            a, b = m.span()
-            while k < len(structural) and structural[k][0] < a:
-                k += 1
-            if k < len(structural) and structural[k] == (a, b):
+        for a, b in info.find(text):
+            if (a, b) in keep:
                 continue
-            rebuilt += [text[pos:a], _mask_text(pat, m.group())]
+            rebuilt += [text[pos:a], "".join(map(_mask_char, text[a:b]))]
             pos = b
         rebuilt.append(text[pos:])
         ok = "".join(rebuilt) == masked
@@ -297,34 +453,24 @@ def _structural_positions(
     return structural
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return value.model_dump(exclude_none=True)
-    return value
-
-
 # --------------------------------------------------------------------------------------------------
 # Tokenization and attribution
 # --------------------------------------------------------------------------------------------------
 
 
-def _encode_from(
-    tok: KimiTokenizer, text: str, start: int, structural: list[tuple[int, int]] | None
-) -> list[int]:
+def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tuple[int, int]] | None) -> list[int]:
     """Tokens of ``text[start:]`` as the official encode of the whole ``text`` gives them, given that a
     token boundary falls at ``start``. ``structural=None``: every special-token text is special;
     else only the listed ``(start, end)`` occurrences are."""
     enc = tok.encoding
-    names = tok._special_names
     bounds = [start, *cut_points(text, start), len(text)]
     out: list[int] = []
     if structural is None:
+        names = tok._special_names
+        if len(bounds) == 2 and start == 0:
+            return enc.encode(text, allowed_special=names, disallowed_special=())
         for a, b in zip(bounds, bounds[1:]):
-            out += enc.encode(text[a:b] if (a or b != len(text)) else text, allowed_special=names, disallowed_special=())
+            out += enc.encode(text[a:b], allowed_special=names, disallowed_special=())
         return out
     k = bisect_left(structural, (start, -1))
     sp = tok.special_tokens
@@ -346,42 +492,79 @@ def _encode_from(
 
 
 def _attribute(
-    ids: list[int], segments: Sequence[Segment], lens: list[int], text: str
-) -> tuple[list[int], list[int], list[Span]]:
-    """Per-token message index and mask from the segments, by byte offsets."""
-    ends = list(accumulate(map(lens.__getitem__, ids)))
-    starts = [0, *ends[:-1]] if ends else []
-    if text.isascii():
-        seg_ends = list(accumulate(len(s.text) for s in segments))
+    ids: list[int], segments: Sequence[Segment], texts: list[str], lens: list[int], text: str
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Per-token message index and mask from the segments, by byte offsets: a token belongs to the
+    segment of its first byte, and is in the mask only if every segment it covers is trainable."""
+    n = len(ids)
+    if n > 1:
+        ends = list(accumulate(itemgetter(*ids)(lens)))
     else:
-        seg_ends = list(accumulate(len(s.text.encode("utf-8")) for s in segments))
-    msg: list[int] = []
+        ends = [lens[i] for i in ids]
+    if text.isascii():
+        seg_ends = list(accumulate(map(len, texts)))
+    else:
+        seg_ends = list(accumulate([len(t.encode("utf-8")) for t in texts]))
+    last = len(segments) - 1
     mask: list[int] = []
-    spans: list[Span] = []
+    runs: list[tuple[int, int]] = []
+    zero: list[int] = []
     lo = 0
-    for j, seg in enumerate(segments):
-        hi = bisect_left(starts, seg_ends[j])  # tokens whose first byte is in this segment
-        n = hi - lo
-        if n:
-            msg += [seg.message_index] * n
-            mask += [1 if seg.trainable else 0] * n
-            if spans and spans[-1].message_index == seg.message_index:
-                spans[-1] = Span(seg.message_index, spans[-1].start, hi)
-            else:
-                spans.append(Span(seg.message_index, lo, hi))
-        # a token that runs past this segment's end is trainable only if every segment it covers is
-        e = seg_ends[j]
-        t = hi - 1
-        if t >= 0 and ends[t] > e and j + 1 < len(segments) and not segments[j + 1].trainable:
-            mask[t] = 0
-        lo = hi
-    return msg, mask, spans
+    j = 0
+    for seg, e in zip(segments, seg_ends):
+        hi = bisect_right(ends, e, lo)  # tokens [lo, hi) end inside this segment
+        if hi < n and (ends[hi - 1] if hi else 0) < e:
+            # token `hi` starts in this segment and runs past its end (BPE merged across the boundary)
+            if seg.trainable:
+                k = j + 1
+                while k <= last and seg_ends[k - 1] < ends[hi]:
+                    if not segments[k].trainable:
+                        zero.append(hi)
+                        break
+                    k += 1
+            hi += 1
+        j += 1
+        if hi > lo:
+            mask += [1 if seg.trainable else 0] * (hi - lo)
+            runs.append((seg.message_index, hi - lo))
+            lo = hi
+    for t in zero:
+        mask[t] = 0
+    return mask, runs
 
 
-def _last_is_clean_special(tok: KimiTokenizer, ids: list[int], text: str) -> bool:
-    if not ids or ids[-1] not in tok.special_ids:
+def _clean_end(info: _Info, ids: list[int], text: str, structural: list[tuple[int, int]] | None) -> bool:
+    """Whether the prompt ends with one of the template's special tokens (so a token boundary, and
+    nothing after it can merge into the prefix)."""
+    if not ids:
         return False
-    return text.endswith(tok.id_to_token(ids[-1]))
+    name = info.id_to_name.get(ids[-1])
+    if name is None or not text.endswith(name):
+        return False
+    return structural is None or (len(text) - len(name), len(text)) in set(structural[-1:])
+
+
+def _build(
+    tok: KimiTokenizer,
+    info: _Info,
+    segments: list[Segment],
+    text: str,
+    texts: list[str],
+    ids: list[int],
+    structural: list[tuple[int, int]] | None,
+    typed: bool,
+    messages: list[Any],
+    tools: Any,
+    d: Dialect,
+    add_generation_prompt: bool,
+    options: dict[str, Any],
+    policy: SpecialTokensPolicy,
+) -> RenderedTokens:
+    mask, runs = _attribute(ids, segments, texts, info.lens, text)
+    return RenderedTokens(
+        ids, mask, runs, text, tok, messages, tools, d.name, add_generation_prompt, options, policy,
+        _clean_end(info, ids, text, structural), typed,
+    )
 
 
 def render_tokens(
@@ -406,33 +589,18 @@ def render_tokens(
     _check_policy(special_tokens)
     d = get_dialect(dialect)
     segments = render_segments(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt, **options)
-    text = "".join(s.text for s in segments)
-    pat, lens, _ = _tok_info(tokenizer)
+    texts = [s.text for s in segments]
+    text = "".join(texts)
+    info = _info(tokenizer)
     structural = None
-    if special_tokens != "special":
-        hit = _typed_markers(pat, messages, tools)
-        if hit is not None:
-            if special_tokens == "strict":
-                _raise_strict(hit)
-            structural = _structural_positions(pat, text, messages, tools, d, add_generation_prompt, options)
+    typed = special_tokens != "special" and _has_typed_markers(info, messages, tools)
+    if typed:
+        if special_tokens == "strict":
+            _raise_strict(info, messages, tools)
+        structural = _structural_positions(info, text, messages, tools, d, add_generation_prompt, options)
     ids = _encode_from(tokenizer, text, 0, structural)
-    msg, mask, spans = _attribute(ids, segments, lens, text)
-    return RenderedTokens(
-        ids=ids,
-        message_index=msg,
-        assistant_mask=mask,
-        spans=spans,
-        text=text,
-        tokenizer=tokenizer,
-        messages=list(messages),
-        tools=tools,
-        dialect=d.name,
-        add_generation_prompt=add_generation_prompt,
-        options=dict(options),
-        special_tokens=special_tokens,
-        _clean_end=_last_is_clean_special(tokenizer, ids, text)
-        and (structural is None or (len(text) - len(tokenizer.id_to_token(ids[-1])), len(text)) in set(structural)),
-    )
+    return _build(tokenizer, info, segments, text, texts, ids, structural, typed, list(messages), tools, d,
+                  add_generation_prompt, dict(options), special_tokens)
 
 
 _SAME: Any = object()
@@ -459,56 +627,43 @@ def extend_tokens(
     ``None`` when the prompt is not prefix-stable: the dialect re-renders earlier turns (a Thinking
     dialect drops earlier reasoning once a final answer follows), the tools or options changed, or the
     completion is not how the tokenizer encodes the assistant message (a non-canonical tokenization,
-    text after ``<|im_end|>``...). Whenever it returns, ``result.ids`` equals ``render_tokens(...).ids``
-    of the extended conversation, and so do the message indices, mask and spans.
+    text after ``<|im_end|>``...). Whenever it returns, the result equals :func:`render_tokens` of the
+    extended conversation (ids, message indices, mask, spans); only the new part is tokenized when the
+    previous prompt ends with a special token.
     """
     tok = previous.tokenizer
     tools = previous.tools if tools is _SAME else tools
     opts = {**previous.options, **options}
     d = get_dialect(previous.dialect)
+    policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
     segments = render_segments(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt, **opts)
-    text = "".join(s.text for s in segments)
+    texts = [s.text for s in segments]
+    text = "".join(texts)
     prev_text = previous.text
     if not text.startswith(prev_text):
         return None
-    pat, lens, prefix_free = _tok_info(tok)
-    policy = previous.special_tokens
-    if not (previous._clean_end and prefix_free):
-        full = render_tokens(
-            messages, tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
-            special_tokens=policy, **opts,
-        )
-        n = len(previous.ids)
+    info = _info(tok)
+    n = len(previous.ids)
+    if not (previous._clean_end and info.prefix_free):
+        full = render_tokens(messages, tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
+                             special_tokens=policy, **opts)
         if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:
             return None
         return full
     structural = None
+    typed = False
     if policy != "special":
-        hit = _typed_markers(pat, messages, tools)
-        if hit is not None:
+        typed = previous._typed or _has_typed_markers(
+            info, list(new_messages), tools if tools is not previous.tools else None
+        )
+        if typed:
             if policy == "strict":
-                _raise_strict(hit)
-            structural = _structural_positions(pat, text, messages, tools, d, add_generation_prompt, opts)
+                _raise_strict(info, messages, tools)
+            structural = _structural_positions(info, text, messages, tools, d, add_generation_prompt, opts)
     tail = _encode_from(tok, text, len(prev_text), structural)
     if tail[: len(completion_ids)] != completion_ids:
         return None
-    ids = previous.ids + tail
-    msg, mask, spans = _attribute(ids, segments, lens, text)
-    return RenderedTokens(
-        ids=ids,
-        message_index=msg,
-        assistant_mask=mask,
-        spans=spans,
-        text=text,
-        tokenizer=tok,
-        messages=messages,
-        tools=tools,
-        dialect=d.name,
-        add_generation_prompt=add_generation_prompt,
-        options=opts,
-        special_tokens=policy,
-        _clean_end=_last_is_clean_special(tok, ids, text)
-        and (structural is None or (len(text) - len(tok.id_to_token(ids[-1])), len(text)) in set(structural)),
-    )
+    return _build(tok, info, segments, text, texts, previous.ids + tail, structural, typed, messages, tools, d,
+                  add_generation_prompt, opts, policy)

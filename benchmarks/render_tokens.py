@@ -1,0 +1,152 @@
+"""Token-level rendering speed: render_tokens vs render + encode vs transformers' apply_chat_template(tokenize=True),
+same process, on a 100-message tool conversation per dialect.
+
+    python benchmarks/render_tokens.py [--messages 100] [--repeat 15]
+
+* ``render+encode``: ``tokenizer.encode(render(...))`` (the ids only; the floor);
+* ``render_tokens``: ids + per-token message index + assistant mask + spans (goal: within 1.3x of the floor);
+* ``extend_tokens``: the last 2 messages (assistant tool call + tool result) appended to the previous prompt;
+* ``transformers``: ``PreTrainedTokenizerFast.apply_chat_template(tokenize=True)`` with the dialect's oracle
+  template and the ``tokenizers`` conversion of the same tiktoken.model (ids checked equal to ours first).
+  The official Kimi tokenizer class is remote code (not available offline); the fast conversion stands in.
+
+Tokenizer: the reference data, the K2.6-derived config for reasoning dialects, the July-2025 one otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+from kimi_chat.dialects import DIALECTS, get_dialect  # noqa: E402
+from kimi_chat.oracle import deep_sort_dict  # noqa: E402
+from kimi_chat.render import render, render_segments  # noqa: E402
+from kimi_chat.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
+from kimi_chat.tokens import extend_tokens, render_tokens  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city, in Celsius.",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}},
+                         "required": ["city"]}}}]
+
+
+def conversation(n: int) -> list[dict]:
+    msgs: list[dict] = [{"role": "system", "content": "You are a helpful assistant. Answer briefly and use tools."}]
+    i = 0
+    while len(msgs) < n:
+        cid = f"functions.get_weather:{i}"
+        msgs += [
+            {"role": "user", "content": f"What's the weather like in city number {i} today? I plan a walk of {i * 3} km."},
+            {"role": "assistant", "content": "", "reasoning_content": "The user wants the weather; call the tool.",
+             "tool_calls": [{"id": cid, "type": "function",
+                             "function": {"name": "get_weather", "arguments": f'{{"city": "city-{i}"}}'}}]},
+            {"role": "tool", "tool_call_id": cid, "content": f'{{"temp": {15 + i % 10}, "sky": "clear", "wind_kmh": 12}}'},
+            {"role": "assistant", "content": f"It is {15 + i % 10} °C and clear in city {i}: a good day for {i * 3} km.",
+             "reasoning_content": "Summarise the tool result."},
+        ]
+        i += 1
+    return msgs[:n]
+
+
+def best_of(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def hf_tokenizer(tok: KimiTokenizer):
+    try:
+        from tokenizers import AddedToken
+        from transformers import PreTrainedTokenizerFast
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+    except ImportError as e:  # pragma: no cover
+        print(f"(transformers/tokenizers unavailable: {e})", file=sys.stderr)
+        return None
+    conv = TikTokenConverter(vocab_file=str(tok.model_path), pattern=PAT_STR).converted()
+    names = sorted(tok.special_tokens, key=tok.special_tokens.__getitem__)
+    conv.add_special_tokens([AddedToken(n, normalized=False, special=True) for n in names])
+    return PreTrainedTokenizerFast(tokenizer_object=conv, bos_token="[BOS]", eos_token="[EOS]",
+                                   unk_token="[UNK]", pad_token="[PAD]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=15)
+    args = ap.parse_args(argv)
+
+    toks = {c: KimiTokenizer.from_reference(c) for c in ("k2", "k2.6")}
+    hfs = {c: hf_tokenizer(t) for c, t in toks.items()}
+    try:
+        from kimi_chat.oracle import oracle_template
+    except ImportError:  # pragma: no cover
+        oracle_template = None
+
+    msgs = conversation(args.messages)
+    # agent loop: the model calls a tool (the last assistant message), the tool answers
+    prev_msgs, tail = msgs[:-2], msgs[-2:]
+    print(f"{args.messages} messages; best of {args.repeat}; times in ms")
+    print(f"{'dialect':<24}{'tokens':>7}{'render':>8}{'segments':>9}{'render+enc':>11}{'render_tok':>11}{'ratio':>7}"
+          f"{'extend':>8}{'transformers':>13}{'tf/rt':>7}")
+    for name in DIALECTS:
+        d = get_dialect(name)
+        cfg = "k2.6" if d.reasoning else "k2"
+        tok, hf = toks[cfg], hfs[cfg]
+        kw = {"tools": TOOLS, "dialect": name}
+        ids = tok.encode(render(msgs, **kw))
+        rt = render_tokens(msgs, tokenizer=tok, **kw)
+        assert rt.ids == ids, name
+        t_render = best_of(lambda: render(msgs, **kw), args.repeat)
+        t_segs = best_of(lambda: render_segments(msgs, **kw), args.repeat)
+        t_floor = best_of(lambda: tok.encode(render(msgs, **kw)), args.repeat)
+        t_rt = best_of(lambda: render_tokens(msgs, tokenizer=tok, **kw), args.repeat)
+
+        prev = render_tokens(prev_msgs, tokenizer=tok, **kw)
+        completion = rt.ids[len(prev.ids) : rt.span_of(len(prev_msgs))[1]] if rt.ids[: len(prev.ids)] == prev.ids else []
+        ext = extend_tokens(prev, completion, tail) if completion else None
+        if ext is not None:
+            assert ext.ids == rt.ids
+            t_ext = f"{best_of(lambda: extend_tokens(prev, completion, tail), args.repeat) * 1e3:8.2f}"
+        else:
+            t_ext = f"{'None':>8}"  # not prefix-stable (e.g. reasoning of earlier turns dropped)
+
+        t_hf_s, ratio_hf = f"{'-':>13}", f"{'-':>7}"
+        if hf is not None and oracle_template is not None:
+            template = oracle_template(d)
+            hf_tools = deep_sort_dict(TOOLS) if d.sort_tool_keys else TOOLS
+            extra = {}
+            if d.tools_typescript:
+                from kimi_chat.tools_ts import tools_to_typescript
+
+                extra["tools_ts_str"] = tools_to_typescript(TOOLS)
+
+            def call():
+                return hf.apply_chat_template(msgs, tools=hf_tools, chat_template=template, tokenize=True,
+                                              add_generation_prompt=True, return_dict=False, **extra)
+
+            try:
+                got = call()
+                got = list(got["input_ids"] if isinstance(got, dict) else got)
+                same = got == ids
+            except Exception as e:  # pragma: no cover - template not renderable by transformers
+                same = None
+                print(f"  ({name}: transformers failed: {type(e).__name__}: {e})", file=sys.stderr)
+            if same is not None:
+                t_hf = best_of(call, max(3, args.repeat // 3))
+                t_hf_s = f"{t_hf * 1e3:13.2f}" + ("" if same else "*")
+                ratio_hf = f"{t_hf / t_rt:6.1f}x"
+        print(f"{name:<24}{len(ids):>7}{t_render * 1e3:8.2f}{t_segs * 1e3:9.2f}{t_floor * 1e3:11.2f}{t_rt * 1e3:11.2f}{t_rt / t_floor:6.2f}x{t_ext}{t_hf_s}{ratio_hf}")
+    print("render / segments: render() and render_segments() alone; ratio = render_tokens / (render+encode) "
+          "(goal <= 1.3); extend: extend_tokens of the last 2 messages; tf/rt = transformers / render_tokens "
+          "(goal >= 5); * = transformers ids differ from ours")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
