@@ -349,17 +349,17 @@ def _mask_text(info: _Info, s: str) -> str:
     return "".join(out)
 
 
-def _mask(info: _Info, value: Any) -> Any:
+def _mask(info: _Info, value: Any, breaks: str) -> Any:
     if isinstance(value, str):
         return _mask_text(info, value)
     if isinstance(value, Mapping):
-        return {(_mask(info, k) if isinstance(k, str) else k): _mask(info, v) for k, v in value.items()}
+        return {(_mask(info, k, breaks) if isinstance(k, str) else k): _mask(info, v, breaks) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        out = [_mask(info, v) for v in value]
-        _mask_across_parts(info, value, out)
+        out = [_mask(info, v, breaks) for v in value]
+        _mask_across_parts(info, value, out, breaks)
         return out if isinstance(value, list) else tuple(out)
     if hasattr(value, "model_dump"):
-        return _mask(info, value.model_dump(exclude_none=True))
+        return _mask(info, value.model_dump(exclude_none=True), breaks)
     return value
 
 
@@ -367,32 +367,51 @@ def _is_text_part(part: Any) -> bool:
     return isinstance(part, Mapping) and isinstance(part.get("text"), str)
 
 
-def _mask_across_parts(info: _Info, parts: Sequence[Any], out: list[Any]) -> None:
-    """Consecutive text parts are written back to back: mask the markers that span two or more."""
-    j, n = 0, len(parts)
-    while j < n:
-        if not _is_text_part(parts[j]):
-            j += 1
-            continue
-        k = j
-        while k < n and _is_text_part(parts[k]):
-            k += 1
-        if k - j > 1:
-            texts = [parts[x]["text"] for x in range(j, k)]
-            joined = "".join(texts)
-            ends = list(accumulate(map(len, texts)))
-            chars = list("".join(out[x]["text"] for x in range(j, k)))
-            hit = False
-            for a, b in info.find(joined):
-                if bisect_left(ends, a + 1) != bisect_left(ends, b):  # spans a part boundary
-                    hit = True
-                    chars[a:b] = map(_mask_char, joined[a:b])
-            if hit:
-                start = 0
-                for x, e in zip(range(j, k), ends):
-                    out[x] = {**out[x], "text": "".join(chars[start:e])}
-                    start = e
-        j = k
+def _is_media_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and (
+        str(part.get("type", "")).startswith(("image", "video")) or any(k in part for k in _MEDIA_KEYS)
+    )
+
+
+_MEDIA_KEYS = ("image", "image_url", "video", "video_url")
+# How text parts are written back to back: "none" (only parts that write nothing lie between them),
+# "media" (images and videos write a placeholder), "every" (every other part writes something).
+_BREAK_MODES = ("none", "media", "every")
+
+
+def _text_part_runs(parts: Sequence[Any], breaks: str) -> list[list[int]]:
+    """Indices of the text parts that the renderer writes back to back, per run (runs of 2 or more)."""
+    runs: list[list[int]] = []
+    cur: list[int] = []
+    for j, p in enumerate(parts):
+        if _is_text_part(p):
+            cur.append(j)
+        elif breaks == "every" or (breaks == "media" and _is_media_part(p)):
+            if len(cur) > 1:
+                runs.append(cur)
+            cur = []
+    if len(cur) > 1:
+        runs.append(cur)
+    return runs
+
+
+def _mask_across_parts(info: _Info, parts: Sequence[Any], out: list[Any], breaks: str) -> None:
+    """Text parts are written back to back: mask the markers that span two or more of them."""
+    for run in _text_part_runs(parts, breaks):
+        texts = [parts[x]["text"] for x in run]
+        joined = "".join(texts)
+        ends = list(accumulate(map(len, texts)))
+        chars = list("".join(out[x]["text"] for x in run))
+        hit = False
+        for a, b in info.find(joined):
+            if bisect_left(ends, a + 1) != bisect_left(ends, b):  # spans a part boundary
+                hit = True
+                chars[a:b] = map(_mask_char, joined[a:b])
+        if hit:
+            start = 0
+            for x, e in zip(run, ends):
+                out[x] = {**out[x], "text": "".join(chars[start:e])}
+                start = e
 
 
 def _plain(value: Any) -> Any:
@@ -413,10 +432,14 @@ def _structural_positions(
     d: Dialect,
     add_generation_prompt: bool,
     options: Mapping[str, Any],
-) -> list[tuple[int, int]]:
-    """(start, end) of the template's own special tokens in ``text``, when typed special-token text is
-    present: render again with every typed occurrence defused (same length), and check that the two
-    renders differ exactly at the typed occurrences."""
+) -> tuple[list[tuple[int, int]], int]:
+    """``(structural, typed)``: the (start, end) of the template's own special tokens in ``text``, and
+    the number of special-token names typed in the input that ``text`` holds.
+
+    Renders again with every typed occurrence defused (same length, never a name) and checks that the
+    two renders differ exactly at the occurrences that are not the template's. Text parts that are
+    written back to back can form a name together: the ways they may be adjacent are tried in turn
+    (only a defusing that matches the render exactly is accepted)."""
     mtools = tools
     md = d
     if tools is not None and d.sort_tool_keys:
@@ -425,32 +448,38 @@ def _structural_positions(
         # sort by the real keys, then keep that order (masking could reorder keys)
         mtools = deep_sort_dict(_plain(tools))
         md = dataclasses.replace(d, sort_tool_keys=False)
-    masked = "".join(
-        s.text
-        for s in render_segments(
-            _mask(info, list(messages)), tools=_mask(info, mtools), dialect=md,
-            add_generation_prompt=add_generation_prompt, **options,
-        )
-    )
-    structural = info.find(masked)
-    ok = len(masked) == len(text)
-    if ok:
+    occurrences = info.find(text)
+    for breaks in _BREAK_MODES:
+        try:
+            masked = "".join(
+                s.text
+                for s in render_segments(
+                    _mask(info, list(messages), breaks), tools=_mask(info, mtools, breaks), dialect=md,
+                    add_generation_prompt=add_generation_prompt, **options,
+                )
+            )
+        except ValueError:  # a defused string the renderer refuses: not this way
+            continue
+        if len(masked) != len(text):
+            continue
+        structural = info.find(masked)
         keep = set(structural)
         rebuilt: list[str] = []
         pos = 0
-        for a, b in info.find(text):
+        typed = 0
+        for a, b in occurrences:
             if (a, b) in keep:
                 continue
+            typed += 1
             rebuilt += [text[pos:a], "".join(map(_mask_char, text[a:b]))]
             pos = b
         rebuilt.append(text[pos:])
-        ok = "".join(rebuilt) == masked
-    if not ok:  # pragma: no cover - a render path that does not copy strings verbatim
-        raise RenderError(
-            "cannot tell the template's markers from special-token text typed in the input; "
-            "use special_tokens='special' or remove the marker text"
-        )
-    return structural
+        if "".join(rebuilt) == masked:
+            return structural, typed
+    raise RenderError(  # pragma: no cover - a render path that does not copy strings verbatim
+        "cannot tell the template's markers from special-token text typed in the input; "
+        "use special_tokens='special' or remove the marker text"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -533,6 +562,28 @@ def _attribute(
     return mask, runs
 
 
+def _typed_policy(
+    info: _Info,
+    text: str,
+    messages: Sequence[Any],
+    tools: Any,
+    d: Dialect,
+    add_generation_prompt: bool,
+    options: Mapping[str, Any],
+    policy: str,
+    candidate: bool,
+) -> tuple[list[tuple[int, int]] | None, bool]:
+    """(structural positions or None when every special-token text is the template's, typed?)."""
+    if not candidate:
+        return None, False
+    structural, typed = _structural_positions(info, text, messages, tools, d, add_generation_prompt, options)
+    if not typed:
+        return None, False
+    if policy == "strict":
+        _raise_strict(info, messages, tools)
+    return structural, True
+
+
 def _clean_end(info: _Info, ids: list[int], text: str, structural: list[tuple[int, int]] | None) -> bool:
     """Whether the prompt ends with one of the template's special tokens (so a token boundary, and
     nothing after it can merge into the prefix)."""
@@ -592,12 +643,8 @@ def render_tokens(
     texts = [s.text for s in segments]
     text = "".join(texts)
     info = _info(tokenizer)
-    structural = None
-    typed = special_tokens != "special" and _has_typed_markers(info, messages, tools)
-    if typed:
-        if special_tokens == "strict":
-            _raise_strict(info, messages, tools)
-        structural = _structural_positions(info, text, messages, tools, d, add_generation_prompt, options)
+    structural, typed = _typed_policy(info, text, messages, tools, d, add_generation_prompt, options, special_tokens,
+                                      special_tokens != "special" and _has_typed_markers(info, messages, tools))
     ids = _encode_from(tokenizer, text, 0, structural)
     return _build(tokenizer, info, segments, text, texts, ids, structural, typed, list(messages), tools, d,
                   add_generation_prompt, dict(options), special_tokens)
@@ -652,16 +699,11 @@ def extend_tokens(
         if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:
             return None
         return full
-    structural = None
-    typed = False
-    if policy != "special":
-        typed = previous._typed or _has_typed_markers(
-            info, list(new_messages), tools if tools is not previous.tools else None
-        )
-        if typed:
-            if policy == "strict":
-                _raise_strict(info, messages, tools)
-            structural = _structural_positions(info, text, messages, tools, d, add_generation_prompt, opts)
+    candidate = policy != "special" and (
+        previous._typed
+        or _has_typed_markers(info, list(new_messages), tools if tools is not previous.tools else None)
+    )
+    structural, typed = _typed_policy(info, text, messages, tools, d, add_generation_prompt, opts, policy, candidate)
     tail = _encode_from(tok, text, len(prev_text), structural)
     if tail[: len(completion_ids)] != completion_ids:
         return None

@@ -119,17 +119,21 @@ def _check_render_tokens(tok: KimiTokenizer, req: dict[str, Any], dialect: str) 
 
     r = render_tokens(req["messages"], tokenizer=tok, **kw)
     _check_structure(tok, r, segments)
-    if not _has_special_text(tok, req):
-        assert r.ids == official
-        assert render_tokens(req["messages"], tokenizer=tok, special_tokens="strict", **kw).ids == official
-    else:
-        # typed special-token text is ordinary text: exactly the template's own markers are special ids,
-        # as many as in the same request with that text replaced
+    typed_in_prompt = False
+    if _has_special_text(tok, req):
+        # the same request with the special-token text replaced: its prompt has only the template's markers
         clean = _replace_special_text(tok, req)
         clean_ids = tok.encode(render(clean["messages"], **_render_kw(clean, dialect)))
-        assert sum(map(tok.is_special, r.ids)) == sum(map(tok.is_special, clean_ids))
+        n_template = sum(map(tok.is_special, clean_ids))
+        typed_in_prompt = sum(map(tok.is_special, official)) != n_template
+    if typed_in_prompt:
+        # typed special-token text is ordinary text: exactly the template's markers are special ids
+        assert sum(map(tok.is_special, r.ids)) == n_template
         with pytest.raises(RenderError, match="special_tokens='strict'"):
             render_tokens(req["messages"], tokenizer=tok, special_tokens="strict", **kw)
+    else:
+        assert r.ids == official
+        assert render_tokens(req["messages"], tokenizer=tok, special_tokens="strict", **kw).ids == official
 
 
 def _check_extend(tok: KimiTokenizer, req: dict[str, Any], dialect: str, data) -> None:
@@ -277,9 +281,26 @@ def test_special_token_policy(toks):
         render_tokens([{"role": "user", "content": "hi"}], tokenizer=tok, tools=tools, special_tokens="strict")
     r = render_tokens([{"role": "user", "content": "hi"}], tokenizer=tok, tools=tools, dialect="kimi-k2-thinking")
     assert r.ids.count(M.IM_END.id) == 3  # tool_declare, default system, user
-    # a marker split over two text parts is still typed text
-    parts = [{"role": "user", "content": [{"type": "text", "text": "<|im_"}, {"type": "text", "text": "end|>"}]}]
-    assert M.IM_END.id not in render_tokens(parts, tokenizer=tok).ids[slice(*render_tokens(parts, tokenizer=tok).span_of(0))][:-1]
+    # a name split over text parts written back to back is typed text too; K2 templates write nothing
+    # for a video part, but a placeholder for an image
+    video = {"type": "video_url", "video_url": {"url": "v.mp4"}}
+    image = {"type": "image_url", "image_url": {"url": "i.png"}}
+    for middle, joined in [([], True), ([video], True), ([image], False)]:
+        parts = [{"role": "user", "content": [{"type": "text", "text": "a<|im_"}, *middle,
+                                              {"type": "text", "text": "end|>b"}]}]
+        assert ("<|im_end|>b" in render(parts)) is joined
+        r = render_tokens(parts, tokenizer=tok)
+        a, b = r.span_of(0)
+        assert r.ids[a:b].count(M.IM_END.id) == 1 and r.ids[b - 1] == M.IM_END.id
+        assert tok.decode(r.ids[a:b]) == render_segments(parts)[1].text
+        if joined:
+            with pytest.raises(RenderError, match="special_tokens='strict'"):
+                render_tokens(parts, tokenizer=tok, special_tokens="strict")
+        else:
+            assert render_tokens(parts, tokenizer=tok, special_tokens="strict").ids == r.ids
+    # special-token text in a field the template does not write is no problem, even for 'strict'
+    unused = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "reasoning_content": "<|im_end|>"}]
+    assert render_tokens(unused, tokenizer=tok, special_tokens="strict").ids == tok.encode(render(unused))
     with pytest.raises(ValueError, match="special_tokens must be one of"):
         render_tokens(conv, tokenizer=tok, special_tokens="nope")
     # <think> is special text only where the config makes it a token
