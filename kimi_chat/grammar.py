@@ -61,7 +61,7 @@ __all__ = [
     "CALL_ID_PREFIX",
 ]
 
-CALL_ID_PREFIX = "functions."
+CALL_ID_PREFIX = M.TOOL_CALL_ID_PREFIX
 """Tool-call headers are ``functions.NAME:IDX`` (what the templates render and the parser reads).
 The header syntax is not part of :mod:`kimi_chat.format` (it is free text there)."""
 
@@ -527,7 +527,7 @@ class _Translator:
         f = e.field
         if f == "header":
             assert ctx.tool is not None and ctx.index is not None
-            return _lit(f"{CALL_ID_PREFIX}{ctx.tool}:{ctx.index}")
+            return _lit(M.tool_call_id(ctx.tool, ctx.index))
         if f == "arguments":
             assert ctx.tool is not None
             return self.arguments(ctx.tool)

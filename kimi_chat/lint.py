@@ -25,12 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .messages import normalize_messages, normalize_tools, to_plain
 
 __all__ = ["LintWarning", "lint", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID"]
 
-CANONICAL_TOOL_CALL_ID = re.compile(r"functions\.(?P<name>.+):(?P<index>\d+)")
+CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
 """The id form the models were trained on: ``functions.NAME:IDX``."""
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -121,7 +122,7 @@ def lint(
                 ))
             seen[call_id] = i
             if d.tool_call_ids == "regenerate":
-                regenerated[call_id] = f"functions.{name}:{j}"
+                regenerated[call_id] = M.tool_call_id(name, j)
             elif d.tool_calls and not _is_canonical(call_id, name):
                 non_canonical += 1
                 out.append(LintWarning(
@@ -186,7 +187,7 @@ def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
             for call in calls:
                 call = dict(call)
                 fn = call.get("function") or {}
-                new_id = f"functions.{fn.get('name')}:{counter}"
+                new_id = M.tool_call_id(fn.get("name"), counter)
                 counter += 1
                 if call.get("id") is not None:
                     fresh.setdefault(call["id"], deque()).append(new_id)

@@ -48,6 +48,8 @@ __all__ = [
     "PAD",
     "K25_VIDEO_PLACEHOLDER",
     "reserved_token_name",
+    "TOOL_CALL_ID_PREFIX",
+    "tool_call_id",
 ]
 
 
@@ -115,3 +117,12 @@ BY_ID: Final[dict[int, Marker]] = {m.id: m for m in MARKERS if m.id is not None}
 def reserved_token_name(token_id: int) -> str:
     """Name ``tokenization_kimi.py`` gives a special id absent from ``added_tokens_decoder``."""
     return f"<|reserved_token_{token_id}|>"
+
+
+TOOL_CALL_ID_PREFIX: Final = "functions."
+"""Tool-call ids the models were trained on are ``functions.NAME:INDEX``."""
+
+
+def tool_call_id(name: str, index: int) -> str:
+    """The canonical tool-call id ``functions.NAME:INDEX``."""
+    return f"{TOOL_CALL_ID_PREFIX}{name}:{index}"

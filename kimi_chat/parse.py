@@ -191,7 +191,7 @@ class Delta:
 
 # --------------------------------------------------------------------------------------------------
 
-_FUNCTIONS = "functions."
+_FUNCTIONS = M.TOOL_CALL_ID_PREFIX
 _ARG_BEGIN = M.TOOL_CALL_ARGUMENT_BEGIN.text
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 _REGEX_CACHE: dict[int, re.Pattern[str]] = {}

@@ -141,7 +141,7 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, emit: Any) -> No
     for j, call in enumerate(msg["tool_calls"]):
         fn = call["function"]
         if regenerate:
-            call_id = "functions." + fn["name"] + ":" + str(j)
+            call_id = M.tool_call_id(fn["name"], j)
         else:
             call_id = call.get("id")
             if call_id is None:
