@@ -1,7 +1,7 @@
 """Encode throughput of KimiTokenizer vs plain tiktoken (same ranks, pat_str and specials) vs the Hugging
 Face ``tokenizers`` conversion of the same file (transformers' TikTokenConverter), in one process.
 
-    python benchmarks/tokenize.py [--mb 4] [--doc-chars 8000] [--repeat 3]
+    python benchmarks/tokenizer_speed.py [--mb 4] [--doc-chars 8000] [--repeat 3]
 
 The corpus is built in-process (no download): Python standard-library source (code and English
 comments) interleaved with multilingual prose, emoji, numbers and whitespace runs, cut into documents
@@ -12,18 +12,12 @@ thread); the ids are checked to agree before timing. Needs the reference data
 
 from __future__ import annotations
 
+import argparse
+import glob
 import os
+import random
 import sys
-
-# This file is named like the stdlib module `tokenize`: drop its own folder from the import path so
-# that `import tokenize` (used by transformers / huggingface_hub) finds the stdlib one.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import glob  # noqa: E402
-import random  # noqa: E402
-import time  # noqa: E402
+import time
 
 MULTI = [
     "你好，世界！月之暗面发布了 Kimi K2 模型，上下文长度为 128K。我们在这里测试中文分词的速度。",
