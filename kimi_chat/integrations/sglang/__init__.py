@@ -1,0 +1,220 @@
+"""kimi_chat as SGLang's tool-call detector and reasoning detector.
+
+Register, then serve::
+
+    KIMI_CHAT_SGLANG_NAMES=kimi_k2 python -m sglang.launch_server --model-path MODEL \\
+        --tool-call-parser kimi_k2 --reasoning-parser kimi_k2
+
+With ``kimi-chat[sglang]`` installed, the ``sglang.srt.plugins`` entry point ``kimi_chat`` runs
+:func:`register` in every SGLang process (before the command line is parsed). It always registers
+the name ``kimi_chat`` (``--tool-call-parser kimi_chat --reasoning-parser kimi_chat``) and, when
+``$KIMI_CHAT_SGLANG_NAMES`` lists it, ``kimi_k2`` in place of the built-in. Use ``kimi_k2``: SGLang
+generates ``functions.NAME:IDX`` tool-call ids (the ids Kimi's chat template and the model expect
+in the history) only for the parser named ``kimi_k2``; under any other name the ids are
+``call_<uuid>``. (SGLang's detectors return no ids: the model's own header is not passed on.)
+
+How the two halves meet (SGLang 0.5.23 ``serving_chat``): the reasoning detector sees each chunk
+first; once reasoning has ended it returns the raw rest as ``normal_text``, which SGLang hands to the
+tool-call detector; at the end both are flushed (``finish``). SGLang gives the reasoning detector no
+prompt: ``force_reasoning`` (SGLang sets it unless ``chat_template_kwargs`` has ``thinking: false``)
+means the output starts inside reasoning, a leading ``<think>`` being accepted (K2.5 with its
+prefilled ``<think>``, and K2-Thinking, which opens with ``<think>``).
+
+The tool-call detector parses ``<think>``/``</think>`` as plain text (it cannot tell whether a
+reasoning detector ran before it); after a reasoning block, a stray ``</think>`` in the content is
+therefore kept as text rather than dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from sglang.srt.function_call.base_format_detector import BaseFormatDetector
+from sglang.srt.function_call.core_types import StreamingParseResult, StructureInfo, ToolCallItem
+from sglang.srt.function_call.function_call_parser import FunctionCallParser
+from sglang.srt.parser.reasoning_parser import BaseReasoningFormatDetector, ReasoningParser
+from sglang.srt.parser.reasoning_parser import StreamingParseResult as ReasoningResult
+
+from ... import markers as M
+from ...format import compile_machine
+from ...parse import ToolCallStatus
+from .. import BodyStage, Merged, ReasoningStage, tools_as_dicts
+
+__all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
+
+NAME = "kimi_chat"
+NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
+
+_MARKER = re.compile(
+    "|".join(re.escape(s) for s in sorted(compile_machine("message_plain", think=False).classes, key=len, reverse=True))
+)
+
+
+class KimiChatDetector(BaseFormatDetector):
+    """Content and tool calls (SGLang ``FunctionCallParser`` detector)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bot_token = M.TOOL_CALLS_SECTION_BEGIN.text
+        self.eot_token = M.TOOL_CALLS_SECTION_END.text
+        self._stage: BodyStage | None = None
+
+    @classmethod
+    def parses_without_tools(cls) -> bool:
+        """Parse even when the request declares no tools: markers never reach the content."""
+        return True
+
+    def has_tool_call(self, text: str) -> bool:
+        """Any Kimi marker: then the parsed content (markers dropped) replaces the raw text."""
+        return _MARKER.search(text) is not None
+
+    def detect_and_parse(self, text: str, tools: list[Any]) -> StreamingParseResult:
+        msg = BodyStage.parse(text, tools=tools_as_dicts(tools), after_reasoning=False)
+        calls = [ToolCallItem(tool_index=c.index, name=c.name or "", parameters=c.arguments) for c in msg.tool_calls]
+        return StreamingParseResult(normal_text=msg.content or "", calls=calls)
+
+    def parse_streaming_increment(self, new_text: str, tools: list[Any]) -> StreamingParseResult:
+        if self._stage is None:
+            self._stage = BodyStage(tools=tools_as_dicts(tools), after_reasoning=False)
+        return self._result(self._stage.feed(new_text))
+
+    def finish(self, tools: list[Any]) -> StreamingParseResult:
+        if self._stage is None:
+            return StreamingParseResult()
+        return self._result(self._stage.finish())
+
+    @property
+    def incomplete_tool_call_indices(self) -> set[int]:
+        """Calls the output left unclosed (SGLang then does not report ``finish_reason=tool_calls``)."""
+        if self._stage is None:
+            return set()
+        return {c.index for c in self._stage.message.tool_calls if c.status is ToolCallStatus.UNCLOSED}
+
+    def _result(self, m: Merged) -> StreamingParseResult:
+        calls = []
+        for c in m.calls:
+            self._track(c.index, c.name, c.arguments)
+            calls.append(ToolCallItem(tool_index=c.index, name=c.name, parameters=c.arguments))
+        return StreamingParseResult(normal_text=m.content or "", calls=calls)
+
+    def _track(self, index: int, name: str | None, arguments: str) -> None:
+        """``prev_tool_call_arr`` / ``streamed_args_for_tool`` equal what was streamed, so SGLang's
+        end-of-stream check for unstreamed arguments finds nothing to add."""
+        while len(self.streamed_args_for_tool) <= index:
+            self.streamed_args_for_tool.append("")
+            self.prev_tool_call_arr.append({"name": None, "arguments": ""})
+        self.streamed_args_for_tool[index] += arguments
+        entry = self.prev_tool_call_arr[index]
+        if name is not None:
+            entry["name"] = name
+        entry["arguments"] = self.streamed_args_for_tool[index]
+        self.current_tool_id = len(self.prev_tool_call_arr) - 1
+        self.current_tool_name_sent = self.prev_tool_call_arr[-1]["name"] is not None
+
+    def structure_info(self):  # noqa: ANN201 - SGLang's _GetInfoFunc
+        begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text
+        arg, end = M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
+
+        def get_info(name: str) -> StructureInfo:
+            return StructureInfo(begin=f"{begin}functions.{name}:0{arg}", end=end,
+                                 trigger=M.TOOL_CALLS_SECTION_BEGIN.text)
+
+        return get_info
+
+    def get_structural_tag_name(self) -> str:
+        return "kimi"  # xgrammar's built-in structural tag for Kimi's tool-call format
+
+
+class KimiChatReasoningDetector(BaseReasoningFormatDetector):
+    """Reasoning (SGLang ``ReasoningParser`` detector): splits reasoning off, hands the rest on raw."""
+
+    def __init__(
+        self,
+        stream_reasoning: bool = True,
+        force_reasoning: bool = False,
+        continue_final_message: bool = False,
+        previous_content: str = "",
+        force_nonempty_content: bool = False,
+    ) -> None:
+        super().__init__(
+            M.THINK_BEGIN.text,
+            M.THINK_END.text,
+            force_reasoning=force_reasoning,
+            stream_reasoning=stream_reasoning,
+            tool_start_token=M.TOOL_CALLS_SECTION_BEGIN.text,
+            continue_final_message=continue_final_message,
+            previous_content=previous_content,
+            reasoning_default="thinking",
+            force_nonempty_content=force_nonempty_content,
+        )
+        prefilled = bool(force_reasoning)
+        if continue_final_message and previous_content:
+            # the assistant message being continued says where the output starts
+            last_open = previous_content.rfind(M.THINK_BEGIN.text)
+            last_close = previous_content.rfind(M.THINK_END.text)
+            if last_open > last_close:
+                prefilled = True
+            elif last_close >= 0:
+                prefilled = None  # reasoning already closed: everything is the rest
+        self._prefilled = prefilled
+        self._stage: ReasoningStage | None = None
+        self._held_reasoning: list[str] = []  # stream_reasoning=False: reasoning is sent at its end
+
+    def _get_stage(self) -> ReasoningStage | None:
+        if self._prefilled is None:
+            return None
+        if self._stage is None:
+            self._stage = ReasoningStage(prefilled=self._prefilled)
+        return self._stage
+
+    def detect_and_parse(self, text: str) -> ReasoningResult:
+        if self._prefilled is None:
+            return ReasoningResult(normal_text=text)
+        reasoning, rest = ReasoningStage.split(text, prefilled=self._prefilled)
+        return self._maybe_apply_force_nonempty_content(ReasoningResult(normal_text=rest, reasoning_text=reasoning))
+
+    def parse_streaming_increment(self, new_text: str) -> ReasoningResult:
+        stage = self._get_stage()
+        if stage is None:
+            return ReasoningResult(normal_text=new_text)
+        reasoning, rest = stage.feed(new_text)
+        self._in_reasoning = not stage.ended
+        return self._out(reasoning, rest, done=rest is not None)
+
+    def finish(self) -> ReasoningResult:
+        stage = self._stage
+        if stage is None:
+            return ReasoningResult()
+        reasoning, rest = stage.finish()
+        return self._out(reasoning, rest, done=True)
+
+    def _out(self, reasoning: str | None, rest: str | None, *, done: bool) -> ReasoningResult:
+        if not self.stream_reasoning:
+            if reasoning:
+                self._held_reasoning.append(reasoning)
+            if not done:
+                return ReasoningResult()
+            reasoning = "".join(self._held_reasoning) or None
+            self._held_reasoning = []
+        if self._force_nonempty_content:
+            self._accumulated_reasoning += reasoning or ""
+        return ReasoningResult(normal_text=rest, reasoning_text=reasoning)
+
+
+def register(names: Iterable[str] | None = None) -> None:
+    """Add both detectors to SGLang's registries (``FunctionCallParser.ToolCallParserEnum`` and
+    ``ReasoningParser.DetectorMap``) under ``names`` (default: ``kimi_chat`` plus the comma-separated
+    names in ``$KIMI_CHAT_SGLANG_NAMES``, e.g. ``kimi_k2`` to replace the built-in). Idempotent; also
+    the ``sglang.srt.plugins`` entry point."""
+    if names is None:
+        env = os.environ.get(NAMES_ENV, "")
+        names = [NAME] + [n.strip() for n in env.split(",") if n.strip() and n.strip() != NAME]
+    for n in names:
+        FunctionCallParser.ToolCallParserEnum[n] = KimiChatDetector
+        ReasoningParser.DetectorMap[n] = KimiChatReasoningDetector
+
+
+register()
