@@ -19,7 +19,7 @@ ENABLE_ENV = "KIMI_CHAT_ADAPTER_TESTS"
 if os.environ.get(ENABLE_ENV) != "1":
     collect_ignore_glob = ["test_*.py"]
 else:
-    from adapter_support import hf_tokenizer  # noqa: E402  (imports transformers: fail loudly)
+    from .adapter_support import hf_tokenizer  # noqa: E402  (imports transformers: fail loudly)
 
     @pytest.fixture(scope="session")
     def tok_reasoning():

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import pytest
-from adapter_support import ALL_CASES, CASES, MULTI_TURN_CASE, TOOLS, Case, Stream, output_ids, prompt_ids, short
-from sglang_serving import UNAVAILABLE, request, run_stream, run_whole, serving_chat
+from .adapter_support import ALL_CASES, CASES, MULTI_TURN_CASE, TOOLS, Case, Stream, output_ids, prompt_ids, short
+from .sglang_serving import UNAVAILABLE, request, run_stream, run_whole, serving_chat
 
 import sglang
 from sglang.srt.function_call.function_call_parser import FunctionCallParser

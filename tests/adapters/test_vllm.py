@@ -22,7 +22,7 @@ import os
 import sys
 
 import pytest
-from adapter_support import (
+from .adapter_support import (
     ALL_CASES,
     CASES,
     MULTI_TURN_CASE,
