@@ -22,6 +22,8 @@ from .parse import (
 )
 from .render import Segment, render, render_segments
 from .templates import template_path, template_text
+from .tokenizer import KimiTokenizer
+from .tokens import RenderedTokens, Span, extend_tokens, render_tokens
 from .inspect import InspectError, Inspection, inspect_path
 from .lint import LintWarning, lint, normalize_tool_call_ids
 from .verify import Identification, TemplateCompileError, VerifyReport, identify, verify
@@ -30,6 +32,11 @@ from .tools_ts import tools_to_typescript
 __all__ = [
     "DIALECTS",
     "Identification",
+    "KimiTokenizer",
+    "RenderedTokens",
+    "Span",
+    "extend_tokens",
+    "render_tokens",
     "InspectError",
     "Inspection",
     "LintWarning",

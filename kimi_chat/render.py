@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring as _encode_json_string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
@@ -57,8 +56,7 @@ _VIDEO_K25 = M.K25_VIDEO_PLACEHOLDER.text
 _REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
     """A piece of the prompt. ``message_index`` is -1 for scaffolding that belongs to no message
     (tool declarations, default system prompt, generation prompt); ``trainable`` marks text a model
     produced in an assistant turn (content, kept reasoning, tool-call section, closing ``<|im_end|>``),
@@ -100,14 +98,15 @@ class _Writer:
 
     def segments(self) -> list[Segment]:
         assert self.marks is not None
+        parts = self.parts
         out: list[Segment] = []
-        bounds = self.marks + [(len(self.parts), -1, False)]
+        bounds = self.marks + [(len(parts), -1, False)]
         for (start, idx, train), (end, _, _) in zip(bounds, bounds[1:]):
-            text = "".join(self.parts[start:end])
+            text = "".join(parts[start:end])
             if not text:
                 continue
-            if out and out[-1].message_index == idx and out[-1].trainable == train:
-                out[-1] = Segment(out[-1].text + text, idx, train)
+            if out and out[-1][1] == idx and out[-1][2] == train:
+                out[-1] = Segment(out[-1][0] + text, idx, train)
             else:
                 out.append(Segment(text, idx, train))
         return out

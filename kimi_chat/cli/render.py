@@ -29,6 +29,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
                    "(merged over the request's chat_template_kwargs)")
+    p.add_argument("--tokens", action="store_true",
+                   help="print token ids as JSON ({\"ids\", \"spans\", \"assistant_mask\"}) instead of the text")
+    from .count import add_tokenizer_arguments
+
+    add_tokenizer_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -60,8 +65,13 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         req = load_request(args)
-        text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],
-                      add_generation_prompt=req["add_generation_prompt"], **req["options"])
+        if args.tokens:
+            from .count import tokens_json
+
+            text = tokens_json(args, req)
+        else:
+            text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],
+                          add_generation_prompt=req["add_generation_prompt"], **req["options"])
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))
     write_exact(text)
