@@ -26,9 +26,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip --disable-pip-version-check)
+# pip's expected noise: this machine's empty local index dirs, and the unmet/pinned-over requirements
+# of vllm and sglang (installed --no-deps on purpose). Errors still fail the script (pipefail).
+pip_quiet() {
+  "${PIP[@]}" "$@" 2>&1 | { grep -v -E 'is ignored: it is neither a file nor a directory|which is not installed\.|which is incompatible\.|dependency resolver does not currently take' || true; }
+}
 
 check_imports() {
-  "$PY" - <<'PYEOF'
+  "$PY" -W ignore - <<'PYEOF'
 import torch
 assert torch.version.cuda is None, f"a CUDA torch is installed ({torch.__version__}); reinstall the CPU build"
 import vllm.tool_parsers, vllm.reasoning            # noqa: F401
@@ -50,19 +55,19 @@ fi
 # versions sort above the public one); we insist on it and check that no CUDA build slipped in.
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('$TORCH_VERSION') and torch.version.cuda is None else 1)" 2>/dev/null; then
   echo "install-adapters: installing torch==$TORCH_VERSION (CPU)" >&2
-  "${PIP[@]}" install -q "torch==$TORCH_VERSION+cpu" \
-    || "${PIP[@]}" install -q "torch==$TORCH_VERSION"
+  pip_quiet install -q "torch==$TORCH_VERSION+cpu" \
+    || pip_quiet install -q "torch==$TORCH_VERSION"
 fi
-"$PY" -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)" \
+"$PY" -W ignore -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)" 2>/dev/null \
   || { echo "install-adapters: torch in $VENV is a CUDA build; refusing to go on" >&2; exit 1; }
 
 # 2. the pinned, import-only framework set, without dependencies
 echo "install-adapters: installing the pinned framework set (--no-deps) from $REQS" >&2
-"${PIP[@]}" install -q --no-deps -r "$REQS"
+pip_quiet install -q --no-deps -r "$REQS"
 
 # 3. kimi_chat (editable, no deps) + what its code and tests import, pinned by the set above
-"${PIP[@]}" install -q --no-deps -e "$ROOT"
-"${PIP[@]}" install -q -c "$REQS" "torch==$TORCH_VERSION" \
+pip_quiet install -q --no-deps -e "$ROOT"
+pip_quiet install -q -c "$REQS" "torch==$TORCH_VERSION" \
   "pydantic>=2.6,<3" "regex>=2023.0" "jinja2>=3.1.6" "typing_extensions" \
   "tiktoken>=0.7" "pytest>=8" "hypothesis>=6.100" "tokenizers>=0.20" "transformers"
 
