@@ -36,7 +36,7 @@ from .errors import KimiChatError
 from .format import END_OF_TURN_IDS, TOKEN_CLASSES
 from .parse import Delta, ParsedMessage, StreamParser
 from .render import render
-from .tokenizer import KimiTokenizer
+from .tokenizer import BYTE_DECODER, KimiTokenizer
 
 __all__ = [
     "NativeUnavailable",
@@ -129,19 +129,6 @@ class ChatResult:
         }
 
 
-def _bytes_to_unicode() -> dict[str, int]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
-_BYTE_DEC = _bytes_to_unicode()
 
 # llama_token_attr bits (llama.h)
 _ATTR_UNUSED = 1 << 1
@@ -315,7 +302,7 @@ class NativeModel:
                     added[str(i)] = {"content": text, "special": special}
             elif attr & (_ATTR_NORMAL | _ATTR_USER_DEFINED) and num_base is None:
                 try:
-                    ranks[bytes(_BYTE_DEC[c] for c in text)] = i
+                    ranks[bytes(BYTE_DECODER[c] for c in text)] = i
                 except KeyError:
                     raise KimiChatError(f"{self.path}: token {i} ({text!r}) is not a byte-level BPE token; "
                                         "is this a Kimi GGUF?") from None

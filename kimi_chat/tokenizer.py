@@ -386,8 +386,10 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-_BYTE_ENCODER: Final = _bytes_to_unicode()
-_BYTE_DECODER: Final = {c: b for b, c in _BYTE_ENCODER.items()}
+BYTE_ENCODER: Final = _bytes_to_unicode()
+"""GPT-2 byte -> printable character map (the token spelling of byte-level BPE vocabularies, GGUF)."""
+BYTE_DECODER: Final = {c: b for b, c in BYTE_ENCODER.items()}
+"""Inverse of :data:`BYTE_ENCODER`."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -589,7 +591,7 @@ class KimiTokenizer:
 
     def _vocab(self) -> tuple[list[str], dict[str, int]]:
         if self._id_to_token is None:
-            enc_b = _BYTE_ENCODER
+            enc_b = BYTE_ENCODER
             toks = [""] * self.vocab_size
             for b, i in self._ranks.items():
                 toks[i] = "".join([enc_b[x] for x in b])

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
-from ..tokenizer import KimiTokenizer
+from ..tokenizer import BYTE_ENCODER, KimiTokenizer
 
 __all__ = ["TinyConfig", "build_tiny_model", "bpe_merges", "token_strings", "TINY_VOCAB_SIZE"]
 
@@ -64,23 +64,10 @@ class TinyConfig:
     init_std: float = 0.5
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
-_BYTE_ENC = _bytes_to_unicode()
 
 
 def _tok_str(b: bytes) -> str:
-    return "".join(_BYTE_ENC[x] for x in b)
+    return "".join(BYTE_ENCODER[x] for x in b)
 
 
 def bpe_merges(ranks: Mapping[bytes, int]) -> list[str]:
