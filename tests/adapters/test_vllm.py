@@ -294,7 +294,7 @@ def test_instruct_vocabulary_has_no_reasoning(tok_instruct):
 def test_adjust_request_keeps_special_tokens(tok_reasoning):
     case = CASES[0]
     cls = _parser_cls(tok_reasoning, "kimi_chat")
-    for choice in ("auto", "none"):
+    for choice in ("auto", "none", "required"):
         request = _request(case)
         request.tool_choice = choice
         assert request.skip_special_tokens is None
@@ -423,3 +423,19 @@ def _table(title: str, rows) -> str:
     lines += [f"{n:38} {m:6} {d}" for n, m, d in rows]
     lines.append(f"{len(rows)} disagreement(s) over {len(ALL_CASES)} cases x 2 modes")
     return "\n".join(lines)
+
+
+def test_required_tool_choice_constrains_to_kimi_format_and_parses_it(tok_reasoning):
+    """As vLLM's kimi_k2: with tool_choice="required" the request gets xgrammar's Kimi structural
+    tag, and the output (in Kimi's format) is parsed by kimi_chat, not as JSON."""
+    case = next(c for c in CASES if c.name == "parallel_calls")
+    cls = _parser_cls(tok_reasoning, "kimi_chat")
+    request = _request(case)
+    request.tool_choice = "required"
+    request = _adjusted(cls, tok_reasoning, case, request, prompt_ids(tok_reasoning, case))
+    tag = request.structured_outputs.structural_tag
+    assert tag is not None and M.TOOL_CALLS_SECTION_BEGIN.text in tag
+    p = cls(tok_reasoning, request.tools, model_config=None)
+    p.set_prompt_token_ids(prompt_ids(tok_reasoning, case))
+    reasoning, content, calls = p.parse(case.output, request, enable_auto_tools=True)
+    assert (content, reasoning, [(c.id, c.name, c.arguments) for c in calls]) == case.expect
