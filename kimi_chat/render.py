@@ -227,17 +227,20 @@ def _render(
 
     style = d.content_style
     last = len(msgs) - 1
-    track = w.marks is not None
+    marks = w.marks
+    track = marks is not None
+    parts = w.parts
     fixed_headers = d.role_names == "fixed"
     for i, msg in enumerate(msgs):
         role = msg["role"]
         if track:
-            w.mark(i, False)
+            marks.append((len(parts), i, False))
         emit(_FIXED_HEADERS[role] if fixed_headers else _header(d, msg))
         content = msg.get("content")
         is_assistant = role == "assistant"
-        if is_assistant and track:
-            w.mark(i, True)
+        # history `<think></think>` scaffolding (macro style) stays with the header: trainable after it
+        if is_assistant and track and not (i <= split and style == "macro"):
+            marks.append((len(parts), i, True))
         if style == "rev1":
             if type(content) is str:
                 emit(content)
@@ -259,11 +262,9 @@ def _render(
         else:  # "macro": Thinking / K2.5
             if is_assistant:
                 if i <= split:
-                    if track:
-                        w.mark(i, False)
                     emit(_EMPTY_THINK)
                     if track:
-                        w.mark(i, True)
+                        marks.append((len(parts), i, True))
                 elif think == "k25":
                     if thinking is False and preserve is False:
                         emit(_EMPTY_THINK)
@@ -333,3 +334,20 @@ def render_segments(
     w = _Writer(segments=True)
     _render(w, messages, tools, dialect, add_generation_prompt, options)
     return w.segments()
+
+
+def _render_marked(
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None,
+    dialect: str | Dialect,
+    add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> tuple[list[str], list[tuple[int, int, bool]]]:
+    """Internal: what :func:`render_segments` is built from, without building the segments.
+    ``(parts, marks)``: the prompt is ``"".join(parts)``; each mark ``(start, message_index, trainable)``
+    says that ``parts[start:next mark's start]`` (to the end for the last mark) has that attribution.
+    The first mark starts at 0; pieces may be empty and neighbours may share their attribution
+    (:meth:`_Writer.segments` drops / merges those)."""
+    w = _Writer(segments=True)
+    _render(w, messages, tools, dialect, add_generation_prompt, options)
+    return w.parts, w.marks  # type: ignore[return-value]

@@ -43,13 +43,13 @@ import re
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import accumulate
-from operator import itemgetter
+from itertools import accumulate, repeat
+from operator import itemgetter, mul, sub
 from typing import Any, Literal, NamedTuple
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
-from .render import Segment, render_segments
+from .render import _render_marked, render_segments
 from .tokenizer import KimiTokenizer, cut_points
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "extend_tokens", "SpecialTokensPolicy"]
@@ -107,7 +107,7 @@ class RenderedTokens:
         self._dialect = get_dialect(dialect)
         self.ids = ids
         self.assistant_mask = assistant_mask
-        self._runs = runs  # (message_index, token count) per segment, in order
+        self._runs = runs  # (message_index, token count) per piece of the prompt, in order (counts may be 0)
         self.text = text
         self.tokenizer = tokenizer
         self.messages = messages
@@ -138,6 +138,8 @@ class RenderedTokens:
             spans: list[Span] = []
             pos = 0
             for idx, c in self._runs:
+                if not c:
+                    continue
                 if spans and spans[-1].message_index == idx:
                     spans[-1] = Span(idx, spans[-1].start, pos + c)
                 else:
@@ -186,8 +188,11 @@ class RenderedTokens:
 _SHAPE = re.compile(r"<\|[^|<>\[\]\s]{1,100}\|>|\[[^\[\]<>|\s]{1,32}\]|</?[A-Za-z_]{1,32}>")
 
 
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
+
+
 class _Info:
-    __slots__ = ("names", "shape", "first_chars", "names_b", "shape_b", "first_chars_b", "lens", "prefix_free",
+    __slots__ = ("names", "shape", "first_chars", "names_b", "shape_b", "first_chars_b", "lens", "char_marks", "prefix_free",
                  "id_to_name", "special_ids")
 
     def __init__(self, tok: KimiTokenizer) -> None:
@@ -207,6 +212,21 @@ class _Info:
         for name, i in tok.special_tokens.items():
             lens[i] = len(name.encode("utf-8"))
         self.lens = lens
+        # per id, one byte per UTF-8 lead byte of the token (one per char it starts): 1 for the token's
+        # first byte, else 0; a token that starts with a continuation byte gets no 1 (see _attribute)
+        shared: dict[tuple[bool, int], bytes] = {}
+        char_marks = [b""] * tok.vocab_size
+        tokens = [*tok.mergeable_ranks.items(), *((n.encode("utf-8"), i) for n, i in tok.special_tokens.items())]
+        for b, i in tokens:
+            if b.isascii():
+                key = (True, len(b))
+            else:
+                key = (b[0] & 0xC0 != 0x80, len(b.translate(None, _CONTINUATION_BYTES)))
+            m = shared.get(key)
+            if m is None:
+                m = shared[key] = (b"\x01" + b"\x00" * (key[1] - 1)) if key[0] else b"\x00" * key[1]
+            char_marks[i] = m
+        self.char_marks = char_marks
         ordered = sorted(self.names)  # a prefix sorts right before the names it starts
         self.prefix_free = not any(b.startswith(a) for a, b in zip(ordered, ordered[1:]))
         self.id_to_name = {i: n for n, i in tok.special_tokens.items()}
@@ -275,7 +295,12 @@ def _has_typed_markers(info: _Info, messages: Sequence[Any], tools: Any) -> bool
         if _locate_typed_marker(info, messages, tools) is not None:
             return True
     for m in messages:
-        content = m.get("content") if isinstance(m, Mapping) else getattr(m, "content", None)
+        if type(m) is dict or isinstance(m, Mapping):
+            content = m.get("content")
+        else:
+            content = getattr(m, "content", None)
+        if type(content) is str:
+            continue
         if isinstance(content, (list, tuple)) and len(content) > 1:
             joined = "".join([p["text"] for p in content if _is_text_part(p)])
             if info.first(joined) is not None:
@@ -530,42 +555,72 @@ def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tup
     return out
 
 
+_MASK_BYTE = (b"\x00", b"\x01")
+
+
 def _attribute(
-    ids: list[int], segments: Sequence[Segment], texts: list[str], lens: list[int], text: str
+    ids: list[int], parts: list[str], marks: list[tuple[int, int, bool]], info: _Info, text: str
 ) -> tuple[list[int], list[tuple[int, int]]]:
-    """Per-token message index and mask from the segments, by byte offsets: a token belongs to the
-    segment of its first byte, and is in the mask only if every segment it covers is trainable."""
+    """Per-token mask and ``(message_index, token count)`` runs from the writer's parts and marks
+    (:func:`kimi_chat.render._render_marked`): a token belongs to the piece of its first byte, and is in
+    the mask only if every piece it covers is trainable. Runs may hold zero counts.
+
+    C-level passes only: ``info.char_marks`` turns the ids into one byte per char of the prompt, 1 where
+    a token starts (each char is counted at its UTF-8 lead byte), so a piece's token count is a
+    ``bytes.count`` over its char range. When a token starts inside a char or runs across a piece
+    boundary (BPE merged across it), :func:`_attribute_straddling` walks byte offsets instead."""
     n = len(ids)
-    if n > 1:
-        ends = list(accumulate(itemgetter(*ids)(lens)))
-    else:
-        ends = [lens[i] for i in ids]
-    if text.isascii():
-        seg_ends = list(accumulate(map(len, texts)))
-    else:
-        seg_ends = list(accumulate([len(t.encode("utf-8")) for t in texts]))
-    last = len(segments) - 1
+    starts, idxs, trains = zip(*marks)
+    off = [0, *accumulate(map(len, parts))]
+    bounds = [*map(off.__getitem__, starts), off[-1]]  # piece k is text[bounds[k]:bounds[k + 1]]
+    cm = info.char_marks
+    buf = b"".join(itemgetter(*ids)(cm) if n > 1 else [cm[i] for i in ids])
+    if buf.count(1) != n or len(buf) != len(text):  # a token starts inside a char
+        return _attribute_straddling(ids, parts, starts, idxs, trains, info.lens)
+    buf += b"\x01"
+    if 0 in itemgetter(*bounds)(buf):  # no token starts at a piece boundary: one runs across it
+        return _attribute_straddling(ids, parts, starts, idxs, trains, info.lens)
+    counts = list(map(buf.count, repeat(1), bounds, bounds[1:]))
+    mask = list(b"".join(map(mul, map(_MASK_BYTE.__getitem__, trains), counts)))
+    return mask, list(zip(idxs, counts))
+
+
+def _attribute_straddling(
+    ids: list[int], parts: list[str], starts: Sequence[int], idxs: Sequence[int], trains: Sequence[bool],
+    lens: list[int],
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """:func:`_attribute` by byte offsets, for any tokenization (tokens that start inside a char or
+    run across piece boundaries)."""
+    off = [0, *accumulate([len(p.encode("utf-8")) for p in parts])]
+    seg_ends = [*map(off.__getitem__, starts[1:]), off[-1]]  # marks[0] starts at part 0
+    ends = [0, *accumulate([lens[i] for i in ids])]  # 0, then each token's end byte
+    n = len(ids)
+    pieces = []  # the non-empty pieces: (end byte, message index, trainable)
+    prev = 0
+    for e, idx, train in zip(seg_ends, idxs, trains):
+        if e > prev:
+            pieces.append((e, idx, train))
+            prev = e
+    last = len(pieces) - 1
     mask: list[int] = []
     runs: list[tuple[int, int]] = []
     zero: list[int] = []
     lo = 0
-    j = 0
-    for seg, e in zip(segments, seg_ends):
-        hi = bisect_right(ends, e, lo)  # tokens [lo, hi) end inside this segment
-        if hi < n and (ends[hi - 1] if hi else 0) < e:
-            # token `hi` starts in this segment and runs past its end (BPE merged across the boundary)
-            if seg.trainable:
+    for j, (e, idx, train) in enumerate(pieces):
+        hi = bisect_right(ends, e, lo + 1) - 1  # tokens [lo, hi) end inside this piece
+        if hi < n and ends[hi] < e:
+            # token `hi` starts in this piece and runs past its end (BPE merged across the boundary)
+            if train:
                 k = j + 1
-                while k <= last and seg_ends[k - 1] < ends[hi]:
-                    if not segments[k].trainable:
+                while k <= last and pieces[k - 1][0] < ends[hi + 1]:
+                    if not pieces[k][2]:
                         zero.append(hi)
                         break
                     k += 1
             hi += 1
-        j += 1
         if hi > lo:
-            mask += [1 if seg.trainable else 0] * (hi - lo)
-            runs.append((seg.message_index, hi - lo))
+            mask += [1 if train else 0] * (hi - lo)
+            runs.append((idx, hi - lo))
             lo = hi
     for t in zero:
         mask[t] = 0
@@ -608,9 +663,9 @@ def _clean_end(info: _Info, ids: list[int], text: str, structural: list[tuple[in
 def _build(
     tok: KimiTokenizer,
     info: _Info,
-    segments: list[Segment],
+    parts: list[str],
+    marks: list[tuple[int, int, bool]],
     text: str,
-    texts: list[str],
     ids: list[int],
     structural: list[tuple[int, int]] | None,
     typed: bool,
@@ -621,7 +676,7 @@ def _build(
     options: dict[str, Any],
     policy: SpecialTokensPolicy,
 ) -> RenderedTokens:
-    mask, runs = _attribute(ids, segments, texts, info.lens, text)
+    mask, runs = _attribute(ids, parts, marks, info, text)
     return RenderedTokens(
         ids, mask, runs, text, tok, messages, tools, d, add_generation_prompt, options, policy,
         _clean_end(info, ids, text, structural), typed,
@@ -649,14 +704,13 @@ def render_tokens(
     """
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    segments = render_segments(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt, **options)
-    texts = [s.text for s in segments]
-    text = "".join(texts)
+    parts, marks = _render_marked(messages, tools, d, add_generation_prompt, options)
+    text = "".join(parts)
     info = _info(tokenizer)
     structural, typed = _typed_policy(info, text, messages, tools, d, add_generation_prompt, options, special_tokens,
                                       special_tokens != "special" and _has_typed_markers(info, messages, tools))
     ids = _encode_from(tokenizer, text, 0, structural)
-    return _build(tokenizer, info, segments, text, texts, ids, structural, typed, list(messages), tools, d,
+    return _build(tokenizer, info, parts, marks, text, ids, structural, typed, list(messages), tools, d,
                   add_generation_prompt, dict(options), special_tokens)
 
 
@@ -695,9 +749,8 @@ def extend_tokens(
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
-    segments = render_segments(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt, **opts)
-    texts = [s.text for s in segments]
-    text = "".join(texts)
+    parts, marks = _render_marked(messages, tools, d, add_generation_prompt, opts)
+    text = "".join(parts)
     prev_text = previous.text
     if not text.startswith(prev_text):
         return None
@@ -717,5 +770,5 @@ def extend_tokens(
     tail = _encode_from(tok, text, len(prev_text), structural)
     if tail[: len(completion_ids)] != completion_ids:
         return None
-    return _build(tok, info, segments, text, texts, previous.ids + tail, structural, typed, messages, tools, d,
+    return _build(tok, info, parts, marks, text, previous.ids + tail, structural, typed, messages, tools, d,
                   add_generation_prompt, opts, policy)
