@@ -4,7 +4,9 @@ same process, on a 100-message tool conversation per dialect.
     python benchmarks/render_tokens.py [--messages 100] [--repeat 15]
 
 * ``render+encode``: ``tokenizer.encode(render(...))`` (the ids only; the floor);
-* ``render_tokens``: ids + per-token message index + assistant mask + spans (goal: within 1.3x of the floor);
+* ``render_tokens``: the call (ids, with the per-piece attribution from which ``assistant_mask``,
+  ``message_index`` and ``spans`` are built on first access) (goal: within 1.3x of the floor);
+* ``+fields``: the call, then reading ``assistant_mask``, ``message_index`` and ``spans`` (all of them built);
 * ``extend_tokens``: the last 2 messages (assistant tool call + tool result) appended to the previous prompt;
 * ``transformers``: ``PreTrainedTokenizerFast.apply_chat_template(tokenize=True)`` with the dialect's oracle
   template and the ``tokenizers`` conversion of the same tiktoken.model (ids checked equal to ours first).
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     prev_msgs, tail = msgs[:-2], msgs[-2:]
     print(f"{args.messages} messages; best of {args.repeat}; times in ms")
     print(f"{'dialect':<24}{'tokens':>7}{'render':>8}{'segments':>9}{'render+enc':>11}{'render_tok':>11}{'ratio':>7}"
-          f"{'extend':>8}{'transformers':>13}{'tf/rt':>7}")
+          f"{'+fields':>8}{'ratio':>7}{'extend':>8}{'transformers':>13}{'tf/rt':>7}")
     for name in DIALECTS:
         d = get_dialect(name)
         cfg = "k2.6" if d.reasoning else "k2"
@@ -106,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         t_segs = best_of(lambda: render_segments(msgs, **kw), args.repeat)
         t_floor = best_of(lambda: tok.encode(render(msgs, **kw)), args.repeat)
         t_rt = best_of(lambda: render_tokens(msgs, tokenizer=tok, **kw), args.repeat)
+
+        def with_fields():
+            r = render_tokens(msgs, tokenizer=tok, **kw)
+            return r.assistant_mask, r.message_index, r.spans
+
+        t_all = best_of(with_fields, args.repeat)
 
         prev = render_tokens(prev_msgs, tokenizer=tok, **kw)
         completion = rt.ids[len(prev.ids) : rt.span_of(len(prev_msgs))[1]] if rt.ids[: len(prev.ids)] == prev.ids else []
@@ -141,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                 t_hf = best_of(call, max(3, args.repeat // 3))
                 t_hf_s = f"{t_hf * 1e3:13.2f}" + ("" if same else "*")
                 ratio_hf = f"{t_hf / t_rt:6.1f}x"
-        print(f"{name:<24}{len(ids):>7}{t_render * 1e3:8.2f}{t_segs * 1e3:9.2f}{t_floor * 1e3:11.2f}{t_rt * 1e3:11.2f}{t_rt / t_floor:6.2f}x{t_ext}{t_hf_s}{ratio_hf}")
+        print(f"{name:<24}{len(ids):>7}{t_render * 1e3:8.2f}{t_segs * 1e3:9.2f}{t_floor * 1e3:11.2f}{t_rt * 1e3:11.2f}{t_rt / t_floor:6.2f}x{t_all * 1e3:8.2f}{t_all / t_floor:6.2f}x{t_ext}{t_hf_s}{ratio_hf}")
     print("render / segments: render() and render_segments() alone; ratio = render_tokens / (render+encode) "
-          "(goal <= 1.3); extend: extend_tokens of the last 2 messages; tf/rt = transformers / render_tokens "
+          "(goal <= 1.3); +fields: render_tokens then reading assistant_mask, message_index, spans, and its ratio; extend: extend_tokens of the last 2 messages; tf/rt = transformers / render_tokens "
           "(goal >= 5); * = transformers ids differ from ours")
     return 0
 

@@ -28,10 +28,11 @@ The template's markers are told from typed text by rendering a second time with 
 defused (each char replaced, same length) and checking that the two prompts differ exactly there; this
 second render only happens when an input string holds special-token text (a C-speed check).
 
-**Cost** (100-message tool conversation, ``benchmarks/render_tokens.py``): about 1.5x ``render`` +
-``encode``: the tokenization itself, ``render_segments`` (~0.1 ms more than ``render``), per-token byte
-offsets for the attribution (~0.15 ms) and the typed-text check (~0.05 ms). :func:`extend_tokens`
-tokenizes only the new turn.
+**Cost** (100-message tool conversation, ``benchmarks/render_tokens.py``): about 1.2x ``render`` +
+``encode``: the tokenization itself, the renderer's piece marks (~0.01 ms more than ``render``), the
+typed-text check (~0.02 ms) and the attribution (~0.07 ms: per-piece token counts by C-level passes,
+:func:`_attribute`). ``assistant_mask``, ``message_index`` and ``spans`` are built from the per-piece
+counts on first access (~0.02 ms each). :func:`extend_tokens` tokenizes only the new turn.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, repeat
-from operator import itemgetter, mul, sub
-from typing import Any, Literal, NamedTuple
+from operator import itemgetter
+from typing import Any, Literal, NamedTuple, Optional
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
@@ -66,6 +67,9 @@ class Span(NamedTuple):
     end: int
 
 
+_ONES = [1] * 4096
+
+
 class RenderedTokens:
     """A prompt as tokens.
 
@@ -76,7 +80,8 @@ class RenderedTokens:
     * ``message_index``: per token, the index of its message in ``messages`` (-1 for scaffolding that
       belongs to no message: tool declarations, default system prompt, generation prompt);
     * ``spans``: maximal runs of tokens of one message (:class:`Span`), in order; they cover ``ids``
-      exactly (``message_index`` and ``spans`` are built on first access);
+      exactly (``assistant_mask``, ``message_index`` and ``spans`` are built on first access, from
+      per-piece token counts);
     * ``text``: the prompt text (``tokenizer.decode(ids) == text``).
 
     The other attributes record how it was rendered (for :func:`extend_tokens`): ``tokenizer``,
@@ -84,15 +89,15 @@ class RenderedTokens:
     """
 
     __slots__ = (
-        "ids", "assistant_mask", "text", "tokenizer", "messages", "tools", "dialect", "add_generation_prompt",
-        "options", "special_tokens", "_runs", "_message_index", "_spans", "_clean_end", "_typed", "_dialect",
+        "ids", "text", "tokenizer", "messages", "tools", "dialect", "add_generation_prompt", "options",
+        "special_tokens", "_pieces", "_mask", "_message_index", "_spans", "_clean_end", "_typed", "_dialect",
     )
 
     def __init__(
         self,
         ids: list[int],
-        assistant_mask: list[int],
-        runs: list[tuple[int, int]],
+        pieces: tuple[Sequence[int], Sequence[bool] | None, Sequence[int]],
+        assistant_mask: list[int] | None,
         text: str,
         tokenizer: KimiTokenizer,
         messages: list[Any],
@@ -106,8 +111,10 @@ class RenderedTokens:
     ) -> None:
         self._dialect = get_dialect(dialect)
         self.ids = ids
-        self.assistant_mask = assistant_mask
-        self._runs = runs  # (message_index, token count) per piece of the prompt, in order (counts may be 0)
+        # (message indices, trainable flags, token counts) of the pieces of the prompt, in order; counts
+        # may be 0; the flags are None when the mask is given
+        self._pieces = pieces
+        self._mask = assistant_mask
         self.text = text
         self.tokenizer = tokenizer
         self.messages = messages
@@ -122,11 +129,29 @@ class RenderedTokens:
         self._typed = typed
 
     @property
+    def assistant_mask(self) -> list[int]:
+        """Per token, 1 if a model produced it in an assistant turn, else 0."""
+        if self._mask is None:
+            idxs, trains, counts = self._pieces
+            mask = [0] * len(self.ids)
+            pos = 0
+            for train, c in zip(trains, counts):  # type: ignore[arg-type]
+                if train:
+                    mask[pos : pos + c] = _ONES[:c] if c <= len(_ONES) else [1] * c
+                pos += c
+            self._mask = mask
+        return self._mask
+
+    @assistant_mask.setter
+    def assistant_mask(self, value: list[int]) -> None:
+        self._mask = value
+
+    @property
     def message_index(self) -> list[int]:
         """Per token, the index of its message (-1: scaffolding of no message)."""
         if self._message_index is None:
             out: list[int] = []
-            for idx, c in self._runs:
+            for idx, c in zip(self._pieces[0], self._pieces[2]):
                 out += [idx] * c
             self._message_index = out
         return self._message_index
@@ -135,16 +160,20 @@ class RenderedTokens:
     def spans(self) -> list[Span]:
         """Maximal runs of tokens of one message, in order, covering ``ids`` exactly."""
         if self._spans is None:
+            new = tuple.__new__
             spans: list[Span] = []
-            pos = 0
-            for idx, c in self._runs:
-                if not c:
-                    continue
-                if spans and spans[-1].message_index == idx:
-                    spans[-1] = Span(idx, spans[-1].start, pos + c)
-                else:
-                    spans.append(Span(idx, pos, pos + c))
-                pos += c
+            cur = None
+            start = pos = 0
+            for idx, c in zip(self._pieces[0], self._pieces[2]):
+                if c:
+                    if idx != cur:
+                        if cur is not None:
+                            spans.append(new(Span, (cur, start, pos)))
+                        cur = idx
+                        start = pos
+                    pos += c
+            if cur is not None:
+                spans.append(new(Span, (cur, start, pos)))
             self._spans = spans
         return self._spans
 
@@ -192,7 +221,7 @@ _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 
 
 class _Info:
-    __slots__ = ("names", "shape", "first_chars", "names_b", "shape_b", "first_chars_b", "lens", "char_marks", "prefix_free",
+    __slots__ = ("names", "shape", "first_chars", "names_b", "shape_b", "first_chars_b", "last_chars_b", "lens", "char_marks", "prefix_free",
                  "id_to_name", "special_ids")
 
     def __init__(self, tok: KimiTokenizer) -> None:
@@ -206,6 +235,12 @@ class _Info:
         # every name starts with one of these chars: str.find (memchr speed) rules most text out
         self.first_chars = tuple(sorted({n[0] for n in self.names}))
         self.first_chars_b = tuple(sorted({n.encode("utf-8")[:1] for n in self.names}))
+        # per first byte, the last bytes of the names that start with it: no name of that group can
+        # occur where none of these bytes does (a memchr rules the group out)
+        self.last_chars_b = tuple(
+            tuple(sorted({n.encode("utf-8")[-1:] for n in self.names if n.encode("utf-8")[:1] == c}))
+            for c in self.first_chars_b
+        )
         lens = [0] * tok.vocab_size
         for b, i in tok.mergeable_ranks.items():
             lens[i] = len(b)
@@ -254,7 +289,9 @@ class _Info:
     def in_bytes(self, b: bytes) -> bool:
         """Whether a name's UTF-8 occurs in ``b`` (the names hold no byte of a UTF-8 multi-byte char)."""
         shape, names = self.shape_b, self.names_b
-        for c in self.first_chars_b:
+        for c, lasts in zip(self.first_chars_b, self.last_chars_b):
+            if not any(map(b.__contains__, lasts)):
+                continue
             pos = b.find(c)
             while pos != -1:
                 m = shape.match(b, pos)
@@ -555,15 +592,16 @@ def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tup
     return out
 
 
-_MASK_BYTE = (b"\x00", b"\x01")
+_Pieces = tuple[Sequence[int], Optional[Sequence[bool]], Sequence[int]]
 
 
 def _attribute(
     ids: list[int], parts: list[str], marks: list[tuple[int, int, bool]], info: _Info, text: str
-) -> tuple[list[int], list[tuple[int, int]]]:
-    """Per-token mask and ``(message_index, token count)`` runs from the writer's parts and marks
-    (:func:`kimi_chat.render._render_marked`): a token belongs to the piece of its first byte, and is in
-    the mask only if every piece it covers is trainable. Runs may hold zero counts.
+) -> tuple[_Pieces, list[int] | None]:
+    """``((message indices, trainable flags, token counts) per piece, mask or None)`` from the writer's
+    parts and marks (:func:`kimi_chat.render._render_marked`): a token belongs to the piece of its first
+    byte, and is in the mask only if every piece it covers is trainable. Counts may be 0. The mask is
+    None when it follows from the pieces (no token crosses a piece boundary).
 
     C-level passes only: ``info.char_marks`` turns the ids into one byte per char of the prompt, 1 where
     a token starts (each char is counted at its UTF-8 lead byte), so a piece's token count is a
@@ -574,21 +612,18 @@ def _attribute(
     off = [0, *accumulate(map(len, parts))]
     bounds = [*map(off.__getitem__, starts), off[-1]]  # piece k is text[bounds[k]:bounds[k + 1]]
     cm = info.char_marks
-    buf = b"".join(itemgetter(*ids)(cm) if n > 1 else [cm[i] for i in ids])
-    if buf.count(1) != n or len(buf) != len(text):  # a token starts inside a char
-        return _attribute_straddling(ids, parts, starts, idxs, trains, info.lens)
-    buf += b"\x01"
-    if 0 in itemgetter(*bounds)(buf):  # no token starts at a piece boundary: one runs across it
-        return _attribute_straddling(ids, parts, starts, idxs, trains, info.lens)
+    buf = b"".join(itemgetter(*ids)(cm) if n > 1 else [cm[i] for i in ids]) + b"\x01"
     counts = list(map(buf.count, repeat(1), bounds, bounds[1:]))
-    mask = list(b"".join(map(mul, map(_MASK_BYTE.__getitem__, trains), counts)))
-    return mask, list(zip(idxs, counts))
+    # sum(counts) < n: a token starts inside a char; a 0 at a boundary: a token runs across it
+    if sum(counts) != n or len(buf) != len(text) + 1 or 0 in itemgetter(*bounds)(buf):
+        return _attribute_straddling(ids, parts, starts, idxs, trains, info.lens)
+    return (idxs, trains, counts), None
 
 
 def _attribute_straddling(
     ids: list[int], parts: list[str], starts: Sequence[int], idxs: Sequence[int], trains: Sequence[bool],
     lens: list[int],
-) -> tuple[list[int], list[tuple[int, int]]]:
+) -> tuple[_Pieces, list[int]]:
     """:func:`_attribute` by byte offsets, for any tokenization (tokens that start inside a char or
     run across piece boundaries)."""
     off = [0, *accumulate([len(p.encode("utf-8")) for p in parts])]
@@ -624,7 +659,7 @@ def _attribute_straddling(
             lo = hi
     for t in zero:
         mask[t] = 0
-    return mask, runs
+    return ([r[0] for r in runs], None, [r[1] for r in runs]), mask
 
 
 def _typed_policy(
@@ -676,9 +711,9 @@ def _build(
     options: dict[str, Any],
     policy: SpecialTokensPolicy,
 ) -> RenderedTokens:
-    mask, runs = _attribute(ids, parts, marks, info, text)
+    pieces, mask = _attribute(ids, parts, marks, info, text)
     return RenderedTokens(
-        ids, mask, runs, text, tok, messages, tools, d, add_generation_prompt, options, policy,
+        ids, pieces, mask, text, tok, messages, tools, d, add_generation_prompt, options, policy,
         _clean_end(info, ids, text, structural), typed,
     )
 
