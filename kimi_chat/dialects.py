@@ -77,9 +77,11 @@ class Dialect:
     """Text between ``## Return of ID`` and the result (``None``: no ``## Return of`` header)."""
     content_style: Literal["rev1", "k2", "macro"] = "k2"
     """How message bodies are written; see :mod:`kimi_chat.render`."""
-    image_marker: Literal["media_start", "media_begin"] = "media_start"
-    video_placeholder: bool = False
-    """Video parts render as a placeholder (K2.5); otherwise they render as empty text."""
+    media: Literal["k2", "k25"] = "k2"
+    """Media parts of list content. ``k2``: a part of type ``image`` or with an ``image`` /
+    ``image_url`` key is ``<|media_start|>image<|media_content|><|media_pad|><|media_end|>`` (plus a
+    newline, except in ``rev1`` content style); video parts render as nothing. ``k25``: parts are told
+    by their type: images ``<|media_begin|>...`` and videos the K2.5 placeholder, each plus a newline."""
     think: Literal["none", "history_split", "k25"] = "none"
     """``<think>`` policy for assistant turns."""
     omit_last_im_end_without_generation_prompt: bool = False
@@ -167,8 +169,7 @@ DIALECTS: dict[str, Dialect] = {
             sort_tool_keys=True,
             role_names="name_or_role",
             content_style="macro",
-            image_marker="media_begin",
-            video_placeholder=True,
+            media="k25",
             think="k25",
             options=("thinking", "preserve_thinking"),
         ),

@@ -113,11 +113,16 @@ class _Writer:
 
 
 def _content(d: Dialect, content: Any, emit: Any) -> None:
-    """A message body from a list content (``render_content`` of the templates); string content is
-    written by the caller."""
-    style = d.content_style
+    """A message body from its content (``render_content`` of the templates)."""
+    if type(content) is str:
+        emit(content)
+        return
+    if content is None:
+        return
+    k25 = d.media == "k25"
+    image_k2 = _IMAGE_K2 if d.content_style == "rev1" else _IMAGE_K2 + "\n"
     for part in content:
-        if d.image_marker == "media_begin":
+        if k25:
             kind = part.get("type")
             if kind == "image" or kind == "image_url":
                 emit(_IMAGE_K25 + "\n")
@@ -126,7 +131,7 @@ def _content(d: Dialect, content: Any, emit: Any) -> None:
                 emit(_VIDEO_K25 + "\n")
                 continue
         elif part.get("type") == "image" or "image" in part or "image_url" in part:
-            emit(_IMAGE_K2 if style == "rev1" else _IMAGE_K2 + "\n")
+            emit(image_k2)
             continue
         text = part.get("text")
         if text is not None or "text" in part:
@@ -242,10 +247,7 @@ def _render(
         if is_assistant and track and not (i <= split and style == "macro"):
             marks.append((len(parts), i, True))
         if style == "rev1":
-            if type(content) is str:
-                emit(content)
-            elif content is not None:
-                _content(d, content, emit)
+            _content(d, content, emit)
         elif style == "k2":
             if is_assistant and msg.get("tool_calls"):
                 if content:
@@ -255,9 +257,7 @@ def _render(
                 emit("## Return of " + _jinja_str(msg.get("tool_call_id", "")) + d.tool_result_header)
                 if content is not None:
                     emit(_jinja_str(content))
-            elif type(content) is str:
-                emit(content)
-            elif content is not None:
+            else:
                 _content(d, content, emit)
         else:  # "macro": Thinking / K2.5
             if is_assistant:
@@ -273,19 +273,13 @@ def _render(
                         emit(_THINK + _jinja_str(rc) + _UNTHINK)
                 else:
                     emit(_THINK + _jinja_str(_reasoning(msg)) + _UNTHINK)
-                if type(content) is str:
-                    emit(content)
-                elif content is not None:
-                    _content(d, content, emit)
+                _content(d, content, emit)
                 if msg.get("tool_calls"):
                     _tool_calls(d, msg, i, emit)
             else:
                 if role == "tool":
                     emit("## Return of " + _jinja_str(msg.get("tool_call_id", "")) + d.tool_result_header)
-                if type(content) is str:
-                    emit(content)
-                elif content is not None:
-                    _content(d, content, emit)
+                _content(d, content, emit)
         if not (i == last and not add_generation_prompt and d.omit_last_im_end_without_generation_prompt):
             emit(_IM_END)
 
