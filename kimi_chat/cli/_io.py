@@ -42,6 +42,18 @@ def parse_json_arg(value: str, option: str) -> Any:
         raise InputError(f"{option}: invalid JSON at column {e.colno}: {e.msg}") from e
 
 
+def template_options(body: dict[str, Any], kwargs_json: str | None) -> dict[str, Any]:
+    """Dialect template options of a request: its ``chat_template_kwargs`` with ``--kwargs JSON``
+    merged over them."""
+    options: dict[str, Any] = dict(body.get("chat_template_kwargs") or {})
+    if kwargs_json:
+        extra = parse_json_arg(kwargs_json, "--kwargs")
+        if not isinstance(extra, dict):
+            raise InputError("--kwargs must be a JSON object")
+        options.update(extra)
+    return options
+
+
 def write_exact(text: str) -> None:
     """Write ``text`` to stdout as UTF-8 bytes, with no newline translation and nothing added."""
     sys.stdout.flush()

@@ -9,7 +9,7 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError
 from ..render import render
-from ._io import InputError, fail, parse_json_arg, read_json, write_exact
+from ._io import InputError, fail, read_json, template_options, write_exact
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -45,12 +45,7 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
     if not isinstance(body, dict) or "messages" not in body:
         raise InputError("input must be a chat.completions request ({\"messages\": [...]}) or a list of messages")
     tools = read_json(args.tools) if args.tools else body.get("tools")
-    options: dict[str, Any] = dict(body.get("chat_template_kwargs") or {})
-    if args.kwargs:
-        extra = parse_json_arg(args.kwargs, "--kwargs")
-        if not isinstance(extra, dict):
-            raise InputError("--kwargs must be a JSON object")
-        options.update(extra)
+    options = template_options(body, args.kwargs)
     dialect = args.dialect or body.get("dialect") or DEFAULT_DIALECT
     get_dialect(dialect)
     return {

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..dialects import get_dialect
 from ..errors import KimiChatError
-from ._io import InputError, fail, parse_json_arg, read_json
+from ._io import InputError, fail, read_json, template_options
 
 _DEFAULT_MESSAGES = [{"role": "user", "content": "Hello!"}]
 
@@ -53,12 +53,7 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         body = {"messages": body}
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise InputError("the request must be a chat.completions body ({\"messages\": [...]}) or a list of messages")
-    options: dict[str, Any] = dict(body.get("chat_template_kwargs") or {})
-    if args.kwargs:
-        extra = parse_json_arg(args.kwargs, "--kwargs")
-        if not isinstance(extra, dict):
-            raise InputError("--kwargs must be a JSON object")
-        options.update(extra)
+    options = template_options(body, args.kwargs)
     max_tokens = args.max_tokens
     if max_tokens is None:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 256

@@ -359,3 +359,20 @@ def tools_as_dicts(tools: Iterable[Any] | None) -> list[Mapping[str, Any]] | Non
             t = t.model_dump(exclude_none=True)
         out.append(t)
     return out
+
+
+def track_streamed(parser: Any, index: int, name: str | None, arguments: str) -> None:
+    """Keep a server tool parser's ``prev_tool_call_arr`` / ``streamed_args_for_tool`` equal to what
+    was streamed (vLLM's and SGLang's base classes share these attributes), so their end-of-stream
+    check for unstreamed arguments finds nothing to add."""
+    streamed, prev = parser.streamed_args_for_tool, parser.prev_tool_call_arr
+    while len(streamed) <= index:
+        streamed.append("")
+        prev.append({"name": None, "arguments": ""})
+    streamed[index] += arguments
+    entry = prev[index]
+    if name is not None:
+        entry["name"] = name
+    entry["arguments"] = streamed[index]
+    parser.current_tool_id = len(prev) - 1
+    parser.current_tool_name_sent = prev[-1]["name"] is not None

@@ -41,7 +41,7 @@ from sglang.srt.parser.reasoning_parser import StreamingParseResult as Reasoning
 from ... import markers as M
 from ...format import compile_machine
 from ...parse import ToolCallStatus
-from .. import BodyStage, Merged, ReasoningStage, tools_as_dicts
+from .. import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 
 __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 
@@ -96,30 +96,16 @@ class KimiChatDetector(BaseFormatDetector):
     def _result(self, m: Merged) -> StreamingParseResult:
         calls = []
         for c in m.calls:
-            self._track(c.index, c.name, c.arguments)
+            track_streamed(self, c.index, c.name, c.arguments)
             calls.append(ToolCallItem(tool_index=c.index, name=c.name, parameters=c.arguments))
         return StreamingParseResult(normal_text=m.content or "", calls=calls)
-
-    def _track(self, index: int, name: str | None, arguments: str) -> None:
-        """``prev_tool_call_arr`` / ``streamed_args_for_tool`` equal what was streamed, so SGLang's
-        end-of-stream check for unstreamed arguments finds nothing to add."""
-        while len(self.streamed_args_for_tool) <= index:
-            self.streamed_args_for_tool.append("")
-            self.prev_tool_call_arr.append({"name": None, "arguments": ""})
-        self.streamed_args_for_tool[index] += arguments
-        entry = self.prev_tool_call_arr[index]
-        if name is not None:
-            entry["name"] = name
-        entry["arguments"] = self.streamed_args_for_tool[index]
-        self.current_tool_id = len(self.prev_tool_call_arr) - 1
-        self.current_tool_name_sent = self.prev_tool_call_arr[-1]["name"] is not None
 
     def structure_info(self):  # noqa: ANN201 - SGLang's _GetInfoFunc
         begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text
         arg, end = M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
 
         def get_info(name: str) -> StructureInfo:
-            return StructureInfo(begin=f"{begin}functions.{name}:0{arg}", end=end,
+            return StructureInfo(begin=begin + M.tool_call_id(name, 0) + arg, end=end,
                                  trigger=M.TOOL_CALLS_SECTION_BEGIN.text)
 
         return get_info

@@ -44,7 +44,7 @@ from vllm.reasoning import ReasoningParser, ReasoningParserManager
 from vllm.tool_parsers import ToolParser, ToolParserManager
 
 from ... import markers as M
-from .. import BodyStage, Merged, ReasoningStage, prompt_reasoning, tools_as_dicts
+from .. import BodyStage, Merged, ReasoningStage, prompt_reasoning, tools_as_dicts, track_streamed
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 
@@ -274,7 +274,7 @@ class KimiChatToolParser(ToolParser):
             return None
         calls = []
         for c in m.calls:
-            self._track(c.index, c.name, c.arguments)
+            track_streamed(self, c.index, c.name, c.arguments)
             calls.append(
                 DeltaToolCall(
                     index=c.index,
@@ -284,20 +284,6 @@ class KimiChatToolParser(ToolParser):
                 )
             )
         return DeltaMessage(content=m.content, tool_calls=calls)
-
-    def _track(self, index: int, name: str | None, arguments: str) -> None:
-        """Keep ``prev_tool_call_arr`` / ``streamed_args_for_tool`` equal to what was streamed, so
-        the base class's end-of-stream "unstreamed arguments" check finds nothing to add."""
-        while len(self.streamed_args_for_tool) <= index:
-            self.streamed_args_for_tool.append("")
-            self.prev_tool_call_arr.append({"name": None, "arguments": ""})
-        self.streamed_args_for_tool[index] += arguments
-        entry = self.prev_tool_call_arr[index]
-        if name is not None:
-            entry["name"] = name
-        entry["arguments"] = self.streamed_args_for_tool[index]
-        self.current_tool_id = len(self.prev_tool_call_arr) - 1
-        self.current_tool_name_sent = self.prev_tool_call_arr[-1]["name"] is not None
 
 
 def _fresh_id() -> str:
