@@ -27,7 +27,7 @@ from typing import Any
 
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from .messages import normalize_messages, normalize_tools, to_plain
+from .messages import normalize_messages, normalize_tools
 
 __all__ = ["LintWarning", "lint", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID"]
 
@@ -170,10 +170,10 @@ def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
     A result is matched with the latest call that had its id (results of a turn that reused one id
     for several calls are matched in order). Results whose id matches no call keep it. Returns new
-    dicts; the input is never modified.
+    dicts; the input is never modified. Invalid messages raise
+    :class:`~kimi_chat.messages.InvalidMessagesError`.
     """
-    out = [to_plain(m) for m in messages]
-    out = [dict(m) if isinstance(m, Mapping) else m for m in out]
+    out = [dict(m) for m in normalize_messages(messages)]  # validated (InvalidMessagesError), copied
     counter = 0
     pending: dict[Any, deque[str]] = {}
     for k, m in enumerate(out):

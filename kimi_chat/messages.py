@@ -174,8 +174,8 @@ class FunctionDefinition(TypedDict):
 
     __pydantic_config__ = _PART  # type: ignore[misc]
     name: str
-    description: NotRequired[str]
-    parameters: NotRequired[dict[str, Any]]
+    description: NotRequired[str | None]
+    parameters: NotRequired[dict[str, Any] | None]
 
 
 class Tool(TypedDict):
@@ -309,7 +309,7 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
         out.append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
     try:
-        _MESSAGES.validate_python(out)
+        _MESSAGES.validate_python(out, strict=True)
     except ValidationError as e:
         raise InvalidMessagesError(_errors_of(e, out)) from e
     return out
@@ -323,7 +323,7 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
     plain = [t if type(t) is dict else to_plain(t) for t in tools]
     try:
-        _TOOLS.validate_python(plain)
+        _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:
         raise InvalidToolsError(_errors_of(e, plain)) from e
     return plain

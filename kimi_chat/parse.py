@@ -418,6 +418,8 @@ class StreamParser:
         if self._finished:
             raise RuntimeError("StreamParser.feed() after finish()")
         if not isinstance(text, str):
+            if not isinstance(text, (bytes, bytearray, memoryview)):
+                raise TypeError(f"StreamParser.feed() takes str or bytes, not {type(text).__name__}")
             if self._decoder is None:
                 self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             text = self._decoder.decode(bytes(text))

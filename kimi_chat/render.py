@@ -72,9 +72,17 @@ def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int
     if type(value) is str:
         return _encode_json_string(value)  # what json.dumps does for a str, without its set-up cost
     try:
-        return json.dumps(value, ensure_ascii=False, separators=separators)
+        return json.dumps(value, ensure_ascii=False, separators=separators, default=_json_default)
     except (TypeError, ValueError) as e:
         raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=where) from e
+
+
+def _json_default(value: Any) -> Any:
+    # transformers makes template data plain before rendering: numpy scalars become Python scalars
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        return item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _jinja_str(value: Any) -> str:
@@ -114,7 +122,7 @@ class _Writer:
 
 def _content(d: Dialect, content: Any, emit: Any) -> None:
     """A message body from its content (``render_content`` of the templates)."""
-    if type(content) is str:
+    if isinstance(content, str):
         emit(content)
         return
     if content is None:
@@ -155,7 +163,7 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, emit: Any) -> No
                     field=f"tool_calls[{j}].id",
                 )
         args = fn["arguments"]
-        if type(args) is not str or json_strings:
+        if json_strings or not isinstance(args, str):
             args = _json(args, None, f"tool_calls[{j}].function.arguments", index)
         emit(_CALL_BEGIN + call_id + _ARG_BEGIN + args + _CALL_END)
     emit(_SECTION_END)

@@ -235,7 +235,12 @@ class NativeModel:
 
     @property
     def n_ctx(self) -> int:
-        return int(self._llama.n_ctx())
+        # llama.cpp pads the context (to 256), but llama-cpp-python sizes its buffers by the
+        # requested n_ctx: the smaller of the two is what fits
+        engine = int(self._llama.n_ctx())
+        params = getattr(self._llama, "context_params", None)
+        requested = int(getattr(params, "n_ctx", 0) or 0)
+        return min(engine, requested) if requested else engine
 
     def is_eog(self, token_id: int) -> bool:
         """Whether the engine ends generation on ``token_id``."""

@@ -336,7 +336,7 @@ def _has_typed_markers(info: _Info, messages: Sequence[Any], tools: Any) -> bool
             content = m.get("content")
         else:
             content = getattr(m, "content", None)
-        if type(content) is str:
+        if isinstance(content, str):
             continue
         if isinstance(content, (list, tuple)) and len(content) > 1:
             joined = "".join([p["text"] for p in content if _is_text_part(p)])

@@ -89,3 +89,19 @@ def test_dialects_lists_status_and_oracle(capsysbinary):
     assert rows["kimi-k2.5"]["status"] == "reconstructed"
     assert rows["kimi-k2-instruct-0905"]["aliases"] == ["kimi-k2-instruct"]
     assert rows["kimi-k2-thinking@rev1"]["oracle"] == "Kimi-K2-Thinking/chat_template.rev1.jinja"
+
+
+def test_tools_file_may_be_a_request_body(capsysbinary, tmp_path):
+    req = json.loads(EXAMPLE.read_text())
+    (tmp_path / "m.json").write_text(json.dumps(req["messages"]))
+    (tmp_path / "t.json").write_text(json.dumps({"tools": req["tools"]}))
+    status, out, _ = _run(capsysbinary, "render", str(tmp_path / "m.json"), "--tools", str(tmp_path / "t.json"))
+    assert status == 0
+    assert out == (GOLDEN / "kimi-k2-instruct-0905" / "tool_loop.txt").read_bytes()
+
+
+def test_chat_template_kwargs_must_be_an_object(capsysbinary, tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]}))
+    status, _, err = _run(capsysbinary, "render", str(f))
+    assert status == 2 and "chat_template_kwargs must be a JSON object" in err

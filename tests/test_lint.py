@@ -196,3 +196,12 @@ def test_normalized_conversations_have_canonical_consistent_ids(msgs):
                 assert names[new["tool_call_id"]] == new["name"]
     warnings = codes(lint(out, dialect="kimi-k2-instruct-0905"))
     assert not {"non-canonical-tool-call-id", "unknown-tool-call-id", "duplicate-tool-call-id"} & set(warnings)
+
+
+def test_normalize_tool_call_ids_validates_its_input():
+    from kimi_chat import InvalidMessagesError, normalize_tool_call_ids
+
+    with pytest.raises(InvalidMessagesError):
+        normalize_tool_call_ids("hello")
+    with pytest.raises(InvalidMessagesError, match=r"messages\[0\]\.role"):
+        normalize_tool_call_ids([{"content": "x"}])

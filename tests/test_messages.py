@@ -137,3 +137,26 @@ def test_error_paths_are_readable(messages, where):
         render(messages)
     assert f"{where}: " in str(e.value)
     assert "tagged-union" not in str(e.value) and ".str" not in str(e.value)
+
+
+def test_numpy_values_render_like_transformers_makes_them_plain():
+    np = pytest.importorskip("numpy", reason="numpy comes with the test dependencies")
+    plain = [{"role": "user", "content": "hi"},
+             {"role": "assistant", "content": "", "tool_calls": [{"id": "functions.f:0", "type": "function",
+              "function": {"name": "f", "arguments": {"a": 3, "b": 0.5}}}]}]
+    numpy = [{"role": "user", "content": np.str_("hi")},
+             {"role": "assistant", "content": "", "tool_calls": [{"id": "functions.f:0", "type": "function",
+              "function": {"name": "f", "arguments": {"a": np.int64(3), "b": np.float64(0.5)}}}]}]
+    for dialect in ("kimi-k2-instruct@rev1", "kimi-k2-instruct@rev2", "kimi-k2-instruct-0905", "kimi-k2-thinking"):
+        assert render(numpy, dialect=dialect) == render(plain, dialect=dialect)
+
+
+def test_bytes_content_is_a_validation_error():
+    with pytest.raises(InvalidMessagesError, match=r"messages\[0\]\.content"):
+        render([{"role": "user", "content": b"x"}])
+
+
+def test_tool_description_none_as_the_openai_sdk_dumps_it():
+    tools = [{"type": "function", "function": {"name": "f", "description": None, "parameters": None}}]
+    out = render([{"role": "user", "content": "hi"}], tools=tools, dialect="kimi-k2-instruct-0905")
+    assert '"description": null' in out

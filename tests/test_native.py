@@ -530,6 +530,11 @@ def test_cli_run_errors(tiny_gguf, tmp_path):
     p = _cli("run", str(tiny_gguf), "-", stdin=json.dumps({"messages": ASK, "tools": TOOLS,
                                                            "tool_choice": {"type": "function", "function": {"name": "nope"}}}))
     assert p.returncode == 2 and "not a declared function tool" in p.stderr
+    p = _cli("run", str(tiny_gguf), "-", stdin=json.dumps({"messages": ASK, "max_tokens": 0}))
+    assert p.returncode == 2 and "max_tokens must be at least 1" in p.stderr
+    # a context smaller than llama.cpp's padded one: the clean error, not a buffer error
+    p = _cli("run", str(tiny_gguf), "-", "--n-ctx", "64", stdin=json.dumps({"messages": ASK, "max_tokens": 60}))
+    assert p.returncode == 2 and "exceed the context (64)" in p.stderr
 
 
 def test_cli_tiny_model_without_the_extra_or_data_fails_clearly(tmp_path):

@@ -823,3 +823,13 @@ def test_token_classes_come_from_the_markers_module():
 
     assert all(m in M.MARKERS for ms in TOKEN_CLASSES.values() for m in ms)
     assert M.IM_END in TOKEN_CLASSES["END_TURN"] and M.EOT not in TOKEN_CLASSES["END_TURN"]
+
+
+@pytest.mark.parametrize("bad", [5, [104, 105], None, 3.5])
+def test_feed_refuses_what_is_not_text(bad):
+    from kimi_chat.parse import StreamParser, parse
+
+    with pytest.raises(TypeError, match="str or bytes"):
+        StreamParser().feed(bad)
+    with pytest.raises(TypeError, match="str or bytes"):
+        parse(bad)

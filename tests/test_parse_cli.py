@@ -97,7 +97,7 @@ def test_tools_of_the_wrong_shape(tmp_path, capsys, content):
 
 def test_missing_tools_file(capsys):
     assert main(["parse", str(EXAMPLE), "--tools", "/nonexistent/tools.json"]) == 2
-    assert "cannot read /nonexistent/tools.json" in capsys.readouterr().err
+    assert "/nonexistent/tools.json: cannot read" in capsys.readouterr().err
 
 
 def test_unknown_dialect(capsys):
@@ -115,3 +115,18 @@ def test_invalid_utf8(tmp_path, capsys):
 def test_bad_chunk(capsys):
     assert main(["parse", "--stream", "--chunk", "0", str(EXAMPLE)]) == 2
     assert "--chunk" in capsys.readouterr().err
+
+
+def test_kwargs_thinking_off_for_k25(capsys, tmp_path):
+    f = tmp_path / "out.txt"
+    f.write_text("The answer is 4.<|im_end|>", encoding="utf-8")
+    assert main(["parse", str(f), "-d", "kimi-k2.5"]) == 0
+    assert json.loads(capsys.readouterr().out)["reasoning_content"] == "The answer is 4."
+    assert main(["parse", str(f), "-d", "kimi-k2.5", "--kwargs", '{"thinking": false}']) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["content"] == "The answer is 4." and "reasoning_content" not in out
+
+
+def test_kwargs_must_be_an_object(capsys):
+    assert main(["parse", str(EXAMPLE), "-d", "kimi-k2.5", "--kwargs", "[1]"]) == 2
+    assert "--kwargs must be a JSON object" in capsys.readouterr().err

@@ -38,3 +38,16 @@ def test_render_equals_official(dialect, data):
     ours = render(req["messages"], tools=req["tools"], dialect=dialect,
                   add_generation_prompt=req["add_generation_prompt"], **req["options"])
     assert ours == official
+
+
+def test_openai_sdk_style_inputs_match_official():
+    """Values the OpenAI SDK / numpy pipelines produce: None-valued tool fields, numpy scalars."""
+    np = pytest.importorskip("numpy", reason="numpy comes with the test dependencies")
+    msgs = [{"role": "user", "content": np.str_("hi")},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "functions.f:0", "type": "function",
+             "function": {"name": "f", "arguments": {"n": np.int64(3)}}}]},
+            {"role": "tool", "tool_call_id": "functions.f:0", "content": "ok"}]
+    tools = [{"type": "function", "function": {"name": "f", "description": None,
+              "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
+    for dialect in DIALECTS:
+        assert render(msgs, tools=tools, dialect=dialect) == render_official(msgs, tools=tools, dialect=dialect), dialect

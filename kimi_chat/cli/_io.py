@@ -42,10 +42,23 @@ def parse_json_arg(value: str, option: str) -> Any:
         raise InputError(f"{option}: invalid JSON at column {e.colno}: {e.msg}") from e
 
 
+def read_tools(path: str) -> list[Any]:
+    """A tools list from ``path``: a JSON list, or an object with a ``tools`` list (a request body)."""
+    value = read_json(path)
+    if isinstance(value, dict) and isinstance(value.get("tools"), list):
+        value = value["tools"]
+    if not isinstance(value, list):
+        raise InputError(f"{path}: expected a JSON list of tools (or an object with a 'tools' list)")
+    return value
+
+
 def template_options(body: dict[str, Any], kwargs_json: str | None) -> dict[str, Any]:
     """Dialect template options of a request: its ``chat_template_kwargs`` with ``--kwargs JSON``
     merged over them."""
-    options: dict[str, Any] = dict(body.get("chat_template_kwargs") or {})
+    given = body.get("chat_template_kwargs") or {}
+    if not isinstance(given, dict):
+        raise InputError("chat_template_kwargs must be a JSON object")
+    options: dict[str, Any] = dict(given)
     if kwargs_json:
         extra = parse_json_arg(kwargs_json, "--kwargs")
         if not isinstance(extra, dict):

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from ..errors import UnknownDialectError
+from ._io import InputError, read_tools, template_options
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -28,6 +29,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="with --stream: characters per chunk (default 4, about a token)")
     p.add_argument("--thinking-prefilled", action="store_true",
                    help="the prompt already opened <think>: the output starts inside reasoning")
+    p.add_argument("--kwargs", metavar="JSON", default=None,
+                   help="the dialect template options the prompt was rendered with, e.g. '{\"thinking\": false}' "
+                   "for a kimi-k2.5 request with thinking off (its output then does not start inside reasoning)")
     p.set_defaults(func=run)
 
 
@@ -50,20 +54,6 @@ def _read_text(path: str) -> str:
         raise ValueError(f"{where}: not valid UTF-8 at byte {e.start}") from None
 
 
-def _read_tools(path: str) -> list[Any]:
-    with open(path, encoding="utf-8") as f:
-        src = f.read()
-    try:
-        value = json.loads(src)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    if isinstance(value, dict) and isinstance(value.get("tools"), list):
-        value = value["tools"]
-    if not isinstance(value, list):
-        raise ValueError(f"{path}: expected a JSON list of tools (or an object with a 'tools' list)")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     from ..parse import StreamParser
 
@@ -71,12 +61,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--chunk must be at least 1, got {args.chunk}")
     try:
         text = _read_text(args.file)
-        tools = _read_tools(args.tools) if args.tools else None
+        tools = read_tools(args.tools) if args.tools else None
+        options = template_options({}, args.kwargs)
         parser = StreamParser(args.dialect, tools=tools,
-                              thinking_prefilled=True if args.thinking_prefilled else None)
+                              thinking_prefilled=True if args.thinking_prefilled else None, **options)
     except OSError as e:
         return _fail(f"cannot read {e.filename}: {e.strerror}")
-    except UnknownDialectError as e:
+    except (UnknownDialectError, InputError) as e:
         return _fail(str(e))
     except (ValueError, TypeError) as e:
         return _fail(str(e))

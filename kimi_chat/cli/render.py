@@ -9,7 +9,7 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError
 from ..render import render
-from ._io import InputError, fail, read_json, template_options, write_exact
+from ._io import InputError, fail, read_json, read_tools, template_options, write_exact
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -23,7 +23,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--dialect", "-d", default=None,
                    help=f"dialect or alias (default: the request's \"dialect\" key, else {DEFAULT_DIALECT}); "
                    "see `kimi-chat dialects`")
-    p.add_argument("--tools", metavar="FILE", help="JSON file with the tools list (overrides the request's tools)")
+    p.add_argument("--tools", metavar="FILE",
+                   help="JSON file with the tools list, or an object with a 'tools' list (overrides the request's tools)")
     p.add_argument("--no-generation-prompt", action="store_true",
                    help="do not end with the assistant header (for training / prefill; the model would not answer)")
     p.add_argument("--kwargs", metavar="JSON", default=None,
@@ -44,7 +45,7 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
         body = {"messages": body}
     if not isinstance(body, dict) or "messages" not in body:
         raise InputError("input must be a chat.completions request ({\"messages\": [...]}) or a list of messages")
-    tools = read_json(args.tools) if args.tools else body.get("tools")
+    tools = read_tools(args.tools) if args.tools else body.get("tools")
     options = template_options(body, args.kwargs)
     dialect = args.dialect or body.get("dialect") or DEFAULT_DIALECT
     get_dialect(dialect)

@@ -56,7 +56,9 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     options = template_options(body, args.kwargs)
     max_tokens = args.max_tokens
     if max_tokens is None:
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 256
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is None:
+            max_tokens = 256
     temperature = args.temperature if args.temperature is not None else body.get("temperature", 0.8)
     seed = args.seed if args.seed is not None else body.get("seed")
     for name, value, kind in (("max_tokens", max_tokens, int), ("temperature", temperature, (int, float)),
