@@ -381,7 +381,7 @@ class Inspection:
         if self.template_source is None or ident is None:
             lines.append("template:  none found")
         else:
-            lines.append(f"template:  {self.template_source} (sha256 {self.template_sha256[:16] if self.template_sha256 else '?'}…)")
+            lines.append(f"template:  {self.template_source} (sha256 of the LF-normalised text {self.template_sha256[:16] if self.template_sha256 else '?'}…)")
             if ident.dialect is not None:
                 status = ident.status.value if ident.status is not None else "?"
                 lines.append(f"dialect:   {ident.dialect} [{status}] — {ident.label}")
