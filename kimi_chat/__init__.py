@@ -1,7 +1,17 @@
 """kimi_chat: the Kimi-K2 chat format, right.
 
-Public API (re-exported here): ``render``, dialects, message models, errors; parser, tokenizer and
-tool declarations as they land.
+Public API, re-exported here:
+
+* formatter: :func:`render`, :func:`render_segments`, dialects (:func:`get_dialect`, :data:`DIALECTS`),
+  message models and their errors, :func:`tools_to_typescript` (K2.5), :func:`template_path`;
+* parser: :func:`parse`, :class:`StreamParser` and their results;
+* tokens: :class:`KimiTokenizer`, :func:`render_tokens`, :func:`extend_tokens`;
+* checks: :func:`identify`, :func:`verify`, :func:`inspect_path`, :func:`lint`,
+  :func:`normalize_tool_call_ids`.
+
+The native runtime (:mod:`kimi_chat.runtime`), GBNF export (:mod:`kimi_chat.grammar`), the official
+rendering (:mod:`kimi_chat.oracle`) and the server plugins (:mod:`kimi_chat.integrations`) are
+imported from their modules: they need optional extras.
 """
 
 from __future__ import annotations
@@ -24,56 +34,58 @@ from .render import Segment, render, render_segments
 from .templates import template_path, template_text
 from .tokenizer import KimiTokenizer
 from .tokens import RenderedTokens, Span, extend_tokens, render_tokens
-from .inspect import InspectError, Inspection, inspect_path
-from .lint import LintWarning, lint, normalize_tool_call_ids
-from .verify import Identification, TemplateCompileError, VerifyReport, identify, verify
 from .tools_ts import tools_to_typescript
 
+# checks (after the formatter: they build on it)
+from .inspect import InspectError, Inspection, inspect_path  # noqa: E402
+from .lint import LintWarning, lint, normalize_tool_call_ids  # noqa: E402
+from .verify import Identification, TemplateCompileError, VerifyReport, identify, verify  # noqa: E402
+
 __all__ = [
+    "Delta",
+    "Dialect",
     "DIALECTS",
     "Identification",
-    "KimiTokenizer",
-    "RenderedTokens",
-    "Span",
-    "extend_tokens",
-    "render_tokens",
     "InspectError",
     "Inspection",
+    "InvalidMessagesError",
+    "InvalidToolsError",
+    "KimiChatError",
+    "KimiTokenizer",
     "LintWarning",
+    "Message",
+    "ParsedMessage",
+    "ParsedToolCall",
+    "ParseWarning",
+    "ReferenceDataError",
+    "RenderedTokens",
+    "RenderError",
+    "Segment",
+    "Span",
+    "Status",
+    "StopReason",
+    "StreamParser",
     "TemplateCompileError",
+    "Tool",
+    "ToolCallDelta",
+    "ToolCallStatus",
+    "ToolSchemaError",
+    "UnknownDialectError",
     "VerifyReport",
+    "dialect_names",
+    "extend_tokens",
+    "get_dialect",
     "identify",
     "inspect_path",
     "lint",
     "normalize_tool_call_ids",
-    "verify",
-    "Delta",
-    "ParseWarning",
-    "ParsedMessage",
-    "ParsedToolCall",
-    "StopReason",
-    "StreamParser",
-    "ToolCallDelta",
-    "ToolCallStatus",
     "parse",
-    "Dialect",
-    "InvalidMessagesError",
-    "InvalidToolsError",
-    "KimiChatError",
-    "Message",
-    "ReferenceDataError",
-    "RenderError",
-    "Segment",
-    "Status",
-    "Tool",
-    "ToolSchemaError",
-    "UnknownDialectError",
-    "dialect_names",
-    "get_dialect",
     "render",
     "render_segments",
+    "render_tokens",
     "template_path",
     "template_text",
     "tools_to_typescript",
+    "verify",
 ]
 __version__ = "0.1.0"
