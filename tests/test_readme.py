@@ -35,3 +35,12 @@ def test_readme_lists_every_dialect_with_status():
         row = next((line for line in text.splitlines() if line.startswith(f"| `{d.name}`")), None)
         assert row is not None, d.name
         assert d.oracle in row and d.status.value in row, row
+
+
+def test_readme_render_example_runs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Use", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(block, "README.md#use", "exec"), scope)  # noqa: S102 - our own documentation
+    assert scope["prompt"].endswith("<|im_assistant|>assistant<|im_middle|><think></think>")
+    assert "## Return of functions.get_weather:0\n21 °C, clear<|im_end|>" in scope["prompt"]
