@@ -244,6 +244,7 @@ def _render(
     track = marks is not None
     parts = w.parts
     fixed_headers = d.role_names == "fixed"
+    omit_last_im_end = not add_generation_prompt and d.omit_last_im_end_without_generation_prompt
     for i, msg in enumerate(msgs):
         role = msg["role"]
         if track:
@@ -288,7 +289,7 @@ def _render(
                 if role == "tool":
                     emit("## Return of " + _jinja_str(msg.get("tool_call_id", "")) + d.tool_result_header)
                 _content(d, content, emit)
-        if not (i == last and not add_generation_prompt and d.omit_last_im_end_without_generation_prompt):
+        if i != last or not omit_last_im_end:
             emit(_IM_END)
 
     if add_generation_prompt:
