@@ -3,8 +3,8 @@
 The K2.5 tokenizer does not hand the OpenAI ``tools`` list to the chat template as JSON: its
 ``apply_chat_template`` first encodes the function tools as a TypeScript namespace and passes that
 string to the template as ``tools_ts_str``. :func:`tools_to_typescript` reproduces that encoder byte
-for byte (checked against 20 input/output pairs of a port of the official encoder, see
-``fixtures/tools_ts/README.md``).
+for byte (checked against the 20 input/output pairs of a port of the official encoder in the
+reference data, ``unverified/k25_tools_ts.golden.jsonl``; see its PROVENANCE.md).
 
 Example::
 
