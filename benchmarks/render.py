@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from _timing import best_of  # noqa: E402
 from kimi_chat import DIALECTS, render  # noqa: E402
 from kimi_chat.oracle import render_official  # noqa: E402
 
@@ -39,15 +39,6 @@ def conversation(n: int) -> list[dict]:
         ]
         i += 1
     return msgs[:n]
-
-
-def best_of(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> int:
