@@ -105,3 +105,15 @@ def test_chat_template_kwargs_must_be_an_object(capsysbinary, tmp_path):
     f.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]}))
     status, _, err = _run(capsysbinary, "render", str(f))
     assert status == 2 and "chat_template_kwargs must be a JSON object" in err
+
+
+def test_provenance_note_on_stderr_only_for_unverified_or_reconstructed(capsysbinary):
+    status, out, err = _run(capsysbinary, "render", str(EXAMPLE))
+    assert status == 0 and "kimi-k2-instruct-0905 is checked against an unverified oracle" in err
+    assert out == (GOLDEN / "kimi-k2-instruct-0905" / "tool_loop.txt").read_bytes()  # stdout stays exact
+    _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2.5", str(EXAMPLE))
+    assert "reconstructed oracle" in err
+    _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2-instruct@rev1", str(EXAMPLE))
+    assert err == ""
+    _, _, err = _run(capsysbinary, "render", "-q", str(EXAMPLE))
+    assert err == ""

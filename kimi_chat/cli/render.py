@@ -4,9 +4,10 @@ prompt of a dialect, on stdout."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, get_dialect
+from ..dialects import DEFAULT_DIALECT, Status, get_dialect
 from ..errors import KimiChatError
 from ..render import render
 from ._io import InputError, fail, read_json, read_tools, template_options, write_exact
@@ -30,6 +31,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
                    "(merged over the request's chat_template_kwargs)")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no note on stderr about the dialect's provenance status")
     p.add_argument("--tokens", action="store_true",
                    help="print token ids as JSON ({\"ids\", \"spans\", \"assistant_mask\"}) instead of the text")
     from .count import add_tokenizer_arguments
@@ -71,4 +74,8 @@ def run(args: argparse.Namespace) -> int:
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))
     write_exact(text)
+    d = get_dialect(req["dialect"])
+    if not args.quiet and d.status in (Status.UNVERIFIED, Status.RECONSTRUCTED):
+        print(f"kimi-chat: note: {d.name} is checked against an {d.status.value} oracle template "
+              f"({d.oracle}); see `kimi-chat dialects`", file=sys.stderr)
     return 0
