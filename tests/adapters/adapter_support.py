@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,3 +258,23 @@ def without_ids(e: Expect) -> Expect:
 def short(v: Any, n: int = 60) -> str:
     s = repr(v)
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def diff_summary(expect: Expect, got: Any) -> str:
+    """One line saying where a built-in parser's result differs from the expected (ours)."""
+    if isinstance(got, str):
+        return got
+    parts = []
+    for label, e, g in (("content", expect[0], got[0]), ("reasoning", expect[1], got[1]), ("calls", expect[2], got[2])):
+        if e != g:
+            parts.append(f"{label}: expected {short(e)} got {short(g)}")
+    return "; ".join(parts)
+
+
+def report(capsys: Any, table: str) -> None:
+    """Print the differential table (and append it to ``$KIMI_CHAT_DIFF_REPORT`` when set)."""
+    with capsys.disabled():
+        print("\n" + table)
+    if os.environ.get("KIMI_CHAT_DIFF_REPORT"):
+        with open(os.environ["KIMI_CHAT_DIFF_REPORT"], "a", encoding="utf-8") as f:
+            f.write(table + "\n")

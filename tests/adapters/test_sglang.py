@@ -10,9 +10,10 @@ tokenizer with SGLang's default ``skip_special_tokens=True``.
 
 from __future__ import annotations
 
-import os
 import pytest
-from .adapter_support import ALL_CASES, CASES, MULTI_TURN_CASE, TOOLS, Case, Stream, output_ids, prompt_ids, short
+from .adapter_support import (
+    ALL_CASES, CASES, MULTI_TURN_CASE, TOOLS, Case, Stream, diff_summary, output_ids, prompt_ids, report,
+)
 from .sglang_serving import UNAVAILABLE, request, run_stream, run_whole, serving_chat
 
 import sglang
@@ -223,25 +224,11 @@ def test_differential_against_builtin_kimi_k2(tok_reasoning, tok_instruct, capsy
         assert ours_s == exp and ours_w == exp, case.name
         for mode, b in (("stream", b_s), ("whole", b_w)):
             if b != exp:
-                rows.append((case.name, mode, _diff(exp, b)))
+                rows.append((case.name, mode, diff_summary(exp, b)))
     lines = ["SGLang 0.5.23 built-in kimi_k2 vs kimi_chat (expected = kimi_chat = format rules, SGLang ids)",
              f"{'case':38} {'mode':6} difference", "-" * 120]
     lines += [f"{n:38} {m:6} {d}" for n, m, d in rows]
     lines.append(f"{len(rows)} disagreement(s) over {len(ALL_CASES)} cases x 2 modes")
     table = "\n".join(lines)
-    with capsys.disabled():
-        print("\n" + table)
-    if os.environ.get("KIMI_CHAT_DIFF_REPORT"):
-        with open(os.environ["KIMI_CHAT_DIFF_REPORT"], "a", encoding="utf-8") as f:
-            f.write(table + "\n")
+    report(capsys, table)
     assert rows, "the built-in detectors agree everywhere: the corpus no longer shows their bugs"
-
-
-def _diff(expect, got) -> str:
-    if isinstance(got, str):
-        return got
-    parts = []
-    for label, e, g in (("content", expect[0], got[0]), ("reasoning", expect[1], got[1]), ("calls", expect[2], got[2])):
-        if e != g:
-            parts.append(f"{label}: expected {short(e)} got {short(g)}")
-    return "; ".join(parts)

@@ -18,7 +18,6 @@ Only the model is missing: its output is a fixed text tokenized by the real toke
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import pytest
@@ -29,9 +28,10 @@ from .adapter_support import (
     TOOLS,
     Case,
     Stream,
+    diff_summary,
     output_ids,
     prompt_ids,
-    short,
+    report,
 )
 
 import vllm
@@ -398,24 +398,10 @@ def test_differential_against_builtin_kimi_k2(tok_reasoning, tok_instruct, capsy
         b_s, b_w = _builtin(tok, case)
         for mode, b in (("stream", b_s), ("whole", b_w)):
             if b != case.expect:
-                rows.append((case.name, mode, _diff(case.expect, b)))
+                rows.append((case.name, mode, diff_summary(case.expect, b)))
     table = _table("vLLM 0.33.0 built-in kimi_k2 vs kimi_chat (expected = kimi_chat = format rules)", rows)
-    with capsys.disabled():
-        print("\n" + table)
-    if os.environ.get("KIMI_CHAT_DIFF_REPORT"):
-        with open(os.environ["KIMI_CHAT_DIFF_REPORT"], "a", encoding="utf-8") as f:
-            f.write(table + "\n")
+    report(capsys, table)
     assert rows, "the built-in parser agrees everywhere: the corpus no longer shows its bugs"
-
-
-def _diff(expect, got) -> str:
-    if isinstance(got, str):
-        return got
-    parts = []
-    for label, e, g in (("content", expect[0], got[0]), ("reasoning", expect[1], got[1]), ("calls", expect[2], got[2])):
-        if e != g:
-            parts.append(f"{label}: expected {short(e)} got {short(g)}")
-    return "; ".join(parts)
 
 
 def _table(title: str, rows) -> str:
