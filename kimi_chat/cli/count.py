@@ -68,21 +68,15 @@ def tokens_json(args: argparse.Namespace, req: dict[str, Any]) -> str:
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    from ..dialects import DEFAULT_DIALECT
-
     p = sub.add_parser(
         "count",
         help="count the tokens of a request's prompt",
         description="Render a chat.completions request ({\"messages\": [...], \"tools\": [...]}) or a bare list "
         "of messages with DIALECT and print the number of prompt tokens.",
     )
-    p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
-    p.add_argument("--dialect", "-d", default=None,
-                   help=f"dialect or alias (default: the request's \"dialect\" key, else {DEFAULT_DIALECT})")
-    p.add_argument("--tools", metavar="FILE", help="JSON file with the tools list (overrides the request's tools)")
-    p.add_argument("--no-generation-prompt", action="store_true", help="do not end with the assistant header")
-    p.add_argument("--kwargs", metavar="JSON", default=None,
-                   help="dialect template options as a JSON object, e.g. '{\"thinking\": false}'")
+    from .render import add_request_arguments
+
+    add_request_arguments(p)
     add_tokenizer_arguments(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--per-message", action="store_true",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from ..errors import UnknownDialectError
 from ._io import InputError, read_tools, template_options

@@ -20,6 +20,20 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         description="Render an OpenAI chat.completions request body ({\"messages\": [...], \"tools\": [...]}) "
         "or a bare list of messages to the prompt the official template of DIALECT produces, byte for byte.",
     )
+    add_request_arguments(p)
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no note on stderr about the dialect's provenance status")
+    p.add_argument("--tokens", action="store_true",
+                   help="print token ids as JSON ({\"ids\", \"spans\", \"assistant_mask\"}) instead of the text")
+    from .count import add_tokenizer_arguments
+
+    add_tokenizer_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_request_arguments(p: argparse.ArgumentParser) -> None:
+    """The request arguments that :func:`load_request` reads: FILE, ``--dialect``, ``--tools``,
+    ``--no-generation-prompt``, ``--kwargs`` (shared by ``render`` and ``count``)."""
     p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
     p.add_argument("--dialect", "-d", default=None,
                    help=f"dialect or alias (default: the request's \"dialect\" key, else {DEFAULT_DIALECT}); "
@@ -31,14 +45,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
                    "(merged over the request's chat_template_kwargs)")
-    p.add_argument("--quiet", "-q", action="store_true",
-                   help="no note on stderr about the dialect's provenance status")
-    p.add_argument("--tokens", action="store_true",
-                   help="print token ids as JSON ({\"ids\", \"spans\", \"assistant_mask\"}) instead of the text")
-    from .count import add_tokenizer_arguments
-
-    add_tokenizer_arguments(p)
-    p.set_defaults(func=run)
 
 
 def load_request(args: argparse.Namespace) -> dict[str, Any]:
