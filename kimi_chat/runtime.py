@@ -35,7 +35,7 @@ from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import KimiChatError
 from .format import END_OF_TURN_IDS, TOKEN_CLASSES
 from .parse import Delta, ParsedMessage, StreamParser
-from .render import render
+from .tokens import render_tokens
 from .tokenizer import BYTE_DECODER, KimiTokenizer
 
 __all__ = [
@@ -177,10 +177,10 @@ class NativeModel:
         ``dialect=None``: the dialect whose template the GGUF embeds (exact text match by
         :func:`kimi_chat.verify.identify`: an official, known-variant or kimi_chat template), else
         the default dialect; ``dialect_source`` says which."""
-        lib = _llama_cpp()
         path = Path(gguf_path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such GGUF file")
+        if not path.is_file():  # before the import: a missing file is said to be missing, extra or not
+            raise FileNotFoundError(f"{path}: no such GGUF file" if not path.exists() else f"{path}: not a file")
+        lib = _llama_cpp()
         if progress:
             progress(f"loading {path} ({path.stat().st_size / 1e6:.1f} MB) ...")
         t0 = time.perf_counter()
@@ -393,10 +393,6 @@ class NativeModel:
         messages is never a special token)."""
         d = self.dialect if dialect is None else get_dialect(dialect)
         tok = self.tokenizer()
-        try:
-            from .tokens import render_tokens
-        except ImportError:  # pragma: no cover - older layouts
-            return tok.encode(render(messages, tools=tools, dialect=d, **options))
         return render_tokens(messages, tokenizer=tok, tools=tools, dialect=d, special_tokens="text", **options).ids
 
     def request_grammar(self, *, tools: Sequence[Any] | None = None, tool_choice: Any = None,

@@ -28,10 +28,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import operator
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,29 +93,6 @@ _REFERENCE_TIKTOKEN = "tokenizer/tiktoken.model"
 # --------------------------------------------------------------------------------------------------
 # Splitting of long inputs (official limits)
 # --------------------------------------------------------------------------------------------------
-
-
-def _split_whitespaces_or_nonwhitespaces(s: str, max_consecutive_slice_len: int) -> Iterator[str]:
-    """The official algorithm, char by char (slow; kept as the executable specification).
-
-    Cuts ``s`` so that no piece holds more than ``max_consecutive_slice_len`` consecutive whitespace
-    or consecutive non-whitespace chars (``str.isspace``). Yields ``""`` for an empty ``s``.
-    """
-    current_slice_len = 0
-    current_slice_is_space = s[0].isspace() if len(s) > 0 else False
-    slice_start = 0
-    for i in range(len(s)):
-        is_now_space = s[i].isspace()
-        if current_slice_is_space ^ is_now_space:
-            current_slice_len = 1
-            current_slice_is_space = is_now_space
-        else:
-            current_slice_len += 1
-            if current_slice_len > max_consecutive_slice_len:
-                yield s[slice_start:i]
-                slice_start = i
-                current_slice_len = 1
-    yield s[slice_start:]
 
 
 _LONG_RUN_RES: dict[int, re.Pattern[str]] = {}
@@ -220,6 +198,19 @@ def split_for_tiktoken(
 # --------------------------------------------------------------------------------------------------
 # Loading (cached)
 # --------------------------------------------------------------------------------------------------
+
+
+def _token_id(value: Any, where: str, vocab_size: int) -> int:
+    """``value`` as a token id (an integer, not a bool, in ``0..vocab_size-1``); errors name ``where``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{where}: token ids are integers, not bool ({value!r})")
+    try:
+        i = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{where}: token ids are integers, not {type(value).__name__} ({value!r})") from None
+    if not 0 <= i < vocab_size:
+        raise KeyError(f"{where}: token id {i!r} is outside 0..{vocab_size - 1}")
+    return i
 
 
 @dataclass(frozen=True)
@@ -577,14 +568,13 @@ class KimiTokenizer:
         return self.decode_bytes(ids, skip_special_tokens=skip_special_tokens).decode("utf-8", errors=errors)
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
-        """Raw bytes of ``ids``. Raises ``KeyError`` for an id outside ``0..vocab_size-1``."""
-        ids = list(ids)
+        """Raw bytes of ``ids``. Raises ``TypeError`` for an element that is not an integer (``bool``
+        included: ``True`` is not token 1) and ``KeyError`` for an id outside ``0..vocab_size-1``; both
+        name the element's position. Integer types with ``__index__`` (numpy ints) are accepted."""
+        ids = [_token_id(v, f"ids[{n}]", self.vocab_size) for n, v in enumerate(ids)]
         if skip_special_tokens:
             skip = self._skip_ids
             ids = [i for i in ids if i not in skip]
-        for i in ids:
-            if not (isinstance(i, int) and 0 <= i < self.vocab_size):
-                raise KeyError(f"token id {i!r} is outside 0..{self.vocab_size - 1}")
         return self._enc.decode_bytes(ids)
 
     # ---------------------------------------------------------------- vocabulary
@@ -606,9 +596,7 @@ class KimiTokenizer:
     def id_to_token(self, token_id: int) -> str:
         """The token string of an id: a special token's name, else the byte-level (GPT-2 byte-to-unicode)
         form of its bytes, as ``convert_ids_to_tokens`` of the official tokenizer."""
-        if not 0 <= token_id < self.vocab_size:
-            raise KeyError(f"token id {token_id!r} is outside 0..{self.vocab_size - 1}")
-        return self._vocab()[0][token_id]
+        return self._vocab()[0][_token_id(token_id, "token_id", self.vocab_size)]
 
     def token_to_id(self, token: str | bytes) -> int:
         """Id of a token: ``bytes`` are raw token bytes; a ``str`` is a special token name (reserved

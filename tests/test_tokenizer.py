@@ -363,6 +363,43 @@ def test_synthetic_snapshot(snapshot):
     assert with_mapping.encode("<think>") == [300] and with_mapping.bos_id is None
 
 
+def test_missing_files_leaves_the_environment_as_it_found_it(tmp_path, snapshot):
+    # issue 11 item 12: test_missing_files deleted $KIMI_CHAT_REFERENCE_DIR for every later test
+    outer = pytest.MonkeyPatch()
+    outer.setenv("KIMI_CHAT_REFERENCE_DIR", "/the/reference/of/this/run")
+    try:
+        inner = pytest.MonkeyPatch()
+        try:
+            test_missing_files(tmp_path, snapshot, inner)
+        finally:
+            inner.undo()  # what pytest does after the test
+        assert os.environ.get("KIMI_CHAT_REFERENCE_DIR") == "/the/reference/of/this/run"
+    finally:
+        outer.undo()
+
+
+def test_decode_refuses_what_is_not_a_token_id(snapshot):
+    # issue 11 item 19: decode(["a"]) said "outside 0..N", decode([True]) decoded token 1
+    tk = KimiTokenizer.from_dir(snapshot)
+    with pytest.raises(TypeError, match=r"ids\[1\]: token ids are integers, not str \('a'\)"):
+        tk.decode([97, "a"])
+    with pytest.raises(TypeError, match=r"ids\[0\]: token ids are integers, not bool \(True\)"):
+        tk.decode([True])
+    with pytest.raises(TypeError, match=r"ids\[0\]: .*not bool"):
+        tk.decode_bytes([False], skip_special_tokens=True)
+    with pytest.raises(TypeError, match=r"ids\[2\]: .*not float"):
+        tk.decode([97, 98, 1.0])
+    with pytest.raises(KeyError, match=r"ids\[1\]: token id 518 is outside 0\.\.517"):
+        tk.decode([97, 518])
+    with pytest.raises(KeyError, match=r"ids\[0\]: token id -1 is outside"):
+        tk.decode([-1])
+    with pytest.raises(TypeError, match="token_id: .*not bool"):
+        tk.id_to_token(True)
+    np = pytest.importorskip("numpy")
+    assert tk.decode(np.array([97, 257], dtype=np.int64)) == "aabc"
+    assert tk.decode([]) == "" and tk.id_to_token(np.int32(98)) == "b"
+
+
 def test_ranks_are_cached_and_reloaded_when_the_file_changes(snapshot):
     a = KimiTokenizer.from_dir(snapshot)
     b = KimiTokenizer.from_dir(snapshot)
@@ -375,7 +412,7 @@ def test_ranks_are_cached_and_reloaded_when_the_file_changes(snapshot):
     assert c.num_base_tokens == 261 and c.mergeable_ranks is not a.mergeable_ranks
 
 
-def test_missing_files(tmp_path, snapshot):
+def test_missing_files(tmp_path, snapshot, monkeypatch):
     with pytest.raises(ReferenceDataError, match="directory not found"):
         KimiTokenizer.from_dir(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
@@ -386,12 +423,9 @@ def test_missing_files(tmp_path, snapshot):
         KimiTokenizer.from_dir(snapshot)
     with pytest.raises(ReferenceDataError, match=r"other\.json: file not found"):
         KimiTokenizer.from_files(snapshot / "tiktoken.model", snapshot / "other.json")
+    monkeypatch.setenv("KIMI_CHAT_REFERENCE_DIR", str(tmp_path / "absent"))
     with pytest.raises(ReferenceDataError, match="reference directory not found"):
-        os.environ["KIMI_CHAT_REFERENCE_DIR"] = str(tmp_path / "absent")
-        try:
-            KimiTokenizer.from_reference()
-        finally:
-            del os.environ["KIMI_CHAT_REFERENCE_DIR"]
+        KimiTokenizer.from_reference()
     with pytest.raises(ValueError, match="unknown reference config"):
         KimiTokenizer.from_reference("k3")
 

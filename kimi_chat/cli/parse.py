@@ -12,7 +12,7 @@ import json
 import sys
 
 from ..errors import UnknownDialectError
-from ._io import InputError, read_tools, template_options
+from ._io import InputError, fail, read_text, read_tools, template_options
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -24,8 +24,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--tools", metavar="FILE",
                    help="JSON file with the declared tools (a list, or an object with a 'tools' list)")
     p.add_argument("--stream", action="store_true", help="print one JSON delta per line")
-    p.add_argument("--chunk", type=int, default=4, metavar="N",
-                   help="with --stream: characters per chunk (default 4, about a token)")
+    p.add_argument("--chunk", type=int, default=None, metavar="N",
+                   help="with --stream: characters per chunk (default 4, about a token); refused without --stream")
     p.add_argument("--thinking-prefilled", action="store_true",
                    help="the prompt already opened <think>: the output starts inside reasoning")
     p.add_argument("--kwargs", metavar="JSON", default=None,
@@ -34,46 +34,26 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=run)
 
 
-def _fail(msg: str) -> int:
-    print(f"kimi-chat parse: error: {msg}", file=sys.stderr)
-    return 2
-
-
-def _read_text(path: str) -> str:
-    if path == "-":
-        data = sys.stdin.buffer.read()
-        where = "stdin"
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
-        where = path
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{where}: not valid UTF-8 at byte {e.start}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     from ..parse import StreamParser
 
-    if args.chunk < 1:
-        return _fail(f"--chunk must be at least 1, got {args.chunk}")
+    if args.chunk is not None and not args.stream:
+        return fail("--chunk needs --stream (without it the text is parsed in one piece)")
+    chunk = 4 if args.chunk is None else args.chunk
+    if chunk < 1:
+        return fail(f"--chunk must be at least 1, got {chunk}")
     try:
-        text = _read_text(args.file)
+        text = read_text(args.file)
         tools = read_tools(args.tools) if args.tools else None
         options = template_options({}, args.kwargs)
         parser = StreamParser(args.dialect, tools=tools,
                               thinking_prefilled=True if args.thinking_prefilled else None, **options)
-    except OSError as e:
-        return _fail(f"cannot read {e.filename}: {e.strerror}")
-    except (UnknownDialectError, InputError) as e:
-        return _fail(str(e))
-    except (ValueError, TypeError) as e:
-        return _fail(str(e))
+    except (UnknownDialectError, InputError, ValueError, TypeError) as e:
+        return fail(str(e))
 
     if args.stream:
         first = True
-        n = args.chunk
+        n = chunk
         for i in range(0, len(text), n):
             for d in parser.feed(text[i:i + n]):
                 delta = d.to_openai()
