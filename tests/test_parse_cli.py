@@ -76,7 +76,7 @@ def test_parse_thinking_prefilled_flag(tmp_path, capsys):
 def test_missing_file(capsys):
     assert main(["parse", "/nonexistent/out.txt"]) == 2
     err = capsys.readouterr().err
-    assert "cannot read /nonexistent/out.txt" in err and "No such file" in err
+    assert "/nonexistent/out.txt: cannot read" in err and "No such file" in err
 
 
 def test_bad_tools_json_names_line_and_column(tmp_path, capsys):

@@ -42,20 +42,22 @@ def read_text(path: str) -> str:
         else:
             with open(path, "rb") as f:
                 data = f.read()
-    except FileNotFoundError as e:
-        raise InputError(f"{name}: no such file") from e
     except OSError as e:
         raise InputError(f"{name}: cannot read: {e.strerror or e}") from e
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from e
+        raise InputError(f"{name}: not valid UTF-8 at byte {e.start}") from e
 
 
 def _json_path(parts: tuple[str | int, ...]) -> str:
     out = ""
     for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else p)
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            key = p.encode("utf-8", "backslashreplace").decode("utf-8")  # printable, even a bad key
+            out += f".{key}" if out else key
     return out or "the top-level value"
 
 
