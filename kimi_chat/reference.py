@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "reference_dir", "reference_file"]
+__all__ = ["ENV_VAR", "reference_dir", "reference_file", "missing_reason"]
 
 ENV_VAR = "KIMI_CHAT_REFERENCE_DIR"
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +27,15 @@ def reference_dir() -> Path | None:
         if p.is_dir():
             return p
     return None
+
+
+def missing_reason() -> str:
+    """Why :func:`reference_dir` finds nothing (``$KIMI_CHAT_REFERENCE_DIR`` names no directory, or it is
+    unset and there is no ``../shared/reference``): one line for an error or a skip reason."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return f"reference directory not found: ${ENV_VAR}={env} is not a directory"
+    return f"reference directory not found: set ${ENV_VAR} or provide ../shared/reference"
 
 
 def reference_file(relpath: str) -> Path | None:

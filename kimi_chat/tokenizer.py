@@ -40,6 +40,7 @@ from typing import Any, Final, Union
 
 from .errors import ReferenceDataError
 from .markers import NUM_RESERVED_SPECIAL, reserved_token_name
+from .reference import missing_reason as _missing_reason
 from .reference import reference_dir as _reference_dir
 
 __all__ = [
@@ -503,9 +504,7 @@ class KimiTokenizer:
             raise ValueError(f"unknown reference config {config!r}; choose one of {sorted(REFERENCE_CONFIGS)}")
         d = Path(reference_dir) if reference_dir is not None else _reference_dir()
         if d is None:
-            raise ReferenceDataError(
-                "reference directory not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference"
-            )
+            raise ReferenceDataError(_missing_reason())
         return cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
 
     # ---------------------------------------------------------------- encoding
