@@ -214,3 +214,13 @@ def test_run_on_a_missing_request_says_it_is_missing(tmp_path, capsys):
     assert main(["run", "-q", str(tmp_path / "m.gguf"), str(tmp_path / "missing.json")]) == 2
     line = _err_line(capsys, "run")
     assert f"{tmp_path / 'missing.json'}: cannot read: No such file or directory" in line
+
+
+@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("body", ['{"model": "x"}', '"hello"', "3"])
+def test_a_request_that_is_not_one_names_the_file(cmd, body, tmp_path, capsys):
+    p = tmp_path / "req.json"
+    p.write_text(body, encoding="utf-8")
+    argv = [cmd, str(p)] if cmd != "run" else [cmd, str(tmp_path / "m.gguf"), str(p)]
+    assert main(argv) == 2
+    assert f"{p}: expected a chat.completions request" in _err_line(capsys, cmd)

@@ -130,6 +130,17 @@ def parse_json_arg(value: str, option: str) -> Any:
         raise InputError(f"{option}: invalid JSON at column {e.colno}: {e.msg}") from e
 
 
+def request_body(value: Any, path: str) -> dict[str, Any]:
+    """A request read from ``path``: a chat.completions body (an object with ``messages``), or a bare
+    list of messages made into one."""
+    if isinstance(value, list):
+        value = {"messages": value}
+    if not isinstance(value, dict) or "messages" not in value:
+        raise InputError(f"{source_name(path)}: expected a chat.completions request ({{\"messages\": [...]}}) "
+                         "or a list of messages")
+    return value
+
+
 def read_tools(path: str) -> list[Any]:
     """A tools list from ``path``: a JSON list, or an object with a ``tools`` list (a request body)."""
     value = read_json(path)

@@ -10,7 +10,7 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, Status, get_dialect
 from ..errors import KimiChatError
 from ..render import render
-from ._io import InputError, fail, read_json, read_tools, template_options, write_exact
+from ._io import InputError, fail, read_json, read_tools, request_body, template_options, write_exact
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -49,11 +49,7 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_request(args: argparse.Namespace) -> dict[str, Any]:
     """The request of ``render``-like commands: messages, tools, dialect, add_generation_prompt, options."""
-    body = read_json(args.file)
-    if isinstance(body, list):
-        body = {"messages": body}
-    if not isinstance(body, dict) or "messages" not in body:
-        raise InputError("input must be a chat.completions request ({\"messages\": [...]}) or a list of messages")
+    body = request_body(read_json(args.file), args.file)
     tools = read_tools(args.tools) if args.tools else body.get("tools")
     options = template_options(body, args.kwargs)
     dialect = args.dialect or body.get("dialect") or DEFAULT_DIALECT

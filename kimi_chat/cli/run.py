@@ -13,7 +13,7 @@ from typing import Any
 
 from ..dialects import get_dialect
 from ..errors import KimiChatError
-from ._io import InputError, fail, read_json, template_options
+from ._io import InputError, fail, read_json, request_body, source_name, template_options
 
 _DEFAULT_MESSAGES = [{"role": "user", "content": "Hello!"}]
 
@@ -48,11 +48,12 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def _request(args: argparse.Namespace) -> dict[str, Any]:
-    body: Any = read_json(args.request) if args.request is not None else {"messages": _DEFAULT_MESSAGES}
-    if isinstance(body, list):
-        body = {"messages": body}
-    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        raise InputError("the request must be a chat.completions body ({\"messages\": [...]}) or a list of messages")
+    if args.request is None:
+        body: dict[str, Any] = {"messages": _DEFAULT_MESSAGES}
+    else:
+        body = request_body(read_json(args.request), args.request)
+    if not isinstance(body["messages"], list):
+        raise InputError(f"{source_name(args.request)}: messages must be a list")
     options = template_options(body, args.kwargs)
     max_tokens = args.max_tokens
     if max_tokens is None:
