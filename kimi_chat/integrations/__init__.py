@@ -296,8 +296,9 @@ class BodyStage:
         if after_reasoning:
             self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True)
             # put the machine where the whole-turn grammar is after a reasoning block: decides
-            # nothing (empty reasoning is no reasoning)
-            assert not self.parser.feed(_THINK_BEGIN + _THINK_END)
+            # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
+            # would strip the feed and leave `<think>` opening reasoning in the body.
+            self.parser.feed(_THINK_BEGIN + _THINK_END)
         else:
             self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False)
 

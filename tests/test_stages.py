@@ -4,9 +4,13 @@ any text and any chunking (property test), and never hold on to more than an und
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+import kimi_chat
 from kimi_chat import markers as M
 from kimi_chat.integrations import BodyStage, ReasoningStage, prompt_reasoning
 from kimi_chat.parse import parse
@@ -86,3 +90,46 @@ def test_prompt_reasoning_reads_the_current_turn_only():
     assert not prompt_reasoning(history + [a, 5]).open and not prompt_reasoning(history + [a, 5]).closed
     assert prompt_reasoning(history + [a, 5, t]).open
     assert prompt_reasoning(history + [a, 5, t, e]).closed
+
+
+def test_body_stage_after_reasoning_is_primed():
+    """After a reasoning stage, ``<think>``/``</think>`` in the rest are stray markers (dropped), as in
+    the whole-turn parse: the body stage must prime its parser with an empty reasoning block, and
+    that priming must survive ``python -O`` (it once sat inside an ``assert``: under ``-O`` this
+    gave content ``answer`` and the reasoning ``x`` was lost)."""
+    m = BodyStage.parse("<think>x</think>answer", tools=None, after_reasoning=True)
+    assert (m.content, m.reasoning_content) == ("xanswer", None)
+    assert [w.kind for w in m.warnings] == ["stray_marker", "stray_marker"]
+    whole = parse("<think></think><think>x</think>answer", dialect="kimi-k2-thinking")
+    assert (m.content, m.reasoning_content) == (whole.content, whole.reasoning_content)
+
+
+def _asserts_doing_work(tree: ast.AST) -> list[str]:
+    """The asserts of a module whose test calls something other than ``isinstance`` (or binds a
+    name): under ``python -O`` that work would not be done."""
+    bad = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assert):
+            continue
+        for sub in ast.walk(node):
+            call = isinstance(sub, ast.Call) and not (isinstance(sub.func, ast.Name) and sub.func.id == "isinstance")
+            if call or isinstance(sub, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+                bad.append(f"line {node.lineno}: {ast.unparse(node)}")
+                break
+    return bad
+
+
+def test_asserts_doing_work_are_found():
+    tree = ast.parse("assert not self.parser.feed(x)\nassert isinstance(a, int)\nassert (n := 1)\nassert a is not None\n")
+    assert _asserts_doing_work(tree) == ["line 1: assert not self.parser.feed(x)", "line 3: assert (n := 1)"]
+
+
+def test_no_assert_in_kimi_chat_does_work():
+    """No ``assert`` anywhere in ``kimi_chat/`` carries work (CI runs the parser tests under ``-O``)."""
+    root = Path(kimi_chat.__file__).parent
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        bad = _asserts_doing_work(ast.parse(path.read_text(encoding="utf-8")))
+        if bad:
+            found[str(path.relative_to(root))] = bad
+    assert found == {}
