@@ -5,6 +5,7 @@ any text and any chunking (property test), and never hold on to more than an und
 from __future__ import annotations
 
 import ast
+import logging
 from pathlib import Path
 
 from hypothesis import given
@@ -12,8 +13,9 @@ from hypothesis import strategies as st
 
 import kimi_chat
 from kimi_chat import markers as M
-from kimi_chat.integrations import BodyStage, ReasoningStage, prompt_reasoning
-from kimi_chat.parse import parse
+from kimi_chat.integrations import BodyStage, ReasoningStage, diagnostics, prompt_reasoning
+from kimi_chat.integrations.diagnostics import NOT_EXECUTABLE, CallGate, is_executable
+from kimi_chat.parse import ParsedToolCall, ToolCallStatus, parse
 
 PIECES = [
     M.THINK_BEGIN.text, M.THINK_END.text, M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text,
@@ -133,3 +135,168 @@ def test_no_assert_in_kimi_chat_does_work():
         if bad:
             found[str(path.relative_to(root))] = bad
     assert found == {}
+
+
+# --------------------------------------------------------------------------------------------------
+# Diagnostics: what the stages log, and which calls they hand on (framework-free; the adapters'
+# own tests check the same through vLLM and SGLang)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _logger(name: str) -> tuple[logging.Logger, _Records]:
+    logger = logging.getLogger(f"kimi_chat.tests.{name}")
+    logger.handlers[:] = []
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    h = _Records()
+    logger.addHandler(h)
+    return logger, h
+
+
+def _logged_kinds(records: list[logging.LogRecord]) -> list[str]:
+    return [r.args[0] for r in records if r.msg.startswith("parse warning")]
+
+
+@given(texts, st.booleans(), st.lists(st.integers(min_value=1, max_value=400), max_size=8))
+def test_stages_log_the_whole_parses_warnings(text, prefilled, cuts):
+    """Every warning of the whole-turn parse is logged once by one of the two stages, in order."""
+    logger, h = _logger("property")
+    points = sorted({c for c in cuts if c < len(text)})
+    rs = ReasoningStage(prefilled=prefilled, logger=logger)
+    body = BodyStage(tools=None, after_reasoning=True, logger=logger)
+    for a, b in zip([0, *points], [*points, len(text)]):
+        _, rest = rs.feed(text[a:b])
+        if rest is not None:
+            body.feed(rest)
+    _, rest = rs.finish()
+    if rest is not None:
+        body.feed(rest)
+    body.finish()
+    whole = parse(text, dialect="kimi-k2-thinking", thinking_prefilled=prefilled)
+    assert _logged_kinds(h.records) == [w.kind for w in whole.warnings]
+
+
+SECTION, SECTION_END = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
+CALL, ARGS, CALL_END = M.TOOL_CALL_BEGIN.text, M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_levels_follow_what_the_client_gets():
+    """WARNING: text the model wrote is dropped; INFO: a call handed on with a non-ok status;
+    DEBUG: a stray marker dropped (markers never reach the client)."""
+    logger, h = _logger("levels")
+    text = (f"hi{M.IM_MIDDLE.text}{SECTION}lost{CALL}functions.f:0{ARGS}not json{CALL_END}{SECTION_END}"
+            f"{M.IM_END.text}")
+    st = BodyStage.run(text, tools=TOOLS, after_reasoning=False, logger=logger)
+    assert [c.status for c in st.calls] == [ToolCallStatus.INVALID_JSON]
+    got = [(r.levelno, r.getMessage()) for r in h.records]
+    assert got == [
+        (logging.DEBUG, "parse warning stray_marker: stray marker <|im_middle|> dropped (at offset 2 of the output)"),
+        (logging.WARNING, "parse warning text_in_section: text inside a tool-call section, outside any call, "
+                          f"dropped (at offset {text.index('lost')} of the output)"),
+        (logging.INFO, "tool call 0 (id 'functions.f:0', name 'f') returned with status invalid_json"),
+    ]
+
+
+def test_body_offsets_are_in_the_text_after_reasoning():
+    logger, h = _logger("offsets")
+    BodyStage.run(f"ab{M.IM_MIDDLE.text}", tools=None, after_reasoning=True, logger=logger)
+    assert [r.getMessage() for r in h.records] == [
+        "parse warning stray_marker: stray marker <|im_middle|> dropped (at offset 2 of the output after reasoning)"
+    ]
+
+
+def test_not_executable_is_incomplete_only():
+    """Only a call cut before its arguments (``incomplete``, where the parser has that status) is
+    withheld; ``unclosed``, ``invalid_json`` and ``unknown_tool`` are handed on (diagnostics
+    docstring says why)."""
+    assert NOT_EXECUTABLE == {s for s in ToolCallStatus if s.value == "incomplete"}
+    for s in ToolCallStatus:
+        call = ParsedToolCall(0, "functions.f:0", "f", "{}", s, "")
+        assert is_executable(call) is (s.value != "incomplete")
+
+
+def _call(index: int, status: ToolCallStatus) -> ParsedToolCall:
+    return ParsedToolCall(index, f"functions.f:{index}", "f", "{}", status, f"raw {index}")
+
+
+def test_gate_withholds_and_renumbers(monkeypatch):
+    monkeypatch.setattr(diagnostics, "NOT_EXECUTABLE", frozenset({ToolCallStatus.INVALID_JSON}))
+    logger, h = _logger("gate")
+    gate = CallGate(logger)
+    calls = [_call(0, ToolCallStatus.INVALID_JSON), _call(1, ToolCallStatus.OK), _call(2, ToolCallStatus.INVALID_JSON),
+             _call(3, ToolCallStatus.UNCLOSED)]
+    assert [gate.admit(c) for c in calls] == [None, 0, None, 1]
+    assert gate.admit(calls[1]) == 0 and gate.client_index(3) == 1 and gate.client_index(0) is None
+    assert [(r.levelno, r.getMessage()) for r in h.records] == [
+        (logging.WARNING, "tool call 0 (id 'functions.f:0', name 'f') not returned to the client: status "
+                          "invalid_json (raw 'raw 0')"),
+        (logging.WARNING, "tool call 2 (id 'functions.f:2', name 'f') not returned to the client: status "
+                          "invalid_json (raw 'raw 2')"),
+    ]
+
+
+def test_gate_warns_about_a_call_streamed_before_its_status_was_known(monkeypatch):
+    monkeypatch.setattr(diagnostics, "NOT_EXECUTABLE", frozenset({ToolCallStatus.INVALID_JSON}))
+    logger, h = _logger("late")
+    gate = CallGate(logger)
+    assert gate.admit(_call(0, ToolCallStatus.UNCLOSED)) == 0  # in progress
+    final = [_call(0, ToolCallStatus.INVALID_JSON), _call(1, ToolCallStatus.OK)]
+    assert gate.check_final(final) == final
+    assert [r.getMessage() for r in h.records] == [
+        "tool call 0 (id 'functions.f:0', name 'f') already streamed to the client before its status "
+        "invalid_json was known"
+    ]
+
+
+def _client_view(chunks: list[str], tools, logger) -> tuple[str | None, dict[int, list[str | None]]]:
+    body = BodyStage(tools=tools, after_reasoning=False, logger=logger)
+    content, calls = "", {}
+    for m in [*(body.feed(c) for c in chunks), body.finish()]:
+        content += m.content or ""
+        for c in m.calls:
+            e = calls.setdefault(c.index, [None, None, ""])
+            e[0] = c.id if c.id is not None else e[0]
+            e[1] = c.name if c.name is not None else e[1]
+            e[2] += c.arguments
+    return content, calls
+
+
+# call 0 never reaches its arguments (closed by the next call begin); call 1 is to an undeclared tool
+CUT = f"{SECTION}{CALL}functions.f:0{CALL}functions.g:1{ARGS}{{}}{CALL_END}{SECTION_END}"
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(CUT) - 1), max_size=10))
+def test_withheld_call_is_never_streamed(cuts):
+    """A call decided not executable is withheld from the stream too (its status is known when its
+    first piece comes), and the next call is streamed as index 0. The rule is forced here to hold for
+    ``ok`` calls (call 0 is ``ok`` with ``{}`` until the parser says ``incomplete``)."""
+    withheld = frozenset({ToolCallStatus.OK, *NOT_EXECUTABLE})
+    logger, h = _logger("stream")
+    old = diagnostics.NOT_EXECUTABLE
+    diagnostics.NOT_EXECUTABLE = withheld
+    try:
+        points = sorted(set(cuts))
+        chunks = [CUT[a:b] for a, b in zip([0, *points], [*points, len(CUT)])]
+        content, calls = _client_view(chunks, TOOLS, logger)
+        whole = BodyStage.run(CUT, tools=TOOLS, after_reasoning=False, logger=logger)
+    finally:
+        diagnostics.NOT_EXECUTABLE = old
+    assert calls == {0: ["functions.g:1", "g", "{}"]}
+    assert [(c.index, c.status) for c in whole.calls] == [(1, ToolCallStatus.UNKNOWN_TOOL)]
+    assert [r.levelno for r in h.records if "not returned" in r.msg] == [logging.WARNING, logging.WARNING]
+
+
+def test_call_without_arguments_is_withheld_once_the_parser_says_incomplete():
+    st = BodyStage.run(CUT, tools=TOOLS, after_reasoning=False)
+    first = st.message.tool_calls[0]
+    assert first.name == "f" and (first.status.value == "incomplete") is (not is_executable(first))
+    assert [c.name for c in st.calls] == (["g"] if NOT_EXECUTABLE else ["f", "g"])
