@@ -391,6 +391,10 @@ class BodyStage:
         """The whole parse so far (every call, executable or not; parser indices)."""
         return self.parser.message
 
+    def client_index(self, call: ParsedToolCall) -> int | None:
+        """The index the client sees for ``call`` (``None``: withheld, or not streamed yet)."""
+        return self._gate.client_index(call.index)
+
     @property
     def calls(self) -> list[ParsedToolCall]:
         """After :meth:`finish`: the calls handed to the client, in order (client index = position)."""
