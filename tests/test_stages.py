@@ -300,3 +300,12 @@ def test_call_without_arguments_is_withheld_once_the_parser_says_incomplete():
     first = st.message.tool_calls[0]
     assert first.name == "f" and (first.status.value == "incomplete") is (not is_executable(first))
     assert [c.name for c in st.calls] == (["g"] if NOT_EXECUTABLE else ["f", "g"])
+
+
+def test_gate_withhold_is_silent_and_final():
+    logger, h = _logger("withhold")
+    gate = CallGate(logger)
+    gate.withhold(0)
+    assert gate.seen(0) and gate.client_index(0) is None
+    assert gate.admit(_call(0, ToolCallStatus.OK)) is None  # decided once
+    assert gate.admit(_call(1, ToolCallStatus.OK)) == 0 and h.records == []

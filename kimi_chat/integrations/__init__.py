@@ -16,9 +16,8 @@ at the same place for both servers:
   dropped with a warning, as in :func:`kimi_chat.parse`). Without a reasoning stage ``<think>`` is
   plain text (the Instruct rule, and what the servers do when no reasoning parser is configured).
 
-Both stages log what the parse reported (parse warnings, non-``ok`` call
-statuses) to the logger they are given, and the body stage hands on only executable tool calls,
-renumbered without gaps (:mod:`kimi_chat.integrations.diagnostics` says which, and at which level).
+Both stages log what the parse reported (parse warnings, non-``ok`` call statuses) to the logger
+they are given, and the body stage hands on only executable tool calls, renumbered without gaps (:mod:`kimi_chat.integrations.diagnostics` says which, and at which level).
 
 The framework adapters live in :mod:`kimi_chat.integrations.vllm` and
 :mod:`kimi_chat.integrations.sglang`; this module imports neither framework.
@@ -56,7 +55,6 @@ PLAIN_DIALECT = "kimi-k2-instruct"
 
 _THINK_BEGIN = M.THINK_BEGIN.text
 _THINK_END = M.THINK_END.text
-
 
 
 def _reasoning_closers() -> tuple[frozenset[int], frozenset[int]]:
@@ -379,7 +377,11 @@ class BodyStage:
         calls = []
         for c in m.calls:
             if not self._gate.seen(c.index):  # a call's first piece: decide it (once per call)
-                self._gate.admit(self.parser.message.tool_calls[c.index])
+                call = next((t for t in self.parser.message.tool_calls if t.index == c.index), None)
+                if call is None:  # the parser does not list it as a call: nothing to hand on
+                    self._gate.withhold(c.index)
+                else:
+                    self._gate.admit(call)
             k = self._gate.client_index(c.index)
             if k is not None:
                 calls.append(CallDelta(k, c.id, c.name, c.arguments))

@@ -127,6 +127,11 @@ class CallGate:
         self._client[call.index] = out
         return out
 
+    def withhold(self, index: int) -> None:
+        """Hand nothing of parser index ``index`` on (a piece of something the parser does not list
+        as a call), without a log line of its own."""
+        self._client.setdefault(index, None)
+
     def client_index(self, index: int) -> int | None:
         """The client index already given to parser index ``index`` (``None``: withheld or unseen)."""
         return self._client.get(index)
