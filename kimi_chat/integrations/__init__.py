@@ -16,20 +16,25 @@ at the same place for both servers:
   dropped with a warning, as in :func:`kimi_chat.parse`). Without a reasoning stage ``<think>`` is
   plain text (the Instruct rule, and what the servers do when no reasoning parser is configured).
 
+Both stages log what the parse reported (parse warnings, non-``ok`` call statuses) to the logger
+they are given, and the body stage hands on only executable tool calls, renumbered without gaps (:mod:`kimi_chat.integrations.diagnostics` says which, and at which level).
+
 The framework adapters live in :mod:`kimi_chat.integrations.vllm` and
 :mod:`kimi_chat.integrations.sglang`; this module imports neither framework.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import markers as M
-from ..format import TEXT, WS, Machine, State, compile_machine
-from ..parse import Delta, ParsedMessage, StreamParser
+from ..format import TEXT, TOKEN_CLASSES, WS, Machine, State, compile_machine
+from ..parse import Delta, ParsedMessage, ParsedToolCall, StreamParser
+from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
 
 __all__ = [
     "REASONING_DIALECT",
@@ -41,6 +46,7 @@ __all__ = [
     "PromptReasoning",
     "prompt_reasoning",
     "REASONING_END_IDS",
+    "TOOL_CALL_OPENING_IDS",
 ]
 
 REASONING_DIALECT = "kimi-k2-thinking"
@@ -50,22 +56,30 @@ PLAIN_DIALECT = "kimi-k2-instruct"
 _THINK_BEGIN = M.THINK_BEGIN.text
 _THINK_END = M.THINK_END.text
 
-REASONING_END_IDS: frozenset[int] = frozenset(
-    m.id
-    for m in (
-        M.THINK_END,
-        M.TOOL_CALLS_SECTION_BEGIN,
-        M.TOOL_CALL_BEGIN,
-        M.IM_END,
-        M.EOS,
-        M.IM_USER,
-        M.IM_ASSISTANT,
-        M.IM_SYSTEM,
-    )
-    if m.id is not None
-)
-"""Token ids that close reasoning (the single-token spellings of what the grammar's
-``reasoning_close`` accepts). Used where a server asks with token ids only."""
+
+def _reasoning_closers() -> tuple[frozenset[int], frozenset[int]]:
+    """Read from the compiled grammar: the token ids that close reasoning (every terminal whose
+    transition out of the reasoning text leaves the reasoning group), and those of them that open a
+    tool-call section (or a bare call) and so belong to the body."""
+    inside = compile_machine("message_prefilled", think=True).start.trans[TEXT].target
+    closing: set[int] = set()
+    opening: set[int] = set()
+    for cls, tr in inside.trans.items():
+        steps = {(kind, name) for kind, name, _ in tr.events}
+        if cls not in TOKEN_CLASSES or ("exit", "reasoning") not in steps:
+            continue
+        ids = {m.id for m in TOKEN_CLASSES[cls] if m.id is not None}
+        closing |= ids
+        if ("enter", "section") in steps:
+            opening |= ids
+    return frozenset(closing), frozenset(opening)
+
+
+REASONING_END_IDS, TOOL_CALL_OPENING_IDS = _reasoning_closers()
+"""``REASONING_END_IDS``: token ids that close reasoning (the single-token spellings of what the
+grammar's ``reasoning_close`` accepts: ``</think>``, a tool-call section or call begin, the end of
+the turn, another message's header). ``TOOL_CALL_OPENING_IDS``: those of them that open a tool-call
+section or call (they belong to what follows). Used where a server asks with token ids only."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -89,6 +103,8 @@ class _Splitter:
         self._held = ""  # raw text not yet released: the undecided suffix (+ leading whitespace)
         self.entered = inside  # the output starts inside reasoning (prefilled)
         self.done = False
+        self.closing_warnings: list[str] = []
+        """Kinds of the warnings the closing transition raises inside reasoning (before leaving it)."""
 
     @staticmethod
     def _pre_states(m: Machine) -> frozenset[int]:
@@ -149,12 +165,16 @@ class _Splitter:
         tr = self._state.trans.get(cls)
         if tr is None:  # a stray marker: dropped by the parser, the state stays
             return None
+        warned = []
         for kind, name, arg in tr.events:
+            if kind == "warn" and self.entered:
+                warned.append(name)
             if name != "reasoning":
                 continue
             if kind == "enter":
                 self.entered = True
             elif kind == "exit":
+                self.closing_warnings = warned
                 return (end, end) if arg else (start, end)
         self._state = tr.target
         if not self.entered and tr.target.id not in self._pre:
@@ -174,12 +194,14 @@ class ReasoningStage:
     that; after it, every later chunk is returned whole as ``rest``).
     """
 
-    def __init__(self, *, prefilled: bool) -> None:
+    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None) -> None:
         self.prefilled = prefilled
+        self._logger = LOGGER if logger is None else logger
         self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True)
         rule = "message_prefilled" if prefilled else "message"
         self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled)
         self._finished = False
+        self._fed = 0  # characters fed to the parser
 
     @property
     def ended(self) -> bool:
@@ -187,19 +209,39 @@ class ReasoningStage:
         return self._split.done
 
     def feed(self, text: str, token_ids: Sequence[int] | None = None) -> tuple[str | None, str | None]:
+        """Consume the next chunk: ``(reasoning, rest)`` as described above."""
         if self._split.done:
             return None, text
         held = self._split.held  # already fed to the parser (undecided there too)
         r = self._split.feed(text)
         if r is None:
+            self._fed += len(text)
             return _reasoning(self._parser.feed(text, token_ids)), None
         split, token_end = r
         # the parser sees the text up to the end of the token that closed reasoning (so a held
         # marker prefix before a closing marker is decided as text, as in the whole parse); only
         # its reasoning is used
         before = token_end - len(held)
+        start = self._fed - len(held)  # offset of held + text in the output
         reasoning = _reasoning(self._parser.feed(text[:before])) if before > 0 else None
+        self._log(start + split)
         return reasoning, (held + text)[split:]
+
+    def _log(self, end: int | None) -> None:
+        """Log the warnings of the reasoning (those before ``end``, where the rest starts, plus the
+        closing token's own; ``None``: all, the output ended in reasoning)."""
+        warnings = self._parser.message.warnings
+        if end is not None:
+            closing = list(self._split.closing_warnings)
+            mine = []
+            for w in warnings:
+                if w.offset < end:
+                    mine.append(w)
+                elif w.offset == end and w.kind in closing:
+                    closing.remove(w.kind)
+                    mine.append(w)
+            warnings = mine
+        log_warnings(self._logger, warnings, "output")
 
     def finish(self) -> tuple[str | None, str | None]:
         """The stream ended: ``(reasoning, rest)``. ``reasoning``: the last reasoning, if the stream
@@ -212,12 +254,14 @@ class ReasoningStage:
         if not self._split.entered:
             held = self._split.held
             return None, (held or None)
-        return _reasoning(self._parser.finish()), None
+        reasoning = _reasoning(self._parser.finish())
+        self._log(None)
+        return reasoning, None
 
     @classmethod
-    def split(cls, text: str, *, prefilled: bool) -> tuple[str | None, str | None]:
+    def split(cls, text: str, *, prefilled: bool, logger: logging.Logger | None = None) -> tuple[str | None, str | None]:
         """Whole text: ``(reasoning, rest)`` (``rest`` is ``None`` if the text ended in reasoning)."""
-        st = cls(prefilled=prefilled)
+        st = cls(prefilled=prefilled, logger=logger)
         reasoning, rest = st.feed(text)
         if rest is None:
             tail, rest = st.finish()
@@ -289,34 +333,91 @@ class BodyStage:
     ``after_reasoning``: a reasoning stage handled (or the prompt closed) the reasoning, so
     ``<think>``/``</think>`` are markers here (stray ones are dropped with a warning); otherwise
     they are literal text.
+
+    :meth:`feed` and :meth:`finish` return only the calls the client gets (executable ones,
+    renumbered ``0, 1, ...``; see :mod:`~kimi_chat.integrations.diagnostics`); :attr:`message` is the
+    whole parse, every call included. :meth:`finish` logs the parse's warnings and the non-``ok``
+    statuses of the calls handed on to ``logger``.
     """
 
-    def __init__(self, *, tools: Sequence[Any] | None, after_reasoning: bool) -> None:
+    def __init__(self, *, tools: Sequence[Any] | None, after_reasoning: bool,
+                 logger: logging.Logger | None = None) -> None:
         self.after_reasoning = after_reasoning
+        self._logger = LOGGER if logger is None else logger
+        self._gate = CallGate(self._logger)
+        self._calls: list[ParsedToolCall] | None = None
         if after_reasoning:
             self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True)
             # put the machine where the whole-turn grammar is after a reasoning block: decides
-            # nothing (empty reasoning is no reasoning)
-            assert not self.parser.feed(_THINK_BEGIN + _THINK_END)
+            # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
+            # would strip the feed and leave `<think>` opening reasoning in the body.
+            self.parser.feed(_THINK_BEGIN + _THINK_END)
         else:
             self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False)
 
     def feed(self, text: str, token_ids: Sequence[int] | None = None) -> Merged:
-        return merge_deltas(self.parser.feed(text, token_ids))
+        """Consume the next chunk: what it decided, for the client."""
+        return self._for_client(merge_deltas(self.parser.feed(text, token_ids)))
 
     def finish(self) -> Merged:
-        return merge_deltas(self.parser.finish())
+        """End of the output: the last pieces for the client; logs the turn's diagnostics."""
+        if self._calls is not None:
+            return Merged()
+        out = self._for_client(merge_deltas(self.parser.finish()))
+        msg = self.parser.message
+        self._calls = self._gate.check_final(msg.tool_calls)
+        shift = len(_THINK_BEGIN + _THINK_END) if self.after_reasoning else 0
+        log_warnings(self._logger, msg.warnings, "output after reasoning" if self.after_reasoning else "output", shift)
+        log_passed_calls(self._logger, self._calls)
+        return out
+
+    def _for_client(self, m: Merged) -> Merged:
+        if not m.calls:
+            return m
+        calls = []
+        for c in m.calls:
+            if not self._gate.seen(c.index):  # a call's first piece: decide it (once per call)
+                call = next((t for t in self.parser.message.tool_calls if t.index == c.index), None)
+                if call is None:  # the parser does not list it as a call: nothing to hand on
+                    self._gate.withhold(c.index)
+                else:
+                    self._gate.admit(call)
+            k = self._gate.client_index(c.index)
+            if k is not None:
+                calls.append(CallDelta(k, c.id, c.name, c.arguments))
+        m.calls = calls
+        return m
 
     @property
     def message(self) -> ParsedMessage:
+        """The whole parse so far (every call, executable or not; parser indices)."""
         return self.parser.message
 
+    def client_index(self, call: ParsedToolCall) -> int | None:
+        """The index the client sees for ``call`` (``None``: withheld, or not streamed yet)."""
+        return self._gate.client_index(call.index)
+
+    @property
+    def calls(self) -> list[ParsedToolCall]:
+        """After :meth:`finish`: the calls handed to the client, in order (client index = position)."""
+        if self._calls is None:
+            raise RuntimeError("BodyStage.calls before finish()")
+        return self._calls
+
     @classmethod
-    def parse(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool) -> ParsedMessage:
-        st = cls(tools=tools, after_reasoning=after_reasoning)
-        st.parser.feed(text)
-        st.parser.finish()
-        return st.parser.message
+    def run(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
+            logger: logging.Logger | None = None) -> BodyStage:
+        """Parse a whole text (``feed`` then ``finish``): read :attr:`message` and :attr:`calls`."""
+        st = cls(tools=tools, after_reasoning=after_reasoning, logger=logger)
+        st.feed(text)
+        st.finish()
+        return st
+
+    @classmethod
+    def parse(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
+              logger: logging.Logger | None = None) -> ParsedMessage:
+        """Parse a whole text: its :class:`ParsedMessage` (every call)."""
+        return cls.run(text, tools=tools, after_reasoning=after_reasoning, logger=logger).message
 
 
 # --------------------------------------------------------------------------------------------------

@@ -186,6 +186,45 @@ CASES: list[Case] = [
     Case("thinking_model_answers_without_think", "thinking", "Direct answer.", ("Direct answer.", None, [])),
 ]
 
+# ------------------------------------------------------------------------------------ diagnostics
+# (not rule cases: what the adapters log and withhold; their expectations are the client's view)
+
+CUT_BEFORE_ARGS = Case(
+    "cut_before_arguments", "instruct",
+    f"{SB}{call('functions.get_weather:0', end=False)}{call('functions.nope:1', '{}')}{SE}",
+    (None, None, [("functions.nope:1", "nope", "{}")]),
+    why="call 0 never reaches <|tool_call_argument_begin|> (closed by the next call begin); call 1 is "
+        "to an undeclared tool (unknown_tool: handed on)")
+"""Expectation: call 0 withheld (when its status is not executable), call 1 handed on as index 0."""
+
+DIAGNOSTIC_CASES = [  # (case, level name, the start of the one log line it must produce)
+    (next(c for c in CASES if c.name == "stray_marker_dropped"), "DEBUG", "parse warning stray_marker:"),
+    (next(c for c in CASES if c.name == "invalid_json_kept"), "INFO",
+     "tool call 0 (id 'functions.get_weather:0', name 'get_weather') returned with status invalid_json"),
+    (Case("text_in_section", "instruct", f"{SB}lost{call('functions.get_time:0', '{}')}{SE}",
+          (None, None, [("functions.get_time:0", "get_time", "{}")])),
+     "WARNING", "parse warning text_in_section:"),
+]
+
+
+def force_withholding(monkeypatch: Any) -> None:
+    """Make ``ok`` calls non-executable too, so :data:`CUT_BEFORE_ARGS`'s call 0 (``ok`` with ``{}``
+    until the parser reports ``incomplete``) is withheld: exercises the adapters' withholding path."""
+    from kimi_chat.integrations import diagnostics
+    from kimi_chat.parse import ToolCallStatus
+
+    monkeypatch.setattr(diagnostics, "NOT_EXECUTABLE", frozenset({ToolCallStatus.OK, *diagnostics.NOT_EXECUTABLE}))
+
+
+def cut_before_args_expect() -> Expect:
+    """What the client gets for :data:`CUT_BEFORE_ARGS` with the parser's real statuses."""
+    from kimi_chat.integrations.diagnostics import NOT_EXECUTABLE
+
+    if NOT_EXECUTABLE:  # call 0 is `incomplete`
+        return CUT_BEFORE_ARGS.expect
+    return (None, None, [("functions.get_weather:0", "get_weather", "{}"), *CUT_BEFORE_ARGS.expect[2]])
+
+
 # the multi-turn Kimi-K2-Thinking conversation: the history holds <think>...</think>
 MULTI_TURN = (
     {"role": "user", "content": "What's the weather in Paris?"},

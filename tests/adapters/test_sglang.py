@@ -10,9 +10,12 @@ tokenizer with SGLang's default ``skip_special_tokens=True``.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from .adapter_support import (
-    ALL_CASES, CASES, MULTI_TURN_CASE, TOOLS, Case, Stream, diff_summary, output_ids, prompt_ids, report,
+    ALL_CASES, CASES, CUT_BEFORE_ARGS, DIAGNOSTIC_CASES, MULTI_TURN_CASE, TOOLS, Case, Stream, cut_before_args_expect,
+    diff_summary, force_withholding, output_ids, prompt_ids, report,
 )
 from .sglang_serving import UNAVAILABLE, request, run_stream, run_whole, serving_chat
 
@@ -23,6 +26,7 @@ from sglang.srt.parser.reasoning_parser import ReasoningParser
 BUILTIN_TOOL = FunctionCallParser.ToolCallParserEnum["kimi_k2"]
 BUILTIN_REASONING = ReasoningParser.DetectorMap["kimi_k2"]
 
+from kimi_chat import markers as M  # noqa: E402
 from kimi_chat.integrations import sglang as plugin  # noqa: E402  (registers "kimi_chat")
 
 
@@ -232,3 +236,68 @@ def test_differential_against_builtin_kimi_k2(tok_reasoning, tok_instruct, capsy
     table = "\n".join(lines)
     report(capsys, table)
     assert rows, "the built-in detectors agree everywhere: the corpus no longer shows their bugs"
+
+
+# ------------------------------------------------------------------------------------ diagnostics
+
+LOGGER = "kimi_chat.integrations.sglang"
+
+
+def _logged(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER]
+
+
+@pytest.mark.parametrize("case,level,line", [d for d in DIAGNOSTIC_CASES if d[0].name != "stray_marker_dropped"],
+                         ids=lambda v: getattr(v, "name", None))
+def test_parse_diagnostics_are_logged(case, level, line, tok_reasoning, tok_instruct, caplog, ours_as_kimi_k2):
+    """Parse warnings and non-ok call statuses reach the module logger at the documented level, once
+    per request, streamed or whole. (No stray-marker case: SGLang's detokenizer skips special tokens,
+    so ``<|im_middle|>`` never reaches the detector.)"""
+    tok = _tok(case, tok_reasoning, tok_instruct)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    acc, _ = stream_result(tok, case, ours_as_kimi_k2)
+    assert acc.result() == sglang_expect(case)
+    assert [lv for lv, m in _logged(caplog) if m.startswith(line)] == [level], _logged(caplog)
+    caplog.clear()
+    assert whole_result(tok, case, ours_as_kimi_k2)[0] == sglang_expect(case)
+    assert [lv for lv, m in _logged(caplog) if m.startswith(line)] == [level], _logged(caplog)
+
+
+def test_a_call_that_is_not_executable_is_not_returned(tok_instruct, caplog, monkeypatch, ours_as_kimi_k2):
+    """A withheld call is neither streamed nor returned; the next call is the client's index 0 (and
+    SGLang numbers its id from it), the turn still finishes with ``tool_calls``; WARNING per request."""
+    force_withholding(monkeypatch)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    case = CUT_BEFORE_ARGS
+    for step in (1, 3, 7):
+        acc, finish = stream_result(tok_instruct, case, ours_as_kimi_k2, step=step)
+        assert acc.result() == sglang_expect(case), step
+        assert finish == "tool_calls"
+    got, finish = whole_result(tok_instruct, case, ours_as_kimi_k2)
+    assert (got, finish) == (sglang_expect(case), "tool_calls")
+    withheld = [m for lv, m in _logged(caplog) if lv == "WARNING" and "not returned to the client" in m]
+    assert len(withheld) == 4 and all("'functions.get_weather:0'" in m for m in withheld)
+
+
+def test_call_cut_before_its_arguments(tok_instruct, ours_as_kimi_k2):
+    """With the parser's own statuses: withheld once the parser reports it ``incomplete``."""
+    exp = cut_before_args_expect()
+    sglang = (None, None, [(f"functions.{n}:{i}", n, a) for i, (_, n, a) in enumerate(exp[2])])
+    assert stream_result(tok_instruct, CUT_BEFORE_ARGS, ours_as_kimi_k2)[0].result() == sglang
+    assert whole_result(tok_instruct, CUT_BEFORE_ARGS, ours_as_kimi_k2)[0] == sglang
+
+
+def test_incomplete_indices_are_the_clients(monkeypatch):
+    """``incomplete_tool_call_indices`` names the indices SGLang was given (after a withheld call),
+    streamed or whole."""
+    force_withholding(monkeypatch)
+    text = CUT_BEFORE_ARGS.output.replace(f"{{}}{M.TOOL_CALL_END.text}{M.TOOL_CALLS_SECTION_END.text}", '{"a')
+    det = plugin.KimiChatDetector()
+    for ch in text:
+        det.parse_streaming_increment(ch, [])
+    det.finish([])
+    assert det.incomplete_tool_call_indices == {0}
+    det = plugin.KimiChatDetector()
+    r = det.detect_and_parse(text, [])
+    assert [(c.tool_index, c.name) for c in r.calls] == [(0, "nope")]
+    assert det.incomplete_tool_call_indices == {0}

@@ -18,17 +18,22 @@ Only the model is missing: its output is a fixed text tokenized by the real toke
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 import pytest
 from .adapter_support import (
     ALL_CASES,
     CASES,
+    CUT_BEFORE_ARGS,
+    DIAGNOSTIC_CASES,
     MULTI_TURN_CASE,
     TOOLS,
     Case,
     Stream,
+    cut_before_args_expect,
     diff_summary,
+    force_withholding,
     output_ids,
     prompt_ids,
     report,
@@ -425,3 +430,50 @@ def test_required_tool_choice_constrains_to_kimi_format_and_parses_it(tok_reason
     p.set_prompt_token_ids(prompt_ids(tok_reasoning, case))
     reasoning, content, calls = p.parse(case.output, request, enable_auto_tools=True)
     assert (content, reasoning, [(c.id, c.name, c.arguments) for c in calls]) == case.expect
+
+
+# ------------------------------------------------------------------------------------ diagnostics
+
+LOGGER = "kimi_chat.integrations.vllm"
+
+
+def _logged(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER]
+
+
+@pytest.mark.parametrize("case,level,line", DIAGNOSTIC_CASES, ids=lambda v: getattr(v, "name", None))
+def test_parse_diagnostics_are_logged(case, level, line, tok_reasoning, tok_instruct, caplog):
+    """Parse warnings and non-ok call statuses reach the module logger, at the documented level,
+    once per request, streamed or whole; what the client gets is unchanged."""
+    tok = _tok(case, tok_reasoning, tok_instruct)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    acc, _, _ = run_stream(tok, case)
+    assert acc.result() == case.expect
+    assert [lv for lv, m in _logged(caplog) if m.startswith(line)] == [level], _logged(caplog)
+    caplog.clear()
+    assert run_whole(tok, case) == case.expect
+    assert [lv for lv, m in _logged(caplog) if m.startswith(line)] == [level], _logged(caplog)
+
+
+def test_a_call_that_is_not_executable_is_not_returned(tok_instruct, caplog, monkeypatch):
+    """A withheld call is neither streamed nor returned; the next call is the client's index 0 (no
+    gap: the OpenAI SDK's accumulator inserts by index), the bookkeeping vLLM flushes from holds only
+    what was streamed, and the operator gets a WARNING per request."""
+    force_withholding(monkeypatch)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    case = CUT_BEFORE_ARGS
+    for step in (1, 3, 7):
+        acc, finish, parser = run_stream(tok_instruct, case, step=step)
+        assert acc.result() == case.expect, step
+        assert finish == "tool_calls"
+        assert parser.tool_parser.streamed_args_for_tool == ["{}"]
+    assert run_whole(tok_instruct, case) == case.expect
+    withheld = [m for lv, m in _logged(caplog) if lv == "WARNING" and "not returned to the client" in m]
+    assert len(withheld) == 4 and all("'functions.get_weather:0'" in m for m in withheld)
+
+
+def test_call_cut_before_its_arguments(tok_instruct):
+    """With the parser's own statuses: withheld once the parser reports it ``incomplete``."""
+    acc, _, _ = run_stream(tok_instruct, CUT_BEFORE_ARGS)
+    assert acc.result() == cut_before_args_expect()
+    assert run_whole(tok_instruct, CUT_BEFORE_ARGS) == cut_before_args_expect()

@@ -20,6 +20,10 @@ prompt: ``force_reasoning`` (SGLang sets it unless ``chat_template_kwargs`` has 
 means the output starts inside reasoning, a leading ``<think>`` being accepted (K2.5 with its
 prefilled ``<think>``, and K2-Thinking, which opens with ``<think>``).
 
+Diagnostics go to the logger ``kimi_chat.integrations.sglang`` (levels: see
+:mod:`kimi_chat.integrations.diagnostics`); a call that is not executable (cut before its arguments)
+is not returned, only logged.
+
 The tool-call detector parses ``<think>``/``</think>`` as plain text (it cannot tell whether a
 reasoning detector ran before it); after a reasoning block, a stray ``</think>`` in the content is
 therefore kept as text rather than dropped.
@@ -27,6 +31,7 @@ therefore kept as text rather than dropped.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable
@@ -47,6 +52,9 @@ __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 
 NAME = "kimi_chat"
 NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
+
+LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
+"""Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
 
 _MARKER = re.compile(
     "|".join(re.escape(s) for s in sorted(compile_machine("message_plain", think=False).classes, key=len, reverse=True))
@@ -72,13 +80,13 @@ class KimiChatDetector(BaseFormatDetector):
         return _MARKER.search(text) is not None
 
     def detect_and_parse(self, text: str, tools: list[Any]) -> StreamingParseResult:
-        msg = BodyStage.parse(text, tools=tools_as_dicts(tools), after_reasoning=False)
-        calls = [ToolCallItem(tool_index=c.index, name=c.name or "", parameters=c.arguments) for c in msg.tool_calls]
-        return StreamingParseResult(normal_text=msg.content or "", calls=calls)
+        self._stage = st = BodyStage.run(text, tools=tools_as_dicts(tools), after_reasoning=False, logger=LOGGER)
+        calls = [ToolCallItem(tool_index=i, name=c.name or "", parameters=c.arguments) for i, c in enumerate(st.calls)]
+        return StreamingParseResult(normal_text=st.message.content or "", calls=calls)
 
     def parse_streaming_increment(self, new_text: str, tools: list[Any]) -> StreamingParseResult:
         if self._stage is None:
-            self._stage = BodyStage(tools=tools_as_dicts(tools), after_reasoning=False)
+            self._stage = BodyStage(tools=tools_as_dicts(tools), after_reasoning=False, logger=LOGGER)
         return self._result(self._stage.feed(new_text))
 
     def finish(self, tools: list[Any]) -> StreamingParseResult:
@@ -88,10 +96,13 @@ class KimiChatDetector(BaseFormatDetector):
 
     @property
     def incomplete_tool_call_indices(self) -> set[int]:
-        """Calls the output left unclosed (SGLang then does not report ``finish_reason=tool_calls``)."""
+        """Calls the output left unclosed (SGLang then does not report ``finish_reason=tool_calls``), by
+        the indices the client sees."""
         if self._stage is None:
             return set()
-        return {c.index for c in self._stage.message.tool_calls if c.status is ToolCallStatus.UNCLOSED}
+        unclosed = (self._stage.client_index(c) for c in self._stage.message.tool_calls
+                    if c.status is ToolCallStatus.UNCLOSED)
+        return {i for i in unclosed if i is not None}
 
     def _result(self, m: Merged) -> StreamingParseResult:
         calls = []
@@ -153,13 +164,13 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         if self._prefilled is None:
             return None
         if self._stage is None:
-            self._stage = ReasoningStage(prefilled=self._prefilled)
+            self._stage = ReasoningStage(prefilled=self._prefilled, logger=LOGGER)
         return self._stage
 
     def detect_and_parse(self, text: str) -> ReasoningResult:
         if self._prefilled is None:
             return ReasoningResult(normal_text=text)
-        reasoning, rest = ReasoningStage.split(text, prefilled=self._prefilled)
+        reasoning, rest = ReasoningStage.split(text, prefilled=self._prefilled, logger=LOGGER)
         return self._maybe_apply_force_nonempty_content(ReasoningResult(normal_text=rest, reasoning_text=reasoning))
 
     def parse_streaming_increment(self, new_text: str) -> ReasoningResult:

@@ -23,10 +23,15 @@ multi-turn Kimi-K2-Thinking conversation does not end this turn's reasoning.
 
 Tool-call ids are the model's own headers (``functions.NAME:IDX``), verbatim; names keep dots,
 hyphens and inner colons; arguments are what the model wrote (never re-serialised, no size cap).
+A call that is not executable (cut before its arguments) is not returned; it is logged instead.
+
+Diagnostics go to the logger ``kimi_chat.integrations.vllm`` (levels: see
+:mod:`kimi_chat.integrations.diagnostics`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Iterable, Sequence
@@ -44,24 +49,26 @@ from vllm.reasoning import ReasoningParser, ReasoningParserManager
 from vllm.tool_parsers import ToolParser, ToolParserManager
 
 from ... import markers as M
-from .. import BodyStage, Merged, ReasoningStage, prompt_reasoning, tools_as_dicts, track_streamed
+from .. import (
+    REASONING_END_IDS,
+    TOOL_CALL_OPENING_IDS,
+    BodyStage,
+    Merged,
+    ReasoningStage,
+    prompt_reasoning,
+    tools_as_dicts,
+    track_streamed,
+)
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 
 NAME = "kimi_chat"
 NAMES_ENV = "KIMI_CHAT_VLLM_NAMES"
 
+LOGGER = logging.getLogger("kimi_chat.integrations.vllm")
+"""Where both parsers log parse warnings and withheld or non-``ok`` tool calls."""
+
 _END_THINK_ID = M.THINK_END.id
-_OPENING_IDS = frozenset(
-    i for i in (M.TOOL_CALLS_SECTION_BEGIN.id, M.TOOL_CALL_BEGIN.id) if i is not None
-)
-"""Ids that close reasoning and belong to what follows (a tool-call section or call)."""
-_CLOSING_IDS = frozenset(
-    i
-    for i in (M.THINK_END.id, M.TOOL_CALLS_SECTION_BEGIN.id, M.TOOL_CALL_BEGIN.id, M.IM_END.id, M.EOS.id,
-              M.IM_USER.id, M.IM_ASSISTANT.id, M.IM_SYSTEM.id)
-    if i is not None
-)
 
 
 _THINK_KNOWN: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
@@ -132,7 +139,7 @@ class KimiChatReasoningParser(ReasoningParser):
         header, begin = M.IM_ASSISTANT.id, M.THINK_BEGIN.id
         for i in range(len(input_ids) - 1, -1, -1):
             t = input_ids[i]
-            if t == _END_THINK_ID or t in _OPENING_IDS:
+            if t == _END_THINK_ID or t in TOOL_CALL_OPENING_IDS:
                 return True
             if t == begin or t == header:
                 return False
@@ -142,7 +149,7 @@ class KimiChatReasoningParser(ReasoningParser):
         """Whether reasoning ends within ``delta_ids`` (O(delta): the ids that close reasoning)."""
         if not self._reasoning_model:
             return True
-        return any(t in _CLOSING_IDS for t in delta_ids)
+        return any(t in REASONING_END_IDS for t in delta_ids)
 
     def extract_content_ids(self, input_ids: list[int]) -> list[int]:
         """The ids after reasoning: after the first ``</think>``, or from the first tool-call
@@ -150,7 +157,7 @@ class KimiChatReasoningParser(ReasoningParser):
         for i, t in enumerate(input_ids):
             if t == _END_THINK_ID:
                 return input_ids[i + 1:]
-            if t in _OPENING_IDS:
+            if t in TOOL_CALL_OPENING_IDS:
                 return input_ids[i:]
         return input_ids
 
@@ -164,7 +171,7 @@ class KimiChatReasoningParser(ReasoningParser):
         mode = self._current_mode()
         if mode == "none":
             return None, model_output
-        return ReasoningStage.split(model_output, prefilled=mode == "prefilled")
+        return ReasoningStage.split(model_output, prefilled=mode == "prefilled", logger=LOGGER)
 
     # ---------------------------------------------------------------- streaming
 
@@ -184,7 +191,7 @@ class KimiChatReasoningParser(ReasoningParser):
             if mode == "none":
                 self._ended = True
                 return DeltaMessage(content=delta_text)
-            self._stage = ReasoningStage(prefilled=mode == "prefilled")
+            self._stage = ReasoningStage(prefilled=mode == "prefilled", logger=LOGGER)
         reasoning, rest = self._stage.feed(delta_text, delta_token_ids)
         if rest is not None:
             # the raw rest goes on as "content": vLLM hands it to the tool parser
@@ -203,7 +210,7 @@ class KimiChatReasoningParser(ReasoningParser):
         reasoning, rest = self._stage.finish()
         content = None
         if rest is not None:  # the output never opened reasoning: a whitespace/marker-prefix tail
-            content = BodyStage.parse(rest, tools=None, after_reasoning=True).content
+            content = BodyStage.parse(rest, tools=None, after_reasoning=True, logger=LOGGER).content
         if reasoning is None and content is None:
             return None
         return DeltaMessage(reasoning=reasoning, content=content)
@@ -238,15 +245,16 @@ class KimiChatToolParser(ToolParser):
     # ---------------------------------------------------------------- whole output
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
-        msg = BodyStage.parse(model_output, tools=self._tools_for(request), after_reasoning=self._after_reasoning())
+        st = BodyStage.run(model_output, tools=self._tools_for(request), after_reasoning=self._after_reasoning(),
+                           logger=LOGGER)
         calls = [
             ToolCall(
                 id=c.id or _fresh_id(),
                 function=FunctionCall(id=c.id or None, name=c.name or "", arguments=c.arguments),
             )
-            for c in msg.tool_calls
+            for c in st.calls
         ]
-        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls, content=msg.content)
+        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls, content=st.message.content)
 
     # ---------------------------------------------------------------- streaming
 
@@ -261,7 +269,8 @@ class KimiChatToolParser(ToolParser):
         request: Any,
     ) -> DeltaMessage | None:
         if self._stage is None:
-            self._stage = BodyStage(tools=self._tools_for(request), after_reasoning=self._after_reasoning())
+            self._stage = BodyStage(tools=self._tools_for(request), after_reasoning=self._after_reasoning(),
+                                    logger=LOGGER)
         return self._delta(self._stage.feed(delta_text, delta_token_ids))
 
     def finish_streaming(self) -> DeltaMessage | None:
