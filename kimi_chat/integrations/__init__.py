@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import markers as M
-from ..format import TEXT, WS, Machine, State, compile_machine
+from ..formats.k2 import machine as compile_machine
+from ..peg import TEXT, WS, Machine, State
 from ..parse import Delta, ParsedMessage, StreamParser
 
 __all__ = [
