@@ -563,7 +563,7 @@ def compile_machine(
     * ``markers``: every other spelling the lexer must still cut out of the text (the family's other
       special tokens): they are :data:`STRAY`;
     * ``literal``: classes that are not markers in this machine (their spellings are plain text),
-      e.g. ``<think>`` for a model without reasoning.
+      e.g. the reasoning markers of a model without reasoning.
 
     Compilation is not cached here: the format modules cache their machines.
     """
