@@ -24,7 +24,8 @@ class StopReason(str, Enum):
     """An end-of-turn marker (``<|im_end|>``, ``[EOS]``) or another message's header was seen, and
     there are no tool calls."""
     TOOL_CALLS = "tool_calls"
-    """The turn has tool calls, all of them complete (closed, or the turn ended after them)."""
+    """The turn has tool calls, all of them closed (or the turn ended after them); each call's
+    ``status`` says whether it is to be executed (only ``ok`` ones are)."""
     TRUNCATED = "truncated"
     """The text ended inside reasoning, inside a tool call or inside a tool-call section."""
     END_OF_TEXT = "end_of_text"
@@ -38,7 +39,8 @@ class StopReason(str, Enum):
 
 
 class ToolCallStatus(str, Enum):
-    """How trustworthy a parsed tool call is. When several apply, the first listed wins."""
+    """How trustworthy a parsed tool call is. When several apply, the first listed wins. Only
+    ``OK`` is a call to execute."""
 
     OK = "ok"
     UNCLOSED = "unclosed"
