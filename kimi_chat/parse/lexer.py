@@ -22,11 +22,12 @@ input after that marker, unscanned (the held-back suffix included), and holds no
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 
 from ..peg import MarkerTable
 
-__all__ = ["MarkerLexer", "Token"]
+__all__ = ["MarkerLexer", "Token", "Utf8Chunks"]
 
 Token = tuple["str | None", str]
 """``(terminal class, spelling)`` of a marker, or ``(None, text)`` of a text run."""
@@ -150,3 +151,25 @@ class MarkerLexer:
             if 0 <= j < nxt:
                 j = find(s1, nxt, hold)
         return pos
+
+
+class Utf8Chunks:
+    """``bytes`` chunks decoded as UTF-8 across chunk boundaries (invalid bytes: U+FFFD)."""
+
+    __slots__ = ("_decoder",)
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def decode(self, data: bytes) -> str:
+        """The text of ``data``; an incomplete character at its end is kept for the next chunk."""
+        return self._decoder.decode(data)
+
+    def end(self) -> tuple[str, bytes]:
+        """End the pending character, if any: ``(its text, U+FFFD, or "", the pending bytes)``."""
+        pending = self._decoder.getstate()[0]
+        if not pending:
+            return "", b""
+        rest = self._decoder.decode(b"", final=True)
+        self._decoder.reset()
+        return rest, pending

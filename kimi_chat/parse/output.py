@@ -6,7 +6,7 @@ from typing import Any
 
 from .types import Delta, ToolCallDelta
 
-__all__ = ["DeltaBuffer", "HeldWhitespace", "TextField", "joined"]
+__all__ = ["DeltaBuffer", "HeldWhitespace", "TextField", "TextRun", "joined"]
 
 # delta entry kinds
 _C, _R, _T = 0, 1, 2
@@ -147,3 +147,27 @@ class TextField:
         if self.lead.held is not None:
             return None
         return joined(self.parts)
+
+
+class TextRun:
+    """A run of text that is dropped unless it is whitespace (text in a tool-call section outside
+    any call, ...): collected with its offset, reported when it ends."""
+
+    __slots__ = ("parts", "offset")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.offset = 0
+
+    def add(self, piece: str, offset: int) -> None:
+        if not self.parts:
+            self.offset = offset
+        self.parts.append(piece)
+
+    def end(self) -> str | None:
+        """The run's text if it is not whitespace-only (``None`` otherwise); the run is then empty."""
+        if not self.parts:
+            return None
+        text = "".join(self.parts)
+        self.parts = []
+        return None if text.isspace() else text

@@ -8,19 +8,35 @@
 * text goes to the field of the current state: content and reasoning (:class:`TextField`), a tool
   call's header and arguments (:class:`~kimi_chat.parse.toolcalls.ToolCalls`), or runs that are
   dropped with a warning; deltas come out as soon as a piece is decided.
+
+Options of :class:`StreamParser` and :func:`parse`:
+
+* ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect`. Its ``reasoning`` says
+  whether ``<think>`` is a marker (else it is literal text) and its ``prefills_think(**options)``
+  whether the output starts inside reasoning.
+* ``tools``: the declared tools (OpenAI shape, a list); used to check names and to infer the
+  name of a call whose header is opaque (``0``, ``call_x``) from its argument keys. Read by
+  :func:`~kimi_chat.parse.normalise_tools` (a name declared twice is a ``ValueError``).
+* ``thinking_prefilled``: the prompt ended with ``<think>``, the output starts inside reasoning
+  (``None``: the dialect decides, from ``options`` such as ``thinking=False``).
+* ``reasoning``: treat ``<think>``/``</think>`` as markers (``None``: the dialect decides; an
+  Instruct dialect says no). ``thinking_prefilled=True`` implies it.
+* ``content_after_tool_calls``: text after a tool-call section is content (default); if False
+  it is dropped with a warning.
+* ``**options``: render options of the prompt (e.g. ``thinking=False``), passed to
+  ``dialect.prefills_think``; an option the dialect does not take is a ``TypeError``.
 """
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..formats import format_for
 from ..peg import EOF, TEXT, WS, State, Transition
-from .lexer import MarkerLexer
-from .output import DeltaBuffer, HeldWhitespace, TextField
+from .lexer import MarkerLexer, Utf8Chunks
+from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
 from .toolcalls import ToolCalls, index_tools
 from .types import Delta, ParsedMessage, ParseWarning, StopReason
 
@@ -42,22 +58,7 @@ class StreamParser:
     ``message`` is the :class:`ParsedMessage` so far, kept up to date incrementally (reading it
     after every feed costs about the size of what changed, not of the whole message).
 
-    Options:
-
-    * ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect`. Its ``reasoning`` says
-      whether ``<think>`` is a marker (else it is literal text) and its ``prefills_think(**options)``
-      whether the output starts inside reasoning.
-    * ``tools``: the declared tools (OpenAI shape, a list); used to check names and to infer the
-      name of a call whose header is opaque (``0``, ``call_x``) from its argument keys. Read by
-      :func:`~kimi_chat.parse.normalise_tools` (a name declared twice is a ``ValueError``).
-    * ``thinking_prefilled``: the prompt ended with ``<think>``, the output starts inside reasoning
-      (``None``: the dialect decides, from ``options`` such as ``thinking=False``).
-    * ``reasoning``: treat ``<think>``/``</think>`` as markers (``None``: the dialect decides; an
-      Instruct dialect says no). ``thinking_prefilled=True`` implies it.
-    * ``content_after_tool_calls``: text after a tool-call section is content (default); if False
-      it is dropped with a warning.
-    * ``**options``: render options of the prompt (e.g. ``thinking=False``), passed to
-      ``dialect.prefills_think``; an option the dialect does not take is a ``TypeError``.
+    Options: see the module docstring (the same for :func:`parse`).
     """
 
     def __init__(
@@ -86,13 +87,12 @@ class StreamParser:
 
         self._state: State = m.start
         self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
-        self._decoder: codecs.IncrementalDecoder | None = None
+        self._decoder: Utf8Chunks | None = None
         self._out = DeltaBuffer()
         self._content = TextField(TextField.CONTENT, self._out)
         self._reasoning = TextField(TextField.REASONING, self._out)
         self._after = HeldWhitespace()  # a fresh one per after-section run
-        self._run: list[str] = []
-        self._run_offset = 0
+        self._run = TextRun()
         self._warnings: list[ParseWarning] = []
         self._calls = ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, self._out, self._warn)
         self._section_implicit = False
@@ -164,7 +164,7 @@ class StreamParser:
                 text = self._end_utf8("a str chunk came") + text
         elif isinstance(text, (bytes, bytearray, memoryview)):
             if self._decoder is None:
-                self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                self._decoder = Utf8Chunks()
             text = self._decoder.decode(bytes(text))
         else:
             raise TypeError(f"StreamParser.feed() takes str or bytes, not {type(text).__name__}")
@@ -235,14 +235,10 @@ class StreamParser:
 
     def _end_utf8(self, why: str) -> str:
         """End the UTF-8 decoder's pending bytes: an incomplete character is U+FFFD, with a warning."""
-        dec = self._decoder
-        pending = dec.getstate()[0]  # type: ignore[union-attr]
-        if not pending:
-            return ""
-        rest = dec.decode(b"", final=True)  # type: ignore[union-attr]
-        dec.reset()  # type: ignore[union-attr]
-        self._warn("incomplete_utf8", f"{why} inside a UTF-8 character ({pending.hex(' ')}): replaced "
-                   "by U+FFFD", self._pos + len(self._lexer.pending), rest)
+        rest, pending = self._decoder.end()  # type: ignore[union-attr]
+        if pending:
+            self._warn("incomplete_utf8", f"{why} inside a UTF-8 character ({pending.hex(' ')}): replaced "
+                       "by U+FFFD", self._pos + len(self._lexer.pending), rest)
         return rest
 
     def _flush_pending(self) -> None:
@@ -324,21 +320,18 @@ class StreamParser:
             self._content.add(p)
 
     def _run_text(self, piece: str) -> None:
-        if not self._run:
-            self._run_offset = self._pos
-        self._run.append(piece)
+        self._run.add(piece, self._pos)
 
     def _end_run(self, fld: str) -> None:
-        if self._run:
-            text = "".join(self._run)
-            self._run = []
-            if not text.isspace():
-                if fld == "between":
-                    self._warn("text_in_section", "text inside a tool-call section, outside any "
-                               "call, dropped", self._run_offset, text)
-                else:
-                    self._warn("text_after_tool_calls", "text after a tool-call section dropped "
-                               "(content_after_tool_calls=False)", self._run_offset, text)
+        text = self._run.end()
+        if text is None:
+            return
+        if fld == "between":
+            self._warn("text_in_section", "text inside a tool-call section, outside any call, dropped",
+                       self._run.offset, text)
+        else:
+            self._warn("text_after_tool_calls", "text after a tool-call section dropped "
+                       "(content_after_tool_calls=False)", self._run.offset, text)
 
     # ---------------------------------------------------------------------------- results
 
