@@ -179,3 +179,21 @@ def test_public_names_still_import():
 
     assert kimi_chat.StreamParser is StreamParser and kimi_chat.parse is not None
     assert parse(section(call("functions.f:0", "{}")) + SE[:0] + CE[:0]).tool_calls[0].name == "f"
+
+
+def test_the_format_comes_from_the_dialect_family():
+    import dataclasses
+
+    from kimi_chat.dialects import get_dialect
+    from kimi_chat.formats import FAMILIES, format_for
+    from kimi_chat.formats.k2 import K2
+
+    d = get_dialect("kimi-k2-thinking")
+    assert format_for(d) is K2 and StreamParser(d).format is K2 and set(FAMILIES) >= {"k2"}
+
+    class Later:
+        name, family = "kimi-k9", "k9"
+
+    with pytest.raises(NotImplementedError, match="kimi-k9.*'k9' family"):
+        format_for(Later())
+    assert dataclasses.is_dataclass(K2)

@@ -5,7 +5,7 @@ generic machinery: :mod:`kimi_chat.peg` compiles its grammar, :mod:`kimi_chat.pa
 table over the lexer's tokens, :mod:`kimi_chat.grammar` derives GBNF from the same rules. Neither
 names a family's markers; everything family-specific is in the record.
 
-The interface a family provides (``k2.py`` today; ``k3.py``, the Kimi-K3 XTML tags
+The interface a family provides, as ``FORMAT`` in its module, listed in :data:`FAMILIES` (``k2.py`` today; ``k3.py``, the Kimi-K3 XTML tags
 ``<|open|>NAME attrs<|sep|>`` / ``<|close|>NAME<|sep|>``, is the next one):
 
 * ``token_classes``: terminal class -> the marker spellings that are that terminal (any other special
@@ -29,6 +29,7 @@ handlers are keyed by group name, so a new family reuses them where the groups m
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..peg import Expr, Machine
 
-__all__ = ["OutputFormat", "format_for"]
+__all__ = ["OutputFormat", "FAMILIES", "format_for"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,18 @@ class OutputFormat:
         return self.compile(self.start_rules[case], think=prefilled or think)
 
 
-def format_for(dialect: object) -> OutputFormat:
-    """The output format of a dialect (every dialect today is of the K2 family)."""
-    from .k2 import K2
+FAMILIES: dict[str, str] = {"k2": "kimi_chat.formats.k2"}
+"""Dialect family (``Dialect.family``; ``k2`` when a dialect has none) -> the module whose ``FORMAT``
+is its :class:`OutputFormat`. Adding a family is adding its module and a line here."""
 
-    return K2
+
+def format_for(dialect: object) -> OutputFormat:
+    """The output format of ``dialect`` (a :class:`~kimi_chat.dialects.Dialect`), by its family.
+    ``NotImplementedError`` names a family that has no output format yet."""
+    family = getattr(dialect, "family", "k2")
+    module = FAMILIES.get(family)
+    if module is None:
+        name = getattr(dialect, "name", dialect)
+        raise NotImplementedError(f"dialect {name}: no output format for the {family!r} family yet "
+                                  f"(formats: {', '.join(FAMILIES)})")
+    return importlib.import_module(module).FORMAT  # type: ignore[no-any-return]

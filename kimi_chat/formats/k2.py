@@ -42,6 +42,7 @@ __all__ = [
     "START_RULES",
     "FIELDS",
     "K2",
+    "FORMAT",
     "grammar_text",
     "machine",
 ]
@@ -203,3 +204,6 @@ K2: Final = OutputFormat(
     compile=machine,
 )
 """The K2 family's output format, as :mod:`kimi_chat.parse` and :mod:`kimi_chat.grammar` read it."""
+
+FORMAT: Final = K2
+"""This family's format, under the name :func:`kimi_chat.formats.format_for` looks up."""
