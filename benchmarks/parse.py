@@ -15,7 +15,10 @@ Prints (no asserts, numbers only):
    the output says so;
 3. whole-text ``parse()`` of the 100 KB output;
 4. a 100 KB and a 1 MB tool-call argument fed one character at a time (linear: 10x the size should
-   cost 10x the time, i.e. a flat per-character cost).
+   cost 10x the time, i.e. a flat per-character cost);
+5. a server that reads ``StreamParser.message`` after every ``feed()``: a 300 KB output (reasoning,
+   content, two tool calls) in 4-character chunks (the message is kept up to date incrementally, so
+   this should cost a small multiple of the feeds alone, not grow with the square of the size).
 """
 
 from __future__ import annotations
@@ -248,6 +251,24 @@ def main() -> None:
         note = f"  ({total / prev:.1f}x the time for 10x the size)" if prev else ""
         print(f"  {len(arg) / 1e6:>5.2f} MB: {total:.3f} s total, {total / len(arg) * 1e6:.2f} us per character{note}")
         prev = total
+    print()
+
+    text = make_output(300_000)
+    chunks = [text[i:i + 4] for i in range(0, len(text), 4)]
+    for read in (False, True):
+        p = StreamParser(DIALECT)
+        gc.disable()
+        t0 = time.process_time_ns()
+        for c in chunks:
+            p.feed(c)
+            if read:
+                p.message  # noqa: B018 - what a server does after each feed
+        p.finish()
+        total = (time.process_time_ns() - t0) / 1e9
+        gc.enable()
+        assert p.message == parse(text, dialect=DIALECT)
+        what = "feed + message after each feed" if read else "feed alone"
+        print(f"{len(text) // 1000} KB output in {len(chunks)} chunks of 4 characters, {what}: {total:.3f} s")
 
 
 if __name__ == "__main__":

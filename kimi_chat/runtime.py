@@ -33,7 +33,7 @@ from typing import Any
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import KimiChatError
-from .format import END_OF_TURN_IDS, TOKEN_CLASSES
+from .formats.k2 import END_OF_TURN_IDS, TOKEN_CLASSES
 from .parse import Delta, ParsedMessage, StreamParser
 from .tokens import render_tokens
 from .tokenizer import BYTE_DECODER, KimiTokenizer

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kimi_chat import markers as M
-from kimi_chat.format import TOKEN_CLASSES
+from kimi_chat.formats.k2 import TOKEN_CLASSES
 from kimi_chat.parse import parse
 from kimi_chat.render import render
 

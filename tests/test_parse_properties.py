@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from kimi_chat import markers as M
 from kimi_chat.dialects import get_dialect
-from kimi_chat.parse import ParsedMessage, StreamParser, parse
+from kimi_chat.parse import MarkerLexer, ParsedMessage, StreamParser, parse
 from parse_helpers import AB, CB, CE, END, SB, SE, THINK, UNTHINK, expected, feed_chunks, merge, split_at
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -178,8 +178,8 @@ def test_long_chunks_scanned_sparsely_give_the_same_result(text, kw, seed, data)
 
 def test_the_sparse_scan_is_exercised(monkeypatch):
     calls = []
-    orig = StreamParser._scan_sparse
-    monkeypatch.setattr(StreamParser, "_scan_sparse", lambda self, t, h: calls.append(h) or orig(self, t, h))
+    orig = MarkerLexer._scan_sparse
+    monkeypatch.setattr(MarkerLexer, "_scan_sparse", lambda self, t, h, *cb: calls.append(h) or orig(self, t, h, *cb))
     text = "x" * 1000 + SB + CB + "functions.f:0" + AB + "{}" + CE + SE + "y" * 1000 + "<" + END + "tail"
     msg = parse(text)
     assert calls and msg.content == "x" * 1000 + "y" * 1000 + "<"

@@ -2,7 +2,7 @@
 
 Both servers split parsing in two stages: a *reasoning* stage that sees the output first and hands
 "the rest" over as raw text, then a *tool-call* stage that parses that rest into content and tool
-calls. kimi_chat has one grammar for the whole turn (:mod:`kimi_chat.format`); this module cuts it
+calls. kimi_chat has one grammar for the whole turn (:mod:`kimi_chat.formats.k2`); this module cuts it
 at the same place for both servers:
 
 * :class:`ReasoningStage` runs a :class:`~kimi_chat.parse.StreamParser` over the output while the
@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import markers as M
-from ..format import TEXT, TOKEN_CLASSES, WS, Machine, State, compile_machine
+from ..formats.k2 import TOKEN_CLASSES
+from ..formats.k2 import machine as compile_machine
 from ..parse import Delta, ParsedMessage, ParsedToolCall, StreamParser
+from ..peg import TEXT, WS, Machine, State
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
 
 __all__ = [

@@ -44,7 +44,7 @@ from sglang.srt.parser.reasoning_parser import BaseReasoningFormatDetector, Reas
 from sglang.srt.parser.reasoning_parser import StreamingParseResult as ReasoningResult
 
 from ... import markers as M
-from ...format import compile_machine
+from ...formats.k2 import machine as compile_machine
 from ...parse import ToolCallStatus
 from .. import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 

@@ -1,0 +1,173 @@
+"""What the parser produces as it goes: text fields (content, reasoning) and the delta buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .types import Delta, ToolCallDelta
+
+__all__ = ["DeltaBuffer", "HeldWhitespace", "TextField", "TextRun", "joined"]
+
+# delta entry kinds
+_C, _R, _T = 0, 1, 2
+
+
+def joined(parts: list[str]) -> str:
+    """``"".join(parts)``, kept joined: ``parts`` becomes ``[result]``. Amortised O(new pieces)
+    when nobody else holds the previous result (CPython then grows that string in place)."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return ""
+    rest = "".join(parts[1:]) if len(parts) > 2 else parts[1]
+    s = parts[0]
+    parts.clear()  # the list's reference goes: ``s += rest`` may then resize in place
+    s += rest
+    parts.append(s)
+    return s
+
+
+class DeltaBuffer:
+    """The deltas decided since the last :meth:`take`, merged where they are adjacent pieces of the
+    same field or the same call."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: list[list[Any]] = []
+
+    def args(self, index: int, s: str) -> None:
+        """An argument fragment of call ``index``."""
+        out = self.entries
+        if out and out[-1][0] == _T and out[-1][1] == index:
+            e = out[-1]
+            if e[4] is None:
+                e[4] = [s]
+            else:
+                e[4].append(s)
+        else:
+            out.append([_T, index, None, None, [s]])
+
+    def call(self, index: int, id: str | None, name: str | None) -> None:
+        """The id and/or name of call ``index``."""
+        out = self.entries
+        if out and out[-1][0] == _T and out[-1][1] == index:
+            e = out[-1]
+            if id is not None:
+                e[2] = id
+            if name is not None:
+                e[3] = name
+        else:
+            out.append([_T, index, id, name, None])
+
+    def take(self) -> list[Delta]:
+        """The deltas decided so far, in order; the buffer is then empty."""
+        out = self.entries
+        if not out:
+            return []
+        self.entries = []
+        if len(out) == 1 and out[0][0] == _C and len(out[0][1]) == 1:
+            return [Delta(out[0][1][0])]
+        res = []
+        for e in out:
+            k = e[0]
+            if k == _C:
+                p = e[1]
+                res.append(Delta(content=p[0] if len(p) == 1 else "".join(p)))
+            elif k == _R:
+                p = e[1]
+                res.append(Delta(reasoning_content=p[0] if len(p) == 1 else "".join(p)))
+            else:
+                a = e[4]
+                res.append(Delta(tool_calls=[ToolCallDelta(e[1], e[2], e[3], None if a is None else "".join(a))]))
+        return res
+
+
+class HeldWhitespace:
+    """Whitespace held before a run of text whose start may still be dropped: released in front of
+    the run's first non-space piece. ``held`` is ``None`` once that piece came."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held: list[str] | None = []
+
+    def take(self, piece: str) -> str | None:
+        """``piece`` to pass on (with what was held before it), or ``None`` while only whitespace."""
+        held = self.held
+        if held is None:
+            return piece
+        if piece.isspace():
+            held.append(piece)
+            return None
+        self.held = None
+        return "".join(held) + piece if held else piece
+
+
+class TextField:
+    """One text field of the message (``content`` or ``reasoning_content``): ``None`` until a
+    non-whitespace character comes, its leading whitespace held until then (it may still be dropped,
+    e.g. whitespace before ``<think>``). Its pieces also go to the delta buffer.
+
+    :meth:`value` is amortised cheap: the pieces are joined once and kept joined.
+    """
+
+    __slots__ = ("parts", "lead", "kind", "out")
+
+    CONTENT = _C
+    REASONING = _R
+
+    def __init__(self, kind: int, out: DeltaBuffer) -> None:
+        self.parts: list[str] = []
+        self.lead = HeldWhitespace()
+        self.kind = kind
+        self.out = out
+
+    def add(self, piece: str) -> None:
+        """A piece of the field's text (whitespace at its start held, see the class docstring)."""
+        self.parts.append(piece)
+        if self.lead.held is not None:
+            piece = self.lead.take(piece)  # type: ignore[assignment]
+            if piece is None:
+                return
+        out = self.out.entries
+        if out and out[-1][0] == self.kind:
+            out[-1][1].append(piece)
+        else:
+            out.append([self.kind, [piece]])
+
+    def reset(self) -> None:
+        """Forget the field if it holds only whitespace so far."""
+        if self.lead.held is not None:
+            self.parts = []
+            self.lead = HeldWhitespace()
+
+    def value(self) -> str | None:
+        """The field's text (``None`` if empty or whitespace-only)."""
+        if self.lead.held is not None:
+            return None
+        return joined(self.parts)
+
+
+class TextRun:
+    """A run of text that is dropped unless it is whitespace (text in a tool-call section outside
+    any call, ...): collected with its offset, reported when it ends."""
+
+    __slots__ = ("parts", "offset")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.offset = 0
+
+    def add(self, piece: str, offset: int) -> None:
+        if not self.parts:
+            self.offset = offset
+        self.parts.append(piece)
+
+    def end(self) -> str | None:
+        """The run's text if it is not whitespace-only (``None`` otherwise); the run is then empty."""
+        if not self.parts:
+            return None
+        text = "".join(self.parts)
+        self.parts = []
+        return None if text.isspace() else text

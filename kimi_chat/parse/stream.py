@@ -1,0 +1,378 @@
+"""The streaming parser: a format's compiled state table run over the marker lexer's tokens.
+
+* the **lexer** (:class:`~kimi_chat.parse.lexer.MarkerLexer`) splits the input into marker tokens
+  and text runs, holding back only an undecided marker prefix at the end of a chunk;
+* the **state table** compiled from the format's grammar (:mod:`kimi_chat.formats`) decides what each
+  token means; entering and leaving its groups (reasoning, section, call, header, arguments, end)
+  calls the handlers below;
+* text goes to the field of the current state: content and reasoning (:class:`TextField`), a tool
+  call's header and arguments (:class:`~kimi_chat.parse.toolcalls.ToolCalls`), or runs that are
+  dropped with a warning; deltas come out as soon as a piece is decided.
+
+Options of :class:`StreamParser` and :func:`parse`:
+
+* ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect`. Its ``reasoning`` says
+  whether ``<think>`` is a marker (else it is literal text) and its ``prefills_think(**options)``
+  whether the output starts inside reasoning.
+* ``tools``: the declared tools (OpenAI shape, a list); used to check names and to infer the
+  name of a call whose header is opaque (``0``, ``call_x``) from its argument keys. Read by
+  :func:`~kimi_chat.parse.normalise_tools` (a name declared twice is a ``ValueError``).
+* ``thinking_prefilled``: the prompt ended with ``<think>``, the output starts inside reasoning
+  (``None``: the dialect decides, from ``options`` such as ``thinking=False``).
+* ``reasoning``: treat ``<think>``/``</think>`` as markers (``None``: the dialect decides; an
+  Instruct dialect says no). ``thinking_prefilled=True`` implies it.
+* ``content_after_tool_calls``: text after a tool-call section is content (default); if False
+  it is dropped with a warning.
+* ``**options``: render options of the prompt (e.g. ``thinking=False``), passed to
+  ``dialect.prefills_think``; an option the dialect does not take is a ``TypeError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable
+
+from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..formats import format_for
+from ..peg import EOF, TEXT, WS, State, Transition
+from .lexer import MarkerLexer, Utf8Chunks
+from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
+from .toolcalls import ToolCalls, index_tools
+from .types import Delta, ParsedMessage, ParseWarning, StopReason
+
+__all__ = ["StreamParser", "parse"]
+
+
+class StreamParser:
+    """Parse an assistant turn incrementally.
+
+    >>> p = StreamParser()
+    >>> deltas = p.feed("Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0")
+    >>> deltas += p.feed("<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>")
+    >>> deltas += p.finish()
+    >>> p.message.tool_calls[0].name, p.message.stop_reason.value
+    ('f', 'tool_calls')
+
+    ``feed(text)`` takes the next chunk (``str``, or ``bytes`` decoded as UTF-8 across chunk
+    boundaries) and returns the :class:`Delta` objects it decided; ``finish()`` ends the input.
+    ``message`` is the :class:`ParsedMessage` so far, kept up to date incrementally (reading it
+    after every feed costs about the size of what changed, not of the whole message).
+
+    Options: see the module docstring (the same for :func:`parse`).
+    """
+
+    def __init__(
+        self,
+        dialect: str | Dialect = DEFAULT_DIALECT,
+        *,
+        tools: Sequence[Any] | None = None,
+        thinking_prefilled: bool | None = None,
+        reasoning: bool | None = None,
+        content_after_tool_calls: bool = True,
+        **options: Any,
+    ) -> None:
+        d = get_dialect(dialect)
+        for key in options:
+            if key not in d.options:
+                takes = ", ".join(d.options) if d.options else "none"
+                raise TypeError(f"dialect {d.name} takes no render option {key!r} (its options: {takes})")
+        prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
+        think = d.reasoning if reasoning is None else bool(reasoning)
+        fmt = format_for(d)
+        self.dialect = d
+        self.format = fmt
+        self.machine = m = fmt.machine(prefilled=prefilled, think=think)
+        self._lexer = MarkerLexer(m.markers)
+        self._content_after = content_after_tool_calls
+
+        self._state: State = m.start
+        self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
+        self._decoder: Utf8Chunks | None = None
+        self._out = DeltaBuffer()
+        self._content = TextField(TextField.CONTENT, self._out)
+        self._reasoning = TextField(TextField.REASONING, self._out)
+        self._after = HeldWhitespace()  # a fresh one per after-section run
+        self._run = TextRun()
+        self._warnings: list[ParseWarning] = []
+        self._calls = ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, self._out, self._warn)
+        self._section_implicit = False
+        self._ended = False
+        self._raw = False  # after the end of the turn: everything is ignored text
+        self._trailing: list[str] = []
+        self._trailing_offset = 0
+        self._truncated = False
+        self._finished = False
+        self._final: ParsedMessage | None = None
+
+        calls = self._calls
+        self._sinks: Mapping[str | None, Callable[[str], None] | None] = {
+            None: None,
+            "content": self._content.add,
+            "reasoning": self._reasoning.add,
+            "header": calls.header_text,
+            "arguments": calls.arguments_text,
+            "between": self._run_text,
+            "after": self._after_text if content_after_tool_calls else self._run_text,
+            "ignored": None,
+        }
+        self._sink = self._sinks[m.start.field]
+        self._handlers: Mapping[tuple[str, str], Callable[[bool, str, str, int], None]] = {
+            ("enter", "reasoning"): lambda c, tok, s, o: self._content.reset(),  # leading ws is not content
+            ("exit", "reasoning"): self._exit_truncates,
+            ("enter", "section"): self._enter_section,
+            ("exit", "section"): self._exit_section,
+            ("enter", "call"): lambda c, tok, s, o: calls.begin(o, s),
+            ("exit", "call"): lambda c, tok, s, o: self._exit_call(c, tok, s),
+            ("enter", "header"): _nothing,
+            ("exit", "header"): lambda c, tok, s, o: calls.header_end(tok == EOF),
+            ("enter", "arguments"): lambda c, tok, s, o: calls.arguments_begin(s),
+            ("exit", "arguments"): _nothing,
+            ("enter", "end"): self._enter_end,
+            ("exit", "end"): _nothing,
+        }
+
+    # ---------------------------------------------------------------------------- public interface
+
+    @property
+    def state(self) -> str:
+        """The current state of the machine, readable (e.g. ``TEXT:arguments in
+        section/call/arguments``), plus ``ended``/``finished`` when they apply."""
+        s = self._state.name
+        if self._finished:
+            return s + " (finished)"
+        if self._raw:
+            return "ended (ignoring the rest)"
+        return s
+
+    @property
+    def offset(self) -> int:
+        """Number of input characters decided so far (the undecided held-back suffix excluded)."""
+        return self._pos
+
+    def feed(self, text: str | bytes, token_ids: Sequence[int] | None = None) -> list[Delta]:
+        """Parse the next chunk; return the deltas it decided (possibly none).
+
+        ``token_ids`` (optional) are the ids of the chunk's tokens. They are only used to see an
+        end-of-turn token that a relay stripped from the text (``<|im_end|>``, ``[EOS]``); the text
+        alone is always enough otherwise. ``str`` and ``bytes`` chunks may be mixed: a ``str`` that
+        comes while a UTF-8 character is incomplete ends it (U+FFFD, with a warning), in order.
+        """
+        if self._finished:
+            raise RuntimeError("StreamParser.feed() after finish()")
+        if isinstance(text, str):
+            if self._decoder is not None:
+                text = self._end_utf8("a str chunk came") + text
+        elif isinstance(text, (bytes, bytearray, memoryview)):
+            if self._decoder is None:
+                self._decoder = Utf8Chunks()
+            text = self._decoder.decode(bytes(text))
+        else:
+            raise TypeError(f"StreamParser.feed() takes str or bytes, not {type(text).__name__}")
+        if self._raw:
+            self._ignore(text)
+        elif text:
+            lx = self._lexer
+            if lx.pending or lx.start0 in text or lx.start1 in text:
+                rest = lx.feed(text, self._text, self._marker)
+                if rest is not None:  # the turn ended: the rest is ignored
+                    self._ignore(rest)
+            elif self._state.loop:  # the fast path: no marker can start in this chunk
+                self._sink(text)  # type: ignore[misc]
+                self._pos += len(text)
+            else:
+                self._text(text)
+        if token_ids is not None and not self._ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
+            # the end-of-turn token came after this chunk's text, and its spelling was stripped
+            self._flush_pending()
+            if not self._raw:
+                tr = self._state.trans.get("END_TURN")
+                if tr is not None:
+                    self._go(tr, "END_TURN", "", self._pos)
+        return self._out.take()
+
+    def finish(self) -> list[Delta]:
+        """End the input: close what is open (a call left open is ``unclosed``) and return the
+        last deltas. Calling it again returns ``[]``."""
+        if self._finished:
+            return []
+        if self._decoder is not None:
+            rest = self._end_utf8("the input ended")
+            if rest:
+                self.feed(rest)
+        self._flush_pending()
+        if self._raw:
+            if self._trailing:
+                self._warnings.append(self._trailing_warning())
+        else:
+            self._go(self._state.trans[EOF], EOF, "", self._pos)
+        self._finished = True
+        self._final = None
+        return self._out.take()
+
+    @property
+    def message(self) -> ParsedMessage:
+        """The :class:`ParsedMessage` so far (final after :meth:`finish`)."""
+        if self._final is not None:
+            return self._final
+        warnings = list(self._warnings)
+        if self._raw and self._trailing and not self._finished:
+            warnings.append(self._trailing_warning())
+        msg = ParsedMessage(
+            content=self._content.value(),
+            reasoning_content=self._reasoning.value(),
+            tool_calls=[c.snapshot() for c in self._calls.calls],
+            stop_reason=self._stop_reason(),
+            warnings=warnings,
+        )
+        if self._finished:
+            self._final = msg
+        return msg
+
+    def __repr__(self) -> str:
+        return f"<StreamParser {self.dialect.name} at {self._pos}: {self.state}>"
+
+    # ---------------------------------------------------------------------------- input
+
+    def _end_utf8(self, why: str) -> str:
+        """End the UTF-8 decoder's pending bytes: an incomplete character is U+FFFD, with a warning."""
+        rest, pending = self._decoder.end()  # type: ignore[union-attr]
+        if pending:
+            self._warn("incomplete_utf8", f"{why} inside a UTF-8 character ({pending.hex(' ')}): replaced "
+                       "by U+FFFD", self._pos + len(self._lexer.pending), rest)
+        return rest
+
+    def _flush_pending(self) -> None:
+        """The held-back suffix is text after all (the input ended, or an end token came)."""
+        p = self._lexer.flush()
+        if p:
+            if self._raw:
+                self._ignore(p)
+            else:
+                self._text(p)
+
+    def _text(self, piece: str) -> None:
+        st = self._state
+        if not st.loop:
+            tr = st.trans[WS if piece.isspace() else TEXT]
+            if tr.target is not st or tr.events:
+                self._go(tr, TEXT, "", self._pos)
+        self._sink(piece)  # type: ignore[misc]
+        self._pos += len(piece)
+
+    def _marker(self, cls: str, spelling: str) -> bool:
+        tr = self._state.trans.get(cls)
+        if tr is None:
+            self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
+            self._calls.stray(spelling)
+        else:
+            self._go(tr, cls, spelling, self._pos)
+        self._pos += len(spelling)
+        return self._raw
+
+    def _ignore(self, text: str) -> None:
+        if text:
+            if not self._trailing:
+                self._trailing_offset = self._pos
+            self._trailing.append(text)
+            self._pos += len(text)
+
+    # ---------------------------------------------------------------------------- transitions
+
+    def _go(self, tr: Transition, tok: str, spelling: str, offset: int) -> None:
+        fld = self._state.field
+        if fld == "between" or (fld == "after" and not self._content_after):
+            self._end_run(fld)
+        elif fld == "after":
+            self._after = HeldWhitespace()
+        for kind, name, arg in tr.events:
+            if kind == "warn":
+                self._warn(name, arg, offset, spelling)  # type: ignore[arg-type]
+            else:
+                self._handlers[kind, name](arg, tok, spelling, offset)  # type: ignore[arg-type]
+        self._state = tr.target
+        self._sink = self._sinks[tr.target.field]
+
+    def _exit_truncates(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        if tok == EOF:
+            self._truncated = True
+
+    def _enter_section(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        self._section_implicit = tok != "SECTION_BEGIN"
+
+    def _exit_section(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        if tok == EOF and not self._section_implicit:
+            self._truncated = True
+
+    def _exit_call(self, consumed: bool, tok: str, spelling: str) -> None:
+        self._calls.end(spelling if consumed else None, tok == EOF)
+        if tok == EOF:
+            self._truncated = True
+
+    def _enter_end(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        self._ended = True
+        self._raw = True
+
+    # ---------------------------------------------------------------------------- text runs
+
+    def _after_text(self, piece: str) -> None:
+        p = self._after.take(piece)
+        if p is not None:
+            self._content.add(p)
+
+    def _run_text(self, piece: str) -> None:
+        self._run.add(piece, self._pos)
+
+    def _end_run(self, fld: str) -> None:
+        text = self._run.end()
+        if text is None:
+            return
+        if fld == "between":
+            self._warn("text_in_section", "text inside a tool-call section, outside any call, dropped",
+                       self._run.offset, text)
+        else:
+            self._warn("text_after_tool_calls", "text after a tool-call section dropped "
+                       "(content_after_tool_calls=False)", self._run.offset, text)
+
+    # ---------------------------------------------------------------------------- results
+
+    def _warn(self, kind: str, message: str, offset: int, text: str = "") -> None:
+        self._warnings.append(ParseWarning(kind, message, offset, text))
+
+    def _trailing_warning(self) -> ParseWarning:
+        return ParseWarning("text_after_end", "text after the end of the turn ignored",
+                            self._trailing_offset, "".join(self._trailing))
+
+    def _stop_reason(self) -> StopReason | None:
+        if self._ended:
+            return StopReason.TOOL_CALLS if self._calls.calls else StopReason.END_TURN
+        if not self._finished:
+            return None
+        if self._truncated:
+            return StopReason.TRUNCATED
+        return StopReason.TOOL_CALLS if self._calls.calls else StopReason.END_OF_TEXT
+
+
+def _nothing(consumed: bool, tok: str, spelling: str, offset: int) -> None:
+    pass
+
+
+def parse(
+    text: str | bytes,
+    *,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    tools: Iterable[Any] | None = None,
+    thinking_prefilled: bool | None = None,
+    **options: Any,
+) -> ParsedMessage:
+    """Parse a whole assistant turn (the text the model generated after the generation prompt).
+
+    Same options as :class:`StreamParser` (``reasoning``, ``content_after_tool_calls`` and render
+    options such as ``thinking=False`` go in ``options``). Never raises on any text; raises
+    ``TypeError`` when ``text`` is not ``str``/``bytes`` or ``tools`` is not a list of tools.
+    """
+    if not isinstance(text, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
+    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled, **options)  # type: ignore[arg-type]
+    p.feed(text)
+    p.finish()
+    return p.message

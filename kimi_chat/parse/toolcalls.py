@@ -1,0 +1,321 @@
+"""Tool calls: the one tools normaliser, call headers, name resolution and inference, arguments.
+
+* :func:`normalise_tools` is the single reading of a request's ``tools`` (used by
+  :func:`kimi_chat.parse.parse` and meant for :mod:`kimi_chat.grammar`): OpenAI
+  ``{"type": "function", "function": {...}}`` entries or bare functions, pydantic models and
+  dataclasses accepted; two functions of the same name are an error naming both positions.
+* :class:`ToolCalls` assembles the calls of one turn as the parser's state machine enters and
+  leaves their parts: it resolves the header (``PREFIX NAME:IDX``, an opaque id, or a bare name),
+  infers the name of an opaquely named call from its argument keys, and streams the arguments
+  (JSON is passed through as written; a JSON string is held to the end, to unwrap double encoding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .output import DeltaBuffer, joined
+from .types import ParsedToolCall, ToolCallStatus
+
+__all__ = ["normalise_tools", "ToolIndex", "index_tools", "ToolCall", "ToolCalls"]
+
+_INDEX_SUFFIX = re.compile(r":\d+\Z")
+
+ToolIndex = dict[str, tuple[frozenset[str], frozenset[str]]]
+"""Function name -> (its parameters' property names, its required names)."""
+
+Warn = Callable[..., None]
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def normalise_tools(
+    tools: Iterable[Any] | None, *, error: type[Exception] = ValueError
+) -> dict[str, Mapping[str, Any]]:
+    """The declared functions of ``tools``, by name, in order: name -> the function mapping
+    (``name``, ``parameters``, ...). Entries whose ``type`` is not ``function`` are skipped.
+
+    Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included:
+    wrap it in a list), and ``error`` (default ``ValueError``) for an entry without a function name
+    or a name declared twice (the message names both positions).
+    """
+    if tools is None:
+        return {}
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        hint = " (one tool: wrap it in a list)" if isinstance(tools, Mapping) else ""
+        raise TypeError(f"tools: expected a list of tool declarations, got {type(tools).__name__}{hint}")
+    out: dict[str, Mapping[str, Any]] = {}
+    where: dict[str, int] = {}
+    for i, t in enumerate(tools):
+        t = _plain(t)
+        if not isinstance(t, Mapping):
+            raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
+        if t.get("type", "function") != "function":
+            continue
+        fn = _plain(t.get("function", t))
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise error(f"tools[{i}]: no function name")
+        name = fn["name"]
+        if name in out:
+            raise error(f"tools[{i}]: duplicate function name {name!r} (also tools[{where[name]}])")
+        out[name] = fn
+        where[name] = i
+    return out
+
+
+def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
+    """:func:`normalise_tools`, as the parser needs it: name -> (property names, required names);
+    ``None`` when no function is declared (names are then not checked)."""
+    fns = normalise_tools(tools)
+    if not fns:
+        return None
+    out: ToolIndex = {}
+    for name, fn in fns.items():
+        params = fn.get("parameters") or {}
+        props = params.get("properties") or {} if isinstance(params, Mapping) else {}
+        req = params.get("required") or [] if isinstance(params, Mapping) else []
+        out[name] = (frozenset(props), frozenset(r for r in req if isinstance(r, str)))
+    return out
+
+
+_INVALID = object()
+
+
+def _json(s: str) -> Any:
+    """The value of ``s`` as JSON, or ``_INVALID``."""
+    try:
+        return json.loads(s)
+    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting we cannot check
+        return _INVALID
+
+
+class ToolCall:
+    """A tool call being parsed."""
+
+    __slots__ = ("index", "offset", "header", "raw", "id", "name", "resolved", "infer", "unknown",
+                 "args", "held", "mode", "has_args", "status", "_snap", "_key")
+
+    def __init__(self, index: int, offset: int, begin: str) -> None:
+        self.index = index
+        self.offset = offset
+        self.header: list[str] = []
+        self.raw: list[str] = [begin]
+        self.id: str | None = None
+        self.name: str | None = None
+        self.resolved = False
+        self.infer = False
+        self.unknown = False
+        self.args: list[str] = []  # emitted argument fragments
+        self.held: list[str] = []  # trailing whitespace held back (mode 1) / everything (mode 2)
+        self.mode = 0  # 0: nothing but whitespace yet, 1: streaming, 2: a JSON string, held
+        self.has_args = False
+        self.status = ToolCallStatus.UNCLOSED
+        self._snap: ParsedToolCall | None = None
+        self._key: tuple[Any, ...] = ()
+
+    def snapshot(self) -> ParsedToolCall:
+        """The call so far (rebuilt only when it changed since the last snapshot)."""
+        key = (len(self.raw), len(self.args), self.name, self.status, self.id)
+        if self._snap is None or key != self._key:
+            hid = self.id if self.id is not None else "".join(self.header).strip()
+            self._snap = None  # drop its references first: joined() may then grow the strings in place
+            self._snap = ParsedToolCall(self.index, hid, self.name, joined(self.args), self.status,
+                                        joined(self.raw))
+            self._key = (len(self.raw), len(self.args), self.name, self.status, self.id)
+        return self._snap
+
+
+class ToolCalls:
+    """The tool calls of one turn, assembled from the parser's group events and text.
+
+    ``tools``: :func:`index_tools` of the declared tools (``None``: names are not checked);
+    ``prefix``: the header prefix that names the function (K2: ``functions.``); ``out``: where
+    deltas go; ``warn(kind, message, offset, text="")``: where warnings go.
+    """
+
+    def __init__(self, tools: ToolIndex | None, prefix: str, out: DeltaBuffer, warn: Warn) -> None:
+        self.tools = tools
+        self.prefix = prefix
+        self.out = out
+        self.warn = warn
+        self.calls: list[ToolCall] = []
+        self.current: ToolCall | None = None
+
+    def begin(self, offset: int, spelling: str) -> None:
+        c = ToolCall(len(self.calls), offset, spelling)
+        self.calls.append(c)
+        self.current = c
+
+    def header_text(self, piece: str) -> None:
+        c = self.current
+        c.header.append(piece)  # type: ignore[union-attr]
+        c.raw.append(piece)  # type: ignore[union-attr]
+
+    def header_end(self, at_eof: bool) -> None:
+        c = self.current
+        if c is not None and not (at_eof and self._dangling(c)):
+            self.resolve(c)
+
+    def arguments_begin(self, spelling: str) -> None:
+        c = self.current
+        if c is None:
+            raise RuntimeError("arguments outside a tool call")  # the grammar makes this impossible
+        self.resolve(c)
+        c.has_args = True
+        c.raw.append(spelling)
+
+    @staticmethod
+    def _dangling(c: ToolCall) -> bool:
+        return not c.has_args and not "".join(c.header).strip()
+
+    def end(self, spelling: str | None, at_eof: bool) -> None:
+        """The current call ends (``spelling``: its closing marker, if it consumed one)."""
+        c = self.current
+        if c is None:
+            raise RuntimeError("end of a tool call outside one")  # the grammar makes this impossible
+        self.current = None
+        if spelling:
+            c.raw.append(spelling)
+        if at_eof and self._dangling(c):  # a call begin and nothing else: not a call
+            self.calls.pop()
+            self.warn("dangling_call_begin", "a tool-call begin at the end of the text, with neither "
+                      "header nor arguments, dropped", c.offset, "".join(c.raw))
+            return
+        self.resolve(c)
+        if not c.has_args and not at_eof:
+            self.warn("missing_argument_begin", "tool call closed before its arguments began: "
+                      f"status {ToolCallStatus.INCOMPLETE.value}, empty arguments", c.offset)
+        value: Any = _INVALID
+        if c.mode == 2:  # a JSON string, held: decided now
+            s = "".join(c.held).rstrip()
+            value = _json(s)
+            if isinstance(value, str):
+                inner = _json(value)
+                if isinstance(inner, dict):
+                    s, value = value.strip(), inner
+                    self.warn("double_encoded_arguments", "double-encoded arguments unwrapped "
+                              "(a JSON string holding an object)", c.offset)
+            self._emit(c, s)
+        else:
+            if c.mode == 0:
+                self._emit(c, "{}")
+            value = _json("".join(c.args))
+        c.held = []
+        if c.infer:
+            name = self._infer_name(c, value)
+            if name is not None:
+                c.name = name
+                c.unknown = False
+                self.out.call(c.index, None, name)
+        if at_eof:
+            c.status = ToolCallStatus.UNCLOSED
+        elif not c.has_args:
+            c.status = ToolCallStatus.INCOMPLETE
+        elif c.unknown:
+            c.status = ToolCallStatus.UNKNOWN_TOOL
+        elif not isinstance(value, dict):
+            c.status = ToolCallStatus.INVALID_JSON
+        else:
+            c.status = ToolCallStatus.OK
+
+    def stray(self, spelling: str) -> None:
+        """A stray marker inside the current call (if any) is part of its raw text."""
+        if self.current is not None:
+            self.current.raw.append(spelling)
+
+    # ------------------------------------------------------------------------------ headers, names
+
+    def resolve(self, c: ToolCall) -> None:
+        """Read the header once: id, name (or whether to infer it), and send the call's first delta."""
+        if c.resolved:
+            return
+        c.resolved = True
+        hid = "".join(c.header).strip()
+        c.id = hid
+        prefix = self.prefix
+        prefixed = bool(prefix) and hid.startswith(prefix)
+        base = _INDEX_SUFFIX.sub("", hid[len(prefix):] if prefixed else hid)
+        tools = self.tools
+        if prefixed:
+            c.name = base or None
+            c.unknown = c.name is None or (tools is not None and c.name not in tools)
+        elif tools is not None and base in tools:
+            c.name = base
+        elif tools is not None:
+            c.infer = True
+            c.unknown = True
+        else:
+            # no tools to check against: NAME:IDX gives a guess, an opaque id gives nothing
+            c.name = base if base and base != hid else None
+            c.unknown = True
+        self.out.call(c.index, hid, c.name)
+
+    def _infer_name(self, c: ToolCall, value: Any) -> str | None:
+        tools = self.tools
+        if tools is None or not isinstance(value, dict):
+            return None
+        keys = frozenset(value)
+        cands = [n for n, (props, req) in tools.items() if req <= keys and keys <= props]
+        if len(cands) > 1:
+            exact = [n for n in cands if tools[n][0] == keys]
+            if len(exact) == 1:
+                cands = exact
+        if len(cands) == 1:
+            self.warn("name_inferred", f"tool name {cands[0]!r} inferred from the argument keys "
+                      f"(opaque call id {c.id!r})", c.offset)
+            return cands[0]
+        if cands:
+            self.warn("name_ambiguous", f"opaque call id {c.id!r}: arguments fit several tools "
+                      f"({', '.join(sorted(cands))})", c.offset)
+        return None
+
+    # ------------------------------------------------------------------------------ arguments
+
+    def arguments_text(self, piece: str) -> None:
+        """Argument text: streamed as written, except leading whitespace (dropped), trailing
+        whitespace (held: it may end the arguments) and a JSON string (held to the end)."""
+        c = self.current
+        c.raw.append(piece)  # type: ignore[union-attr]
+        mode = c.mode  # type: ignore[union-attr]
+        if mode == 0:
+            piece = piece.lstrip()
+            if not piece:
+                return
+            if piece[0] == '"':
+                c.mode = 2  # type: ignore[union-attr]
+                c.held.append(piece)  # type: ignore[union-attr]
+                return
+            c.mode = 1  # type: ignore[union-attr]
+        elif mode == 2:
+            c.held.append(piece)  # type: ignore[union-attr]
+            return
+        if piece[-1].isspace():  # trailing whitespace may end the arguments: hold it
+            body = piece.rstrip()
+            if body:
+                tail = piece[len(body):]
+                if c.held:  # type: ignore[union-attr]
+                    body = "".join(c.held) + body  # type: ignore[union-attr]
+                    c.held = []  # type: ignore[union-attr]
+                self._emit(c, body)  # type: ignore[arg-type]
+                c.held.append(tail)  # type: ignore[union-attr]
+            else:
+                c.held.append(piece)  # type: ignore[union-attr]
+        else:
+            if c.held:  # type: ignore[union-attr]
+                piece = "".join(c.held) + piece  # type: ignore[union-attr]
+                c.held = []  # type: ignore[union-attr]
+            self._emit(c, piece)  # type: ignore[arg-type]
+
+    def _emit(self, c: ToolCall, s: str) -> None:
+        c.args.append(s)
+        self.out.args(c.index, s)

@@ -1,0 +1,129 @@
+"""Tool calls: the one tools normaliser (issue 11 item 8), calls that never began their arguments
+and dangling call begins (item 9), and the errors of item 19 for ``parse``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from parse_helpers import AB, CB, CE, END, IM_USER, SB, SE, call, feed_chunks, merge, section
+
+from kimi_chat.parse import StopReason, StreamParser, ToolCallStatus, normalise_tools, parse
+
+INCOMPLETE = ToolCallStatus.INCOMPLETE
+
+
+def fn(name: str, **props: str) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {k: {"type": v} for k, v in props.items()}}}}
+
+
+# ------------------------------------------------------------------------------- the normaliser
+
+
+def test_duplicate_names_are_an_error_naming_both_positions():
+    tools = [fn("f", a="string"), fn("g"), fn("f", b="integer")]
+    with pytest.raises(ValueError, match=r"tools\[2\]: duplicate function name 'f' \(also tools\[0\]\)"):
+        normalise_tools(tools)
+    with pytest.raises(ValueError, match=r"tools\[2\].*tools\[0\]"):
+        parse("x", tools=tools)  # it used to keep the second silently
+    with pytest.raises(ValueError, match=r"tools\[2\].*tools\[0\]"):
+        StreamParser(tools=tools)
+
+
+def test_the_error_class_is_the_callers():
+    class Mine(ValueError):
+        pass
+
+    with pytest.raises(Mine, match=r"tools\[1\]"):
+        normalise_tools([fn("f"), fn("f")], error=Mine)
+    with pytest.raises(Mine, match=r"tools\[0\]: no function name"):
+        normalise_tools([{"type": "function", "function": {"name": ""}}], error=Mine)
+
+
+def test_normaliser_reads_every_shape():
+    @dataclasses.dataclass
+    class Fn:
+        name: str
+        parameters: dict
+
+    class Model:  # what a pydantic tool object looks like to the normaliser
+        def model_dump(self, **kw):
+            return fn("m")
+
+    tools = [fn("a"), {"name": "b", "parameters": {}}, {"type": "function", "function": Fn("c", {})},
+             Model(), {"type": "retrieval"}]
+    out = normalise_tools(tools)
+    assert list(out) == ["a", "b", "c", "m"]
+    assert out["c"] == {"name": "c", "parameters": {}}
+    assert normalise_tools(None) == {} and normalise_tools([]) == {}
+
+
+@pytest.mark.parametrize("bad", [fn("f"), "f", 3])
+def test_tools_must_be_a_list(bad):
+    with pytest.raises(TypeError, match="tools: expected a list of tool declarations"):
+        parse("x", tools=bad)
+
+
+def test_one_dict_says_to_wrap_it():
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        parse("x", tools=fn("f"))
+
+
+@pytest.mark.parametrize("bad", [None, 5, ["a"]])
+def test_parse_names_what_it_takes(bad):
+    with pytest.raises(TypeError, match=r"parse\(\) takes the model's output as str or bytes, not "):
+        parse(bad)
+
+
+# --------------------------------------------------------------------- calls without arguments
+
+
+@pytest.mark.parametrize(
+    "text, closer",
+    [
+        (section(CB + "functions.f:0", call("functions.g:1", "{}")), "next call"),
+        (SB + CB + "functions.f:0" + SE, "section end"),
+        (SB + CB + "functions.f:0" + END, "end of turn"),
+        (SB + CB + "functions.f:0" + IM_USER, "another message"),
+        (section(CB + "functions.f:0" + CE), "call end"),
+    ],
+)
+def test_a_call_that_never_began_its_arguments_is_incomplete(text, closer):
+    msg = parse(text)
+    first = msg.tool_calls[0]
+    assert (first.name, first.arguments, first.status) == ("f", "{}", INCOMPLETE), closer
+    assert "missing_argument_begin" in [w.kind for w in msg.warnings]
+    assert all(c.status is ToolCallStatus.OK for c in msg.tool_calls[1:])
+
+
+def test_incomplete_is_the_same_streamed():
+    text = section(CB + "functions.f:0", call("functions.g:1", '{"a": 1}')) + END
+    for size in (1, 2, 5):
+        deltas, p = feed_chunks([text[i:i + size] for i in range(0, len(text), size)])
+        assert p.message == parse(text)
+        assert [c.status for c in p.message.tool_calls] == [INCOMPLETE, ToolCallStatus.OK]
+        assert merge(deltas).calls[0]["arguments"] == "{}"
+
+
+def test_text_ending_in_a_header_is_unclosed_not_incomplete():
+    msg = parse(SB + CB + "functions.f:0")
+    assert msg.tool_calls[0].status is ToolCallStatus.UNCLOSED
+    assert msg.stop_reason is StopReason.TRUNCATED
+
+
+@pytest.mark.parametrize("text", [SB + CB, CB, "Hi" + CB, SB + CB + " \n",
+                                  section(call("functions.f:0", "{}"))[: -len(SE)] + CB])
+def test_a_dangling_call_begin_at_the_end_is_not_a_call(text):
+    deltas, p = feed_chunks([text])
+    msg = parse(text)
+    assert p.message == msg
+    assert [c.id for c in msg.tool_calls] == (["functions.f:0"] if "functions" in text else [])
+    assert not [t for d in deltas for t in d.tool_calls if t.index == len(msg.tool_calls)]
+    assert msg.warnings[-1].kind == "dangling_call_begin" and msg.warnings[-1].text.startswith(CB)
+    assert msg.stop_reason is StopReason.TRUNCATED
+
+
+def test_a_call_begin_with_a_header_at_the_end_is_still_a_call():
+    assert [c.id for c in parse(SB + CB + "call_0").tool_calls] == ["call_0"]
+    assert [c.arguments for c in parse(SB + CB + AB).tool_calls] == ["{}"]
