@@ -26,7 +26,6 @@ The framework adapters live in :mod:`kimi_chat.integrations.vllm` and
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ from typing import Any
 from .. import markers as M
 from ..formats.k2 import TOKEN_CLASSES
 from ..formats.k2 import machine as compile_machine
-from ..parse import Delta, ParsedMessage, ParsedToolCall, StreamParser
+from ..parse import Delta, MarkerLexer, ParsedMessage, ParsedToolCall, StreamParser
 from ..peg import TEXT, WS, Machine, State
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
 
@@ -92,17 +91,19 @@ class _Splitter:
     """Walks the compiled grammar over raw text (markers and text runs only) until the reasoning
     group is left; reports where, in the raw text, the reasoning stage ends.
 
-    It lexes like the parser: only a trailing proper prefix of a marker is held back.
+    It lexes with the parser's own :class:`~kimi_chat.parse.MarkerLexer` (only a trailing proper
+    prefix of a marker is held back); before reasoning is entered, the text seen so far (whitespace
+    only, else the body has started) is held as well.
     """
 
     def __init__(self, machine: Machine, *, inside: bool) -> None:
         self._m = machine
         self._state: State = machine.start
-        self._search = re.compile(
-            "|".join(re.escape(s) for s in sorted(machine.classes, key=len, reverse=True))
-        ).search
+        self._lexer = MarkerLexer(machine.markers)
         self._pre = self._pre_states(machine)
-        self._held = ""  # raw text not yet released: the undecided suffix (+ leading whitespace)
+        self._before = ""  # decided text seen before reasoning was entered (whitespace)
+        self._pos = 0  # offset, in held + text, of the next piece the lexer reports
+        self._result: tuple[int, int] | None = None
         self.entered = inside  # the output starts inside reasoning (prefilled)
         self.done = False
         self.closing_warnings: list[str] = []
@@ -126,42 +127,40 @@ class _Splitter:
         """Consume ``text``. Returns ``None`` while still in reasoning, else ``(split, token_end)``:
         offsets into ``held + text`` (``held`` as it was before this call, see :attr:`held`) where
         the rest starts and where the token that decided it ends."""
-        s = self._held + text
-        n = len(s)
-        hold = n
-        lo = max(0, n - (self._m.max_len - 1))
-        for ch in self._m.start_chars:
-            i = s.rfind(ch, lo)
-            if 0 <= i < hold and s[i:] in self._m.prefixes:
-                hold = i
-        pos = 0
-        while pos < hold:
-            mt = self._search(s, pos, hold)
-            end = hold if mt is None else mt.start()
-            if end > pos:
-                piece = s[pos:end]
-                r = self._step(WS if piece.isspace() else TEXT, pos, end)
-                if r is not None:
-                    return self._stop(r)
-            if mt is None:
-                break
-            cls = self._m.classes[mt.group()]
-            r = self._step(cls, mt.start(), mt.end())
-            if r is not None:
-                return self._stop(r)
-            pos = mt.end()
-        # nothing decided the end: keep the undecided suffix, and everything while before reasoning
-        self._held = s if not self.entered else s[hold:]
+        self._pos = len(self._before)
+        self._lexer.feed(text, self._on_text, self._on_marker)
+        if self._result is not None:
+            self.done = True
+            self._before = ""
+            self._lexer.flush()
+            return self._result
         return None
 
-    def _stop(self, r: tuple[int, int]) -> tuple[int, int]:
-        self.done = True
-        self._held = ""
-        return r
+    def _on_text(self, piece: str) -> None:
+        if self._result is not None:
+            return
+        start = self._pos
+        self._pos += len(piece)
+        self._result = self._step(WS if piece.isspace() else TEXT, start, self._pos)
+        if self._result is None and not self.entered:
+            self._before += piece
+
+    def _on_marker(self, cls: str, spelling: str) -> bool:
+        if self._result is not None:  # decided by the text before it: stop the lexer
+            return True
+        start = self._pos
+        self._pos += len(spelling)
+        self._result = self._step(cls, start, self._pos)
+        if self._result is None and not self.entered:
+            self._before += spelling
+        elif self.entered:
+            self._before = ""
+        return self._result is not None
 
     @property
     def held(self) -> str:
-        return self._held
+        """Raw text not released yet: the undecided suffix (and, before reasoning, all of it)."""
+        return self._before + self._lexer.pending
 
     def _step(self, cls: str, start: int, end: int) -> tuple[int, int] | None:
         tr = self._state.trans.get(cls)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,9 +55,8 @@ NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
 LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
 """Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
 
-_MARKER = re.compile(
-    "|".join(re.escape(s) for s in sorted(compile_machine("message_plain", think=False).classes, key=len, reverse=True))
-)
+_MARKER = compile_machine("message_plain", think=False).markers.pattern
+"""Any Kimi marker (the parser's own marker table)."""
 
 
 class KimiChatDetector(BaseFormatDetector):
