@@ -213,3 +213,50 @@ def test_every_rule_is_defined_and_reachable():
         names = [line.split(" ::= ")[0] for line in g.splitlines()]
         assert names[0] == "root" and len(names) == len(set(names))
         Gbnf(g)  # raises on an undefined rule
+
+
+# --------------------------------------------------------------------------------------------------
+# kimi_chat.grammar.gbnf: the primitives on their own
+
+
+def test_gbnf_literal_and_class_escaping():
+    from kimi_chat.grammar.gbnf import char_class, literal
+
+    for s in ['plain', 'q"uote\\back', "tab\tnl\ncr\r", "é中🦄", "\x00\x7f", "[^]-"]:
+        lit = literal(s)
+        assert accepts(f"root ::= {lit}\n", s), s
+        assert not accepts(f"root ::= {lit}\n", s + "x"), s
+    cls = char_class(["]", "^", "-", "\\", "a"], negate=True)
+    g = f"root ::= {cls}*\n"
+    assert accepts(g, "bcd") and not accepts(g, "b-") and not accepts(g, "]") and not accepts(g, "a")
+
+
+def test_gbnf_alternation_optional_and_rules():
+    from kimi_chat.grammar.gbnf import Rules, alternation, optional
+
+    assert alternation(['"a"']) == '"a"'
+    assert alternation(['"a"', '"b"', '"a"', ""]) == '("a" | "b" | "")'
+    assert optional("") == "" and optional("x") == "x?" and optional('"a" "b"') == '("a" "b")?'
+    r = Rules()
+    assert [r.fresh("n"), r.fresh("n"), r.fresh("n")] == ["n", "n-2", "n-3"]
+    r.set("n", 'n-2 "x"')
+    r.set("n-2", '"<" [a-z] "n-3"')  # n-3 inside a literal is not a reference
+    r.set("n-3", '"unreached"')
+    assert r.pruned("n") == 'n ::= n-2 "x"\nn-2 ::= "<" [a-z] "n-3"\n'
+
+
+def test_gbnf_avoiding_given_strings():
+    from kimi_chat.grammar.gbnf import Rules, avoiding
+
+    r = Rules()
+    r.fresh("root")
+    r.set("root", avoiding(r, ["<|x|>", "ab"], "t", json_string=False))
+    g = r.text()
+    for ok in ["", "a", "b a", "<|x", "|x|>", "<||x|>", "aac"]:
+        assert accepts(g, ok), ok
+    for bad in ["ab", "xxab", "<|x|>", "a<|x|>b", "<<|x|>", "\x00"]:
+        assert not accepts(g, bad), bad
+    empty = Rules()
+    empty.fresh("root")
+    empty.set("root", avoiding(empty, [], "t", json_string=False))
+    assert accepts(empty.text(), "anything <|x|>")
