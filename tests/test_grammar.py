@@ -1,194 +1,25 @@
 """kimi_chat.grammar without an engine: the GBNF it writes is checked with a small GBNF recognizer
-(below; special-token references match their spelling), against outputs our renderer writes and
+(tests/gbnf_recognizer.py; special-token references match their spelling), against outputs our renderer writes and
 against outputs the parser would misread. The same grammars run in llama.cpp in test_native.py."""
 
 from __future__ import annotations
 
 import json
-import re
-import sys
-from functools import lru_cache
 
 import pytest
+
+import kimi_chat
 
 from kimi_chat import markers as M
 from kimi_chat.grammar import (
     GrammarError,
     default_token_markers,
     forbidden_text,
-    json_schema_to_gbnf,
     tool_call_grammar,
 )
 from kimi_chat.parse import parse
 
-# --------------------------------------------------------------------------------------------------
-# A small GBNF recognizer (the subset kimi_chat.grammar writes, which is llama.cpp's syntax)
-
-
-def _parse_char(s: str, i: int) -> tuple[str, int]:
-    if s[i] == "\\":
-        c = s[i + 1]
-        if c == "x":
-            return chr(int(s[i + 2 : i + 4], 16)), i + 4
-        if c == "u":
-            return chr(int(s[i + 2 : i + 6], 16)), i + 6
-        if c == "U":
-            return chr(int(s[i + 2 : i + 10], 16)), i + 10
-        return {"n": "\n", "r": "\r", "t": "\t"}.get(c, c), i + 2
-    return s[i], i + 1
-
-
-class Gbnf:
-    def __init__(self, text: str) -> None:
-        self.rules: dict[str, object] = {}
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            name, body = line.split(" ::= ", 1)
-            node, i = self._alt(body, 0)
-            assert i == len(body), (line, i)
-            self.rules[name] = node
-        for name in self.rules:
-            self._check_refs(self.rules[name])
-
-    def _check_refs(self, node: object) -> None:
-        kind = node[0]  # type: ignore[index]
-        if kind == "ref":
-            assert node[1] in self.rules, f"undefined rule {node[1]}"  # type: ignore[index]
-        elif kind in ("alt", "seq"):
-            for k in node[1]:  # type: ignore[index]
-                self._check_refs(k)
-        elif kind == "rep":
-            self._check_refs(node[1])  # type: ignore[index]
-
-    def _ws(self, s: str, i: int) -> int:
-        while i < len(s) and s[i] == " ":
-            i += 1
-        return i
-
-    def _alt(self, s: str, i: int) -> tuple[object, int]:
-        alts = []
-        seq, i = self._seq(s, i)
-        alts.append(seq)
-        while i < len(s) and s[i] == "|":
-            seq, i = self._seq(s, self._ws(s, i + 1))
-            alts.append(seq)
-        return ("alt", tuple(alts)), i
-
-    def _seq(self, s: str, i: int) -> tuple[object, int]:
-        items = []
-        while i < len(s) and s[i] not in "|)":
-            item, i = self._atom(s, i)
-            # suffixes
-            if i < len(s) and s[i] in "?*+":
-                lo, hi = {"?": (0, 1), "*": (0, None), "+": (1, None)}[s[i]]
-                item = ("rep", item, lo, hi)
-                i += 1
-            elif i < len(s) and s[i] == "{":
-                j = s.index("}", i)
-                spec = s[i + 1 : j]
-                if "," in spec:
-                    a, b = spec.split(",")
-                    item = ("rep", item, int(a), int(b) if b else None)
-                else:
-                    item = ("rep", item, int(spec), int(spec))
-                i = j + 1
-            items.append(item)
-            i = self._ws(s, i)
-        return ("seq", tuple(items)), i
-
-    def _atom(self, s: str, i: int) -> tuple[object, int]:
-        c = s[i]
-        if c == '"':
-            i += 1
-            out = []
-            while s[i] != '"':
-                ch, i = _parse_char(s, i)
-                out.append(ch)
-            return ("lit", "".join(out)), i + 1
-        if c == "[":
-            i += 1
-            neg = s[i] == "^"
-            if neg:
-                i += 1
-            ranges = []
-            while s[i] != "]":
-                a, i = _parse_char(s, i)
-                b = a
-                if s[i] == "-" and s[i + 1] != "]":
-                    b, i = _parse_char(s, i + 1)
-                ranges.append((a, b))
-            return ("cls", neg, tuple(ranges)), i + 1
-        if c == "<":
-            j = s.index(">", i)
-            tok = s[i : j + 1]
-            if tok.startswith("<["):
-                tok = M.BY_ID[int(tok[2:-2])].text
-            return ("tok", tok), j + 1
-        if c == "(":
-            node, i = self._alt(s, self._ws(s, i + 1))
-            assert s[i] == ")"
-            return node, i + 1
-        m = re.compile(r"[a-zA-Z0-9-]+").match(s, i)
-        assert m, s[i:]
-        return ("ref", m.group()), m.end()
-
-    def matches(self, text: str, root: str = "root") -> bool:
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-        memo: dict[tuple[int, int], frozenset[int]] = {}
-
-        def m(node, pos: int) -> frozenset[int]:
-            key = (id(node), pos)
-            if key in memo:
-                return memo[key]
-            kind = node[0]
-            if kind == "lit" or kind == "tok":
-                r = frozenset([pos + len(node[1])]) if text.startswith(node[1], pos) else frozenset()
-            elif kind == "cls":
-                if pos < len(text):
-                    ch = text[pos]
-                    inside = any(a <= ch <= b for a, b in node[2])
-                    r = frozenset([pos + 1]) if inside != node[1] else frozenset()
-                else:
-                    r = frozenset()
-            elif kind == "ref":
-                r = m(self.rules[node[1]], pos)
-            elif kind == "alt":
-                r = frozenset().union(*(m(a, pos) for a in node[1]))
-            elif kind == "seq":
-                cur = frozenset([pos])
-                for it in node[1]:
-                    cur = frozenset().union(*(m(it, p) for p in cur)) if cur else cur
-                r = cur
-            else:  # rep
-                _, inner, lo, hi = node
-                cur, out, n = frozenset([pos]), set(), 0
-                if lo == 0:
-                    out.add(pos)
-                while cur and (hi is None or n < hi):
-                    cur = frozenset().union(*(m(inner, p) for p in cur)) - ({pos} if hi is None else set())
-                    n += 1
-                    if n >= lo:
-                        out |= cur
-                    if hi is None and n > len(text) + 1:
-                        break
-                r = frozenset(out)
-            memo[key] = r
-            return r
-
-        return len(text) in m(("ref", root), 0)
-
-
-@lru_cache(maxsize=None)
-def compiled(text: str) -> Gbnf:
-    return Gbnf(text)
-
-
-def accepts(grammar: str, text: str) -> bool:
-    return compiled(grammar).matches(text)
-
-
-# --------------------------------------------------------------------------------------------------
+from gbnf_recognizer import Gbnf, accepts
 
 SB, SE = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
 CB, AB, CE = M.TOOL_CALL_BEGIN.text, M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text
@@ -362,53 +193,11 @@ def test_errors():
         tool_call_grammar([], tool_choice="required")
     with pytest.raises(GrammarError, match="tool_choice"):
         tool_call_grammar(TOOLS, tool_choice="sometimes")
-    with pytest.raises(GrammarError, match="duplicate"):
+    with pytest.raises(GrammarError, match=r"tools\[1\]: duplicate function name 'get_weather' \(also tools\[0\]\)"):
         tool_call_grammar([WEATHER, WEATHER])
-    with pytest.raises(GrammarError, match="false schema"):
-        json_schema_to_gbnf({"type": "object", "properties": {"a": False}, "required": ["a"]})
-    with pytest.raises(GrammarError, match="cannot resolve"):
-        json_schema_to_gbnf({"$ref": "#/$defs/missing"})
-    with pytest.raises(GrammarError, match="only local"):
-        json_schema_to_gbnf({"$ref": "https://example.com/s.json"})
-
-
-@pytest.mark.parametrize(
-    "schema, good, bad",
-    [
-        ({"type": "boolean"}, ["true", "false"], ["1", '"true"']),
-        ({"type": "null"}, ["null"], ["None"]),
-        ({"type": "number"}, ["0", "-1.5", "3e10", "2.25E-3"], ["01", "1.", ".5", "NaN"]),
-        ({"type": "integer"}, ["0", "-12", "123456"], ["1.0", "+1", "007"]),
-        ({"type": ["string", "null"]}, ['"a"', "null"], ["1"]),
-        ({"type": "string", "nullable": True}, ['"a"', "null"], ["1"]),
-        ({"enum": ["a", 1, None, True]}, ['"a"', "1", "null", "true"], ['"b"', "2"]),
-        ({"const": {"k": [1]}}, ['{"k": [1]}'], ['{"k":[1]}', "{}"]),
-        ({"type": "string", "minLength": 2, "maxLength": 3}, ['"ab"', '"abc"', '"\\u003c|"'], ['"a"', '"abcd"', '"<"']),
-        ({"type": "array", "items": {"type": "integer"}, "minItems": 1}, ["[1]", "[1, 2]", "[1,2]"], ["[]", '["a"]']),
-        ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}, ['[1, "a"]'], ["[1]", '["a", 1]']),
-        ({"type": "object"}, ["{}", '{"a": [1, {"b": null}]}'], ["[]"]),
-        ({"type": "object", "additionalProperties": {"type": "integer"}}, ['{"x": 1, "y": 2}'], ['{"x": "1"}']),
-        ({"type": "object", "additionalProperties": False}, ["{}"], ['{"a": 1}']),
-        ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-                    {"properties": {"b": {"type": "boolean"}}, "required": ["b"]}]},
-         ['{"a": 1, "b": true}'], ['{"a": 1}', '{"b": true}']),
-        ({"$defs": {"node": {"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
-                             "required": ["next"]}},
-          "$ref": "#/$defs/node"},
-         ['{"next": null}', '{"next": {"next": {"next": null}}}'], ['{"next": 1}']),
-        ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}},
-         ["{}", '{"a": 1}', '{"b": 1}', '{"a": 1, "c": 2}', '{"a": 1, "b": 2, "c": 3}'], ['{"c": 1, "a": 2}', '{, "a": 1}']),
-        ({}, ['"x"', "1", "[true]", '{"a": {}}'], ["", "tru"]),
-        ({"type": "string"}, ['""', '"é ü \\" \\\\ \\n"', '"<b> [x] <|"'], ['"<|im_end|>"', '"\\x"', '"a\nb"']),
-    ],
-)
-def test_json_schema(schema, good, bad):
-    g = json_schema_to_gbnf(schema)
-    for s in good:
-        assert accepts(g, s), s
-        json.loads(s)
-    for s in bad:
-        assert not accepts(g, s), s
+    with pytest.raises(GrammarError, match=r"tools\['f'\].parameters/properties/a: a false schema"):
+        tool_call_grammar([{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": False}, "required": ["a"]}}}])
 
 
 def test_forbidden_text_comes_from_the_format():
@@ -426,3 +215,61 @@ def test_every_rule_is_defined_and_reachable():
         names = [line.split(" ::= ")[0] for line in g.splitlines()]
         assert names[0] == "root" and len(names) == len(set(names))
         Gbnf(g)  # raises on an undefined rule
+
+
+# --------------------------------------------------------------------------------------------------
+# kimi_chat.grammar.gbnf: the primitives on their own
+
+
+def test_gbnf_literal_and_class_escaping():
+    from kimi_chat.grammar.gbnf import char_class, literal
+
+    for s in ['plain', 'q"uote\\back', "tab\tnl\ncr\r", "é中🦄", "\x00\x7f", "[^]-"]:
+        lit = literal(s)
+        assert accepts(f"root ::= {lit}\n", s), s
+        assert not accepts(f"root ::= {lit}\n", s + "x"), s
+    cls = char_class(["]", "^", "-", "\\", "a"], negate=True)
+    g = f"root ::= {cls}*\n"
+    assert accepts(g, "bcd") and not accepts(g, "b-") and not accepts(g, "]") and not accepts(g, "a")
+
+
+def test_gbnf_alternation_optional_and_rules():
+    from kimi_chat.grammar.gbnf import Rules, alternation, optional
+
+    assert alternation(['"a"']) == '"a"'
+    assert alternation(['"a"', '"b"', '"a"', ""]) == '("a" | "b" | "")'
+    assert optional("") == "" and optional("x") == "x?" and optional('"a" "b"') == '("a" "b")?'
+    r = Rules()
+    assert [r.fresh("n"), r.fresh("n"), r.fresh("n")] == ["n", "n-2", "n-3"]
+    r.set("n", 'n-2 "x"')
+    r.set("n-2", '"<" [a-z] "n-3"')  # n-3 inside a literal is not a reference
+    r.set("n-3", '"unreached"')
+    assert r.pruned("n") == 'n ::= n-2 "x"\nn-2 ::= "<" [a-z] "n-3"\n'
+
+
+def test_gbnf_avoiding_given_strings():
+    from kimi_chat.grammar.gbnf import Rules, avoiding
+
+    r = Rules()
+    r.fresh("root")
+    r.set("root", avoiding(r, ["<|x|>", "ab"], "t", json_string=False))
+    g = r.text()
+    for ok in ["", "a", "b a", "<|x", "|x|>", "<||x|>", "aac"]:
+        assert accepts(g, ok), ok
+    for bad in ["ab", "xxab", "<|x|>", "a<|x|>b", "<<|x|>", "\x00"]:
+        assert not accepts(g, bad), bad
+    empty = Rules()
+    empty.fresh("root")
+    empty.set("root", avoiding(empty, [], "t", json_string=False))
+    assert accepts(empty.text(), "anything <|x|>")
+
+
+def test_one_tools_rule_for_grammar_and_parse():
+    """grammar and parse read ``tools`` through the same normaliser: the same tools are refused by
+    both, with the same message (issue 11 item 8: parse used to keep the second of two ``f``)."""
+    tools = [WEATHER, {"type": "function", "function": {"name": "other"}}, WEATHER]
+    with pytest.raises(GrammarError) as g:
+        tool_call_grammar(tools)
+    with pytest.raises(ValueError) as p:
+        kimi_chat.parse("hi", tools=tools)
+    assert str(g.value) == str(p.value) == "tools[2]: duplicate function name 'get_weather' (also tools[0])"

@@ -1,14 +1,17 @@
-"""Property: for every dialect, render() == the official template rendered by transformers."""
+"""Property: for every dialect, render() == the official template rendered by transformers, and where
+the official template refuses an input, render refuses it too, with its own error."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
-from hypothesis import given, note, strategies as st
+from hypothesis import event, given, note, settings, strategies as st
 
 from kimi_chat import DIALECTS, render
-from kimi_chat.messages import InvalidMessagesError
+from kimi_chat.errors import KimiChatError
 from kimi_chat.oracle import render_official
-from kimi_chat.testing.strategies import requests
+from kimi_chat.testing.strategies import DEFECTS, defective_requests, requests
 
 from conftest import needs_reference
 
@@ -23,21 +26,91 @@ def _official_or_error(req, dialect):
         return e
 
 
+def _ours_or_refusal(req, dialect):
+    try:
+        return render(req["messages"], tools=req["tools"], dialect=dialect,
+                      add_generation_prompt=req["add_generation_prompt"], **req["options"])
+    except ValueError as e:  # a refusal; anything else is a crash and fails the test
+        return e
+
+
+RENDERED = "render == official"
+BOTH_REFUSE = "both refuse"
+WE_REFUSE = "official renders (mangled), render refuses"
+
+
+def _names(error: Exception, where: str) -> bool:
+    text = str(error)
+    return f"{where}:" in text if where.startswith("messages[") else where in text
+
+
+def check_parity(req, dialect) -> str:
+    """The oracle property for one request; returns (and records as a hypothesis event) the branch
+    taken. ``render`` equals the official rendering; where the official template crashes, render
+    refuses with its own clear error; render refuses what the official renders only for a
+    deliberately defective input (``req["defect"]``), naming the defect's location."""
+    official = _official_or_error(req, dialect)
+    ours = _ours_or_refusal(req, dialect)
+    where = req.get("defect")
+    if isinstance(ours, Exception):
+        assert isinstance(ours, KimiChatError), f"not our error: {ours!r}"
+        if where is not None:
+            assert _names(ours, where), f"the error does not name {where}: {ours}"
+    if isinstance(official, Exception):
+        # where the official template crashes, render must refuse too (never a silently different prompt)
+        assert isinstance(ours, Exception), f"the official template refuses this input ({official!r}); render did not"
+        branch = BOTH_REFUSE
+    elif isinstance(ours, Exception):
+        assert where is not None, f"render refused what the official template renders: {ours}"
+        branch = WE_REFUSE
+    else:
+        assert ours == official
+        branch = RENDERED
+    event(branch)
+    return branch
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 @given(data=st.data())
 def test_render_equals_official(dialect, data):
     req = data.draw(requests(dialect))
     note(repr(req))
-    official = _official_or_error(req, dialect)
-    if isinstance(official, Exception):
-        # where the official template crashes, render must refuse too (never a silently different prompt)
-        with pytest.raises(ValueError):
-            render(req["messages"], tools=req["tools"], dialect=dialect,
-                   add_generation_prompt=req["add_generation_prompt"], **req["options"])
-        return
-    ours = render(req["messages"], tools=req["tools"], dialect=dialect,
-                  add_generation_prompt=req["add_generation_prompt"], **req["options"])
-    assert ours == official
+    check_parity(req, dialect)
+
+
+# A fixed-seed run (derandomized): the same examples every time, so the branch check is deterministic.
+REFUSAL_EXAMPLES = 60
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_refusal_parity_takes_every_branch(dialect):
+    """The property on inputs the official template refuses or mangles (defective_requests) mixed
+    with ordinary ones, and a check that every branch of it ran: a change that makes the refusal
+    branch (or the equality branch) unreachable fails here instead of passing unseen."""
+    seen: Counter[str] = Counter()
+
+    @settings(derandomize=True, database=None, max_examples=REFUSAL_EXAMPLES)
+    @given(req=st.one_of(requests(dialect), defective_requests(dialect)))
+    def parity(req):
+        note(repr(req))
+        seen[check_parity(req, dialect)] += 1
+
+    parity()
+    assert set(seen) == {RENDERED, BOTH_REFUSE, WE_REFUSE}, f"{dialect}: branches taken {dict(seen)}"
+
+
+@pytest.mark.parametrize("kind", DEFECTS)
+def test_every_defect_is_refused_naming_it(kind):
+    """Each kind of defect defective_requests documents is drawn, and render refuses it (in
+    kimi-k2.5, which writes every field the defects touch) with an error naming its location."""
+    @settings(derandomize=True, database=None, max_examples=5)
+    @given(req=defective_requests("kimi-k2.5", kinds=(kind,)))
+    def refused(req):
+        note(repr(req))
+        err = _ours_or_refusal(req, "kimi-k2.5")
+        assert isinstance(err, KimiChatError) and _names(err, req["defect"]), err
+
+    refused()
 
 
 def test_openai_sdk_style_inputs_match_official():

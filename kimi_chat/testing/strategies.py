@@ -6,7 +6,15 @@ use them, and so can you).
 marks, ``\\r\\n``, NUL), text that looks like markers, list content mixing text, images and video,
 empty strings, assistants with and without content, several tool calls with dict and string
 arguments, tool results, reasoning under its three names, and tools with nested schemas and unsorted
-keys.
+keys. Every request it draws is one the official templates render.
+
+``defective_requests()`` (opt-in) draws the inputs the official templates refuse (an empty
+conversation, a message that is not an object, content that is neither text nor a list, a tool call
+without ``function``...) or mangle (a tool call without ``id`` where the id is written, a message
+without ``content``, a bare string or number as a content part, an unknown or missing role, a
+function name that is not a string, arguments that are not JSON data): a request as above with one
+such defect put in, plus ``"defect"``, the location an error about it names
+(``"messages[2].tool_calls[0].id"``; ``"empty conversation"`` for no message at all).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from hypothesis import strategies as st
 from .. import markers as M
 from ..dialects import get_dialect
 
-__all__ = ["texts", "json_values", "tools", "messages", "requests"]
+__all__ = ["texts", "json_values", "tools", "messages", "requests", "defective_requests", "DEFECTS"]
 
 _SPECIAL_TEXT = [
     M.IM_END.text, M.IM_USER.text, M.IM_ASSISTANT.text, M.IM_MIDDLE.text, M.IM_SYSTEM.text,
@@ -202,3 +210,90 @@ def requests(draw: st.DrawFn, dialect: str | None = None, max_turns: int = 6) ->
         "add_generation_prompt": draw(st.booleans()),
         "options": options,
     }
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs the official templates refuse or mangle (opt-in)
+
+DEFECTS = (
+    "empty conversation",
+    "message not an object",
+    "content not text or a list",
+    "content missing",
+    "content part not an object",
+    "unknown role",
+    "role missing",
+    "tool_calls not a list",
+    "tool call without function",
+    "tool call without id",
+    "function name not a string",
+    "arguments not JSON data",
+)
+"""The kinds of defect :func:`defective_requests` puts in a request."""
+
+
+def _call(draw: st.DrawFn, **function: Any) -> dict[str, Any]:
+    name = draw(_func_names)
+    fn: dict[str, Any] = {"name": name, "arguments": draw(_ARGUMENTS)}
+    fn.update(function)
+    return {"id": f"functions.{name}:0", "type": "function", "function": fn}
+
+
+def _defective_message(draw: st.DrawFn, kind: str) -> tuple[Any, str]:
+    """A message with one defect of ``kind`` and the location (after ``messages[i]``) an error names."""
+    role = draw(st.sampled_from(["system", "user", "tool"]))
+    if kind == "message not an object":
+        return draw(st.sampled_from(["hi", 5, None])), ""
+    if kind == "content not text or a list":
+        return {"role": role, "content": draw(st.sampled_from([5, 1.5, True]))}, ".content"
+    if kind == "content missing":
+        return ({"role": "tool", "tool_call_id": "functions.f:0"} if role == "tool" else {"role": role}), ".content"
+    if kind == "content part not an object":
+        parts: list[Any] = [{"type": "text", "text": t} for t in draw(st.lists(texts(5), max_size=2))]
+        k = draw(st.integers(0, len(parts)))
+        parts.insert(k, draw(st.sampled_from(["text", 5, None])))
+        return {"role": "user", "content": parts}, f".content[{k}]"
+    if kind == "unknown role":
+        return {"role": draw(st.sampled_from(["moderator", "", "USER"])), "content": draw(texts(5))}, ".role"
+    if kind == "role missing":
+        return {"content": draw(texts(5))}, ".role"
+    if kind == "tool_calls not a list":
+        return {"role": "assistant", "content": "x", "tool_calls": _call(draw)}, ".tool_calls"
+    # a defect in one call of an assistant message
+    calls = [_call(draw) for _ in range(draw(st.integers(1, 2)))]
+    j = draw(st.integers(0, len(calls) - 1))
+    if kind == "tool call without function":
+        del calls[j]["function"]
+        where = f".tool_calls[{j}].function"
+    elif kind == "tool call without id":
+        del calls[j]["id"]
+        where = f".tool_calls[{j}].id"
+    elif kind == "function name not a string":
+        calls[j]["function"]["name"] = draw(st.sampled_from([7, None, ["f"]]))
+        where = f".tool_calls[{j}].function.name"
+    elif kind == "arguments not JSON data":
+        calls[j]["function"]["arguments"] = {"a": draw(st.sampled_from([b"x", {1, 2}, object()]))}
+        where = f".tool_calls[{j}].function.arguments"
+    else:
+        raise ValueError(f"unknown defect {kind!r}")
+    return {"role": "assistant", "content": draw(st.one_of(st.none(), texts(5))), "tool_calls": calls}, where
+
+
+@st.composite
+def defective_requests(draw: st.DrawFn, dialect: str | None = None, max_turns: int = 4,
+                       kinds: tuple[str, ...] = DEFECTS) -> dict[str, Any]:
+    """A :func:`requests` request with one defect (one of ``kinds``, see :data:`DEFECTS`) put in: the
+    official template refuses it or renders it mangled (where the defect touches what the dialect
+    writes; elsewhere it may render normally). ``"defect"`` is the location an error about it names:
+    ``"messages[I]"`` plus the field path, or ``"empty conversation"``."""
+    req = draw(requests(dialect, max_turns))
+    kind = draw(st.sampled_from(kinds))
+    if kind == "empty conversation":
+        req["messages"] = []
+        req["defect"] = "empty conversation"
+        return req
+    msg, where = _defective_message(draw, kind)
+    i = draw(st.integers(0, len(req["messages"])))
+    req["messages"].insert(i, msg)
+    req["defect"] = f"messages[{i}]{where}"
+    return req

@@ -1,0 +1,27 @@
+"""GBNF grammars (llama.cpp) that constrain a model's output to the Kimi tool-call format.
+
+* :mod:`~kimi_chat.grammar.gbnf`: GBNF primitives (literals, escaping, rule names, alternation,
+  text avoiding given strings, pruning);
+* :mod:`~kimi_chat.grammar.json_schema`: JSON schema -> GBNF (:func:`json_schema_to_gbnf`);
+* :mod:`~kimi_chat.grammar.vocabulary`: the marker spellings free text must avoid
+  (:func:`forbidden_text`) and those written as special tokens (:func:`default_token_markers`);
+* :mod:`~kimi_chat.grammar.tool_call`: :func:`tool_call_grammar`, the grammar of one request's
+  assistant output, translated from the output format the parser runs.
+"""
+
+from __future__ import annotations
+
+from .gbnf import GrammarError
+from .json_schema import json_schema_to_gbnf
+from .tool_call import CALL_ID_PREFIX, tool_call_grammar
+from .vocabulary import RESERVED_TOKEN_PREFIX, default_token_markers, forbidden_text
+
+__all__ = [
+    "GrammarError",
+    "tool_call_grammar",
+    "json_schema_to_gbnf",
+    "default_token_markers",
+    "forbidden_text",
+    "CALL_ID_PREFIX",
+    "RESERVED_TOKEN_PREFIX",
+]

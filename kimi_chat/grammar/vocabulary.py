@@ -1,0 +1,48 @@
+"""Which marker spellings a grammar must keep out of free text, and which it may write as special
+tokens: both read from the output format the parser runs (:mod:`kimi_chat.formats.k2`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import peg as F
+from ..formats.k2 import TOKEN_CLASSES
+from .. import markers as M
+from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..parse import StreamParser
+
+__all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine"]
+
+RESERVED_TOKEN_PREFIX = M.reserved_token_name(0)[: M.reserved_token_name(0).index("0")]
+"""``<|reserved_token_``: every reserved special id is spelled with this prefix."""
+
+
+def output_machine(dialect: str | Dialect, options: Mapping[str, Any]) -> F.Machine:
+    """The compiled output format the parser runs for ``dialect`` and render ``options`` (its start
+    rule is the one the parser picks)."""
+    return StreamParser(dialect, **options).machine
+
+
+def forbidden_spellings(machine: F.Machine) -> tuple[str, ...]:
+    """Every marker spelling ``machine``'s lexer recognises, plus the reserved-token prefix."""
+    return tuple(sorted(machine.classes)) + (RESERVED_TOKEN_PREFIX,)
+
+
+def forbidden_text(dialect: str | Dialect = DEFAULT_DIALECT, **options: Any) -> tuple[str, ...]:
+    """The strings free text may not contain for this dialect: every marker spelling the parser's
+    lexer recognises (:attr:`kimi_chat.peg.Machine.classes`) plus the reserved-token prefix."""
+    return forbidden_spellings(output_machine(dialect, options))
+
+
+def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:
+    """Marker spellings taken to be single special tokens of a model of ``dialect``: every format
+    marker with an id, except ``<think>``/``</think>``, which are tokens only in the K2.5/K2.6
+    vocabulary. :class:`kimi_chat.runtime.NativeModel` asks the loaded model instead."""
+    d = get_dialect(dialect)
+    out = set()
+    for ms in TOKEN_CLASSES.values():
+        for m in ms:
+            if m.id is not None and (m not in (M.THINK_BEGIN, M.THINK_END) or d.think == "k25"):
+                out.add(m.text)
+    return frozenset(out)
