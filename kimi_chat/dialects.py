@@ -15,6 +15,7 @@ Each dialect carries its provenance status, from ``../shared/reference/PROVENANC
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
@@ -89,11 +90,28 @@ class Dialect:
     options: tuple[str, ...] = ()
     """Render options (template kwargs) this dialect reads, e.g. ``thinking``."""
     aliases: tuple[str, ...] = field(default=())
+    family: Literal["k2", "k3"] = "k2"
+    """The format family: which renderer (:mod:`kimi_chat.render`) and output format serve it. ``k2``:
+    ``<|im_*|>`` turns and tool-call sections (every K2 revision)."""
 
     @property
     def reasoning(self) -> bool:
         """Whether the model's output may carry ``<think>`` reasoning."""
         return self.think != "none"
+
+    def check_options(self, options: Mapping[str, object], *, what: str = "option", require_bool: bool = True) -> None:
+        """Refuse template options this dialect does not read (and, with ``require_bool``, non-bool
+        values): the one check of :func:`~kimi_chat.render.render` and :func:`~kimi_chat.parse.parse`.
+
+        ``what`` is how the message calls an option (``"option"``, ``"render option"``). Raises
+        ``TypeError`` naming the option and listing the dialect's options.
+        """
+        for key, value in options.items():
+            if key not in self.options:
+                takes = ", ".join(self.options) if self.options else "none"
+                raise TypeError(f"dialect {self.name} takes no {what} {key!r} (its options: {takes})")
+            if require_bool and type(value) is not bool:
+                raise TypeError(f"{what} {key!r} of dialect {self.name} must be a bool, got {value!r}")
 
     def prefills_think(self, **options: object) -> bool:
         """Whether the generation prompt already opens ``<think>``, so the model's output starts
