@@ -3,7 +3,8 @@
 The models are pydantic v2 ``TypedDict`` schemas, so the public shapes are plain dicts (as in the
 OpenAI SDK's typed params) and validation is fast. :func:`normalize_messages` is the one entry point
 the renderer uses: it converts message objects (pydantic models such as the OpenAI SDK's
-``ChatCompletionMessage``, dataclasses) to dicts, drops ``None``-valued keys (as transformers does
+``ChatCompletionMessage``, dataclasses, at any level: an SDK tool-call object inside a dict message
+too) to dicts, drops ``None``-valued keys (as transformers does
 before rendering), validates, and returns the normalised plain dicts the templates would see.
 
 Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the message index and field.
@@ -12,6 +13,7 @@ Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the mes
 from __future__ import annotations
 
 import dataclasses
+import marshal
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
@@ -311,7 +313,14 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     try:
         _MESSAGES.validate_python(out, strict=True)
     except ValidationError as e:
-        raise InvalidMessagesError(_errors_of(e, out)) from e
+        # objects nested at any level (the OpenAI SDK's tool-call objects inside a dict message,
+        # dataclass content parts...): made plain, as transformers does, then validated again
+        plain = [to_plain(m) for m in out]
+        try:
+            _MESSAGES.validate_python(plain, strict=True)
+        except ValidationError as e2:
+            raise InvalidMessagesError(_errors_of(e2, plain)) from e
+        return plain
     return out
 
 
@@ -322,6 +331,10 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
     plain = [t if type(t) is dict else to_plain(t) for t in tools]
+    try:
+        marshal.dumps(plain)  # C speed: fails on any object that is not plain data, at any level
+    except ValueError:
+        plain = [to_plain(t) for t in plain]
     try:
         _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:

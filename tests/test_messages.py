@@ -10,6 +10,8 @@ from pydantic import BaseModel
 from kimi_chat import InvalidMessagesError, InvalidToolsError, RenderError, render
 from kimi_chat.messages import normalize_messages
 
+from conftest import needs_reference
+
 
 def test_missing_field_names_index_and_field():
     with pytest.raises(InvalidMessagesError) as e:
@@ -160,3 +162,63 @@ def test_tool_description_none_as_the_openai_sdk_dumps_it():
     tools = [{"type": "function", "function": {"name": "f", "description": None, "parameters": None}}]
     out = render([{"role": "user", "content": "hi"}], tools=tools, dialect="kimi-k2-instruct-0905")
     assert '"description": null' in out
+
+
+def test_openai_sdk_objects_nested_in_dict_messages():
+    """The pattern of OpenAI's function-calling docs: SDK tool-call objects inside a dict message, and
+    SDK / pydantic / dataclass objects at every other level, render like the plain dicts (and like the
+    official machinery, which makes them plain the same way)."""
+    pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
+    from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
+    from openai.types.shared_params import FunctionDefinition
+
+    call = ChatCompletionMessageFunctionToolCall(id="functions.f:0", type="function",
+                                                 function=Function(name="f", arguments='{"a": 1}'))
+    plain_call = {"id": "functions.f:0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+
+    class Args(BaseModel):
+        a: int
+
+    @dataclasses.dataclass
+    class Part:
+        type: str
+        text: str
+
+    user = {"role": "user", "content": [Part("text", "hi")]}
+    plain_user = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    msgs = [user, {"role": "assistant", "tool_calls": [call]},
+            {"role": "assistant", "tool_calls": [{"id": "functions.f:1", "type": "function",
+                                                  "function": {"name": "f", "arguments": Args(a=1)}}]}]
+    plain = [plain_user, {"role": "assistant", "tool_calls": [plain_call]},
+             {"role": "assistant", "tool_calls": [{"id": "functions.f:1", "type": "function",
+                                                   "function": {"name": "f", "arguments": {"a": 1}}}]}]
+
+    @dataclasses.dataclass
+    class Schema:
+        type: str = "object"
+
+    tools = [{"type": "function", "function": {"name": "f", "parameters": Schema()}}]
+    plain_tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    fd: FunctionDefinition = {"name": "g", "description": "d"}
+    for dialect in ("kimi-k2-instruct@rev2", "kimi-k2-instruct-0905", "kimi-k2-thinking", "kimi-k2.5"):
+        assert render(msgs, tools=tools, dialect=dialect) == render(plain, tools=plain_tools, dialect=dialect)
+        assert render(msgs, tools=[{"type": "function", "function": fd}], dialect=dialect)
+    # still refused where the plain value is wrong: the error names the nested field
+    bad = ChatCompletionMessageFunctionToolCall.model_construct(id="x", type="function", function={"arguments": "{}"})
+    with pytest.raises(InvalidMessagesError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.name"):
+        render([plain_user, {"role": "assistant", "tool_calls": [bad]}])
+
+
+@pytest.mark.oracle
+@needs_reference
+def test_nested_objects_match_official():
+    pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
+    from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
+    from kimi_chat.oracle import render_official
+
+    msgs = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "", "tool_calls": [ChatCompletionMessageFunctionToolCall(
+                id="functions.f:0", type="function", function=Function(name="f", arguments='{"a": 1}'))]},
+            {"role": "tool", "tool_call_id": "functions.f:0", "content": "ok"}]
+    for dialect in ("kimi-k2-instruct@rev2", "kimi-k2-instruct-0905", "kimi-k2-thinking"):
+        assert render(msgs, dialect=dialect) == render_official(msgs, dialect=dialect)

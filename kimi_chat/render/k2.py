@@ -19,6 +19,7 @@ where HEADER is ``<|im_user|>``/``<|im_assistant|>``/``<|im_system|>`` + role (o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from json.encoder import encode_basestring as _encode_json_string
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from typing import Any
 from .. import markers as M
 from ..dialects import Dialect
 from ..errors import RenderError
+from ..messages import to_plain
 from ..oracle import deep_sort_dict
 from .writer import Writer
 
@@ -72,6 +74,9 @@ def _json_default(value: Any) -> Any:
     item = getattr(value, "item", None)
     if callable(item) and type(value).__module__ == "numpy":
         return item()
+    # objects nested in JSON values (e.g. a pydantic model as arguments): plain data, as transformers makes them
+    if (dataclasses.is_dataclass(value) and not isinstance(value, type)) or callable(getattr(value, "model_dump", None)):
+        return to_plain(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
