@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_DIALECT",
     "get_dialect",
     "dialect_names",
+    "dialect_for_model",
 ]
 
 
@@ -218,3 +219,20 @@ def get_dialect(name: str | Dialect) -> Dialect:
 def dialect_names(*, aliases: bool = True) -> list[str]:
     """Canonical dialect names (and aliases, after them)."""
     return list(DIALECTS) + (list(ALIASES) if aliases else [])
+
+
+def dialect_for_model(model: str) -> str | None:
+    """The canonical dialect a model name implies (a Hugging Face id such as
+    ``moonshotai/Kimi-K2-Thinking``, an API model name such as ``kimi-k2.5``, a GGUF ``general.name``),
+    or ``None`` when the name is not a Kimi model or does not tell which template revision it uses
+    (``Kimi-K2-Instruct`` had several). K2.6 names map to ``kimi-k2.5`` (same chat format)."""
+    n = model.lower().replace("_", "-").replace(" ", "-")
+    if "kimi" not in n and "k2" not in n:
+        return None
+    if any(k in n for k in ("k2.5", "k2-5", "k25", "k2.6", "k2-6", "k26")):
+        return "kimi-k2.5"
+    if "thinking" in n:
+        return "kimi-k2-thinking@rev1"
+    if "0905" in n:
+        return "kimi-k2-instruct-0905"
+    return None

@@ -89,3 +89,20 @@ def test_unknown_option_names_it():
         render(PREFILL, thinking=False)
     with pytest.raises(TypeError, match="option 'thinking' of dialect kimi-k2.5 must be a bool"):
         render(PREFILL, dialect="kimi-k2.5", thinking="no")
+
+
+@pytest.mark.parametrize("model, dialect", [
+    ("moonshotai/Kimi-K2-Thinking", "kimi-k2-thinking@rev1"),
+    ("kimi-k2-thinking-turbo", "kimi-k2-thinking@rev1"),
+    ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-instruct-0905"),
+    ("kimi-k2-0905-preview", "kimi-k2-instruct-0905"),
+    ("moonshotai/Kimi-K2.5", "kimi-k2.5"),
+    ("Kimi K2.6", "kimi-k2.5"),
+    ("moonshotai/Kimi-K2-Instruct", None),  # several template revisions: not told by the name
+    ("gpt-4o", None),
+])
+def test_dialect_for_model(model, dialect):
+    from kimi_chat.dialects import DIALECTS as ALL, dialect_for_model
+
+    assert dialect_for_model(model) == dialect
+    assert dialect is None or dialect in ALL
