@@ -279,20 +279,47 @@ def _is_message(item: Any) -> bool:
     return not isinstance(item, dict) or "role" in item or "type" not in item
 
 
+def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
+    """``(container type, [(key, child)])`` of a value :func:`to_plain` descends into; None for a leaf."""
+    while True:
+        if isinstance(value, Mapping):
+            return dict, list(value.items())
+        if isinstance(value, list):
+            return list, list(enumerate(value))
+        if isinstance(value, tuple):
+            return tuple, list(enumerate(value))
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return dict, [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+        if callable(getattr(value, "model_dump", None)):
+            value = value.model_dump()
+            continue
+        return None
+
+
 def to_plain(value: Any) -> Any:
     """Objects to plain data, as transformers does before rendering: pydantic models through
-    ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively."""
-    if isinstance(value, Mapping):
-        return {k: to_plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [to_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(to_plain(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if callable(getattr(value, "model_dump", None)):
-        return to_plain(value.model_dump())
-    return value
+    ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively (iteratively:
+    any depth)."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    tuples: list[tuple[Any, Any, list[Any]]] = []
+    while stack:
+        v, parent, key = stack.pop()
+        node = _children(v)
+        if node is None:
+            parent[key] = v
+            continue
+        kind, items = node
+        out: Any = {} if kind is dict else [None] * len(items)
+        parent[key] = out
+        if kind is tuple:
+            tuples.append((parent, key, out))
+        if kind is dict:
+            out.update(dict.fromkeys(k for k, _ in items))  # the key order, filled in below
+        stack.extend((child, out, k) for k, child in reversed(items))
+    for parent, key, out in reversed(tuples):  # innermost first
+        parent[key] = tuple(out)
+    return root[0]
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:

@@ -183,3 +183,11 @@ def test_legacy_function_fields_are_refused(capsysbinary, tmp_path, field):
 def test_request_chat_template_is_reported(capsysbinary, tmp_path):
     status, _, err = _run(capsysbinary, "render", _body(tmp_path, chat_template="{{ messages }}"))
     assert status == 0 and "warning: the request's 'chat_template' is ignored" in err
+
+
+def test_deeply_nested_request_is_one_clear_line(capsysbinary, tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text('{"messages": [{"role": "user", "content": "x"}], "tools": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    status, out, err = _run(capsysbinary, "render", str(f))
+    assert status == 2 and out == b""
+    assert err == f"kimi-chat: error: {f}: JSON nested too deeply to read\n"

@@ -222,3 +222,47 @@ def test_nested_objects_match_official():
             {"role": "tool", "tool_call_id": "functions.f:0", "content": "ok"}]
     for dialect in ("kimi-k2-instruct@rev2", "kimi-k2-instruct-0905", "kimi-k2-thinking"):
         assert render(msgs, dialect=dialect) == render_official(msgs, dialect=dialect)
+
+
+def _deep_list(depth):
+    root = cur = []
+    for _ in range(depth):
+        nxt = []
+        cur.append(nxt)
+        cur = nxt
+    return root
+
+
+def test_deeply_nested_input_is_a_clear_error_not_recursion():
+    """A value nested deeper than the interpreter's recursion limit (item 18): a RenderError naming
+    the field, not a bare RecursionError (the official template's tojson cannot write it either)."""
+    deep = _deep_list(30_000)
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": deep}}]}]
+    with pytest.raises(RenderError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments: nested too deeply"):
+        render(msgs, dialect="kimi-k2-instruct@rev2")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"default": deep}}}]
+    with pytest.raises(RenderError, match=r"^tools: nested too deeply"):
+        render([{"role": "user", "content": "q"}], tools=tools, dialect="kimi-k2-instruct@rev2")
+
+
+def test_to_plain_any_depth_keeps_order_and_types():
+    from kimi_chat.messages import to_plain
+
+    @dataclasses.dataclass
+    class P:
+        a: object
+
+    class M(BaseModel):
+        b: list
+
+    value = {"x": (1, [2, (3, P((4, M(b=[5]))))]), "y": None, "z": {"b": 1, "a": 2}}
+    got = to_plain(value)
+    assert got == {"x": (1, [2, (3, {"a": (4, {"b": [5]})})]), "y": None, "z": {"b": 1, "a": 2}}
+    assert list(got) == ["x", "y", "z"] and list(got["z"]) == ["b", "a"]
+    deep = _deep_list(30_000)
+    plain = to_plain([P(deep)])
+    depth, cur = 0, plain[0]["a"]
+    while cur:
+        cur, depth = cur[0], depth + 1
+    assert depth == 30_000

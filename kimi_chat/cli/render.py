@@ -103,7 +103,11 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
     ``model`` picks the dialect (or a warning says it is ignored), ``add_generation_prompt`` and
     ``continue_final_message`` are read, ``chat_template`` is ignored with a warning, and the legacy
     ``functions`` / ``function_call`` are refused (exit 2) naming the field."""
-    body = read_json(args.file)
+    try:
+        body = read_json(args.file)
+    except RecursionError as e:
+        name = "<stdin>" if args.file == "-" else args.file
+        raise InputError(f"{name}: JSON nested too deeply to read") from e
     if isinstance(body, list):
         body = {"messages": body}
     if not isinstance(body, dict) or "messages" not in body:

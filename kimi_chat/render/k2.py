@@ -65,8 +65,9 @@ def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int
         return _encode_json_string(value)  # what json.dumps does for a str, without its set-up cost
     try:
         return json.dumps(value, ensure_ascii=False, separators=separators, default=_json_default)
-    except (TypeError, ValueError) as e:
-        raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=where) from e
+    except (TypeError, ValueError, RecursionError) as e:  # the official template's tojson fails too
+        why = "nested too deeply to write as JSON" if isinstance(e, RecursionError) else f"not JSON-serialisable: {e}"
+        raise RenderError(why if index is not None else f"{where}: {why}", message_index=index, field=where) from e
 
 
 def _json_default(value: Any) -> Any:
