@@ -103,3 +103,31 @@ def test_layout_flags_input_text_and_template_literals():
         assert text.count(typed) == lay.text.count(typed) >= 5, dialect
         assert any(t.startswith("<|im_user|>") for t in literal) and any("<|media" in t for t in literal), dialect
         assert literal == [p.text for p in render_layout(other, tools=tools, dialect=dialect).pieces() if p.literal]
+
+
+def test_a_family_is_one_renderer_entry(monkeypatch):
+    """Dispatch by Dialect.family: a new family's renderer is one entry of RENDERERS, and every view
+    (render, render_segments, render_layout) goes through it, after the shared validation."""
+    import dataclasses
+
+    from kimi_chat.render import RENDERERS
+
+    def fake(w, d, msgs, tools, add_generation_prompt, options):
+        for i, m in enumerate(msgs):
+            w.mark(i, m["role"] == "assistant")
+            w.emit("<|open|>" + m["role"] + "<|sep|>")
+            w.emit_text(m["content"])
+        if add_generation_prompt:
+            w.mark(-1, False)
+            w.emit("<|open|>assistant<|sep|>")
+
+    monkeypatch.setitem(RENDERERS, "k3", fake)
+    d = dataclasses.replace(DIALECTS["kimi-k2-thinking@rev1"], name="fake-k3", family="k3")
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert render(msgs, dialect=d) == "<|open|>user<|sep|>hi<|open|>assistant<|sep|>yo<|open|>assistant<|sep|>"
+    assert render(msgs, dialect=d, continue_final_message=True) == "<|open|>user<|sep|>hi<|open|>assistant<|sep|>yo"
+    assert [(p.text, p.literal) for p in render_layout(msgs, dialect=d, add_generation_prompt=False).pieces()] == [
+        ("<|open|>user<|sep|>", True), ("hi", False), ("<|open|>assistant<|sep|>", True), ("yo", False)]
+    assert render_segments(msgs, dialect=d, add_generation_prompt=False)[1].trainable
+    with pytest.raises(Exception, match="tool_call_id"):
+        render([{"role": "tool", "content": "x"}], dialect=d)  # the shared validation ran first
