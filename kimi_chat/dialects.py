@@ -15,6 +15,7 @@ Each dialect carries its provenance status, from ``../shared/reference/PROVENANC
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Literal
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_DIALECT",
     "get_dialect",
     "dialect_names",
+    "dialect_for_model",
 ]
 
 
@@ -89,11 +91,28 @@ class Dialect:
     options: tuple[str, ...] = ()
     """Render options (template kwargs) this dialect reads, e.g. ``thinking``."""
     aliases: tuple[str, ...] = field(default=())
+    family: Literal["k2", "k3"] = "k2"
+    """The format family: which renderer (:mod:`kimi_chat.render`) and output format serve it. ``k2``:
+    ``<|im_*|>`` turns and tool-call sections (every K2 revision)."""
 
     @property
     def reasoning(self) -> bool:
         """Whether the model's output may carry ``<think>`` reasoning."""
         return self.think != "none"
+
+    def check_options(self, options: Mapping[str, object], *, what: str = "option", require_bool: bool = True) -> None:
+        """Refuse template options this dialect does not read (and, with ``require_bool``, non-bool
+        values): the one check of :func:`~kimi_chat.render.render` and :func:`~kimi_chat.parse.parse`.
+
+        ``what`` is how the message calls an option (``"option"``, ``"render option"``). Raises
+        ``TypeError`` naming the option and listing the dialect's options.
+        """
+        for key, value in options.items():
+            if key not in self.options:
+                takes = ", ".join(self.options) if self.options else "none"
+                raise TypeError(f"dialect {self.name} takes no {what} {key!r} (its options: {takes})")
+            if require_bool and type(value) is not bool:
+                raise TypeError(f"{what} {key!r} of dialect {self.name} must be a bool, got {value!r}")
 
     def prefills_think(self, **options: object) -> bool:
         """Whether the generation prompt already opens ``<think>``, so the model's output starts
@@ -200,3 +219,20 @@ def get_dialect(name: str | Dialect) -> Dialect:
 def dialect_names(*, aliases: bool = True) -> list[str]:
     """Canonical dialect names (and aliases, after them)."""
     return list(DIALECTS) + (list(ALIASES) if aliases else [])
+
+
+def dialect_for_model(model: str) -> str | None:
+    """The canonical dialect a model name implies (a Hugging Face id such as
+    ``moonshotai/Kimi-K2-Thinking``, an API model name such as ``kimi-k2.5``, a GGUF ``general.name``),
+    or ``None`` when the name is not a Kimi model or does not tell which template revision it uses
+    (``Kimi-K2-Instruct`` had several). K2.6 names map to ``kimi-k2.5`` (same chat format)."""
+    n = model.lower().replace("_", "-").replace(" ", "-")
+    if "kimi" not in n and "k2" not in n:
+        return None
+    if any(k in n for k in ("k2.5", "k2-5", "k25", "k2.6", "k2-6", "k26")):
+        return "kimi-k2.5"
+    if "thinking" in n:
+        return "kimi-k2-thinking@rev1"
+    if "0905" in n:
+        return "kimi-k2-instruct-0905"
+    return None

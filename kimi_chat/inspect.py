@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import markers as M
-from .dialects import get_dialect
+from .dialects import dialect_for_model, get_dialect
 from .errors import KimiChatError
 from .verify import Identification, identify, own_template_path, template_sha256
 
@@ -441,16 +441,7 @@ def _line(dialect: str) -> str:
 
 
 def _dialect_from_name(name: str) -> str | None:
-    n = name.lower().replace("_", "-").replace(" ", "-")
-    if "kimi" not in n and "k2" not in n:
-        return None
-    if "k2.5" in n or "k2-5" in n or "k25" in n or "k2.6" in n or "k2-6" in n:
-        return "kimi-k2.5"
-    if "thinking" in n:
-        return "kimi-k2-thinking@rev1"
-    if "0905" in n:
-        return "kimi-k2-instruct-0905"
-    return None
+    return dialect_for_model(name)
 
 
 def _ident(text: str | None) -> tuple[Identification | None, str | None]:

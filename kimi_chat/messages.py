@@ -3,7 +3,8 @@
 The models are pydantic v2 ``TypedDict`` schemas, so the public shapes are plain dicts (as in the
 OpenAI SDK's typed params) and validation is fast. :func:`normalize_messages` is the one entry point
 the renderer uses: it converts message objects (pydantic models such as the OpenAI SDK's
-``ChatCompletionMessage``, dataclasses) to dicts, drops ``None``-valued keys (as transformers does
+``ChatCompletionMessage``, dataclasses, at any level: an SDK tool-call object inside a dict message
+too) to dicts, drops ``None``-valued keys (as transformers does
 before rendering), validates, and returns the normalised plain dicts the templates would see.
 
 Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the message index and field.
@@ -12,6 +13,7 @@ Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the mes
 from __future__ import annotations
 
 import dataclasses
+import marshal
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
@@ -277,20 +279,47 @@ def _is_message(item: Any) -> bool:
     return not isinstance(item, dict) or "role" in item or "type" not in item
 
 
+def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
+    """``(container type, [(key, child)])`` of a value :func:`to_plain` descends into; None for a leaf."""
+    while True:
+        if isinstance(value, Mapping):
+            return dict, list(value.items())
+        if isinstance(value, list):
+            return list, list(enumerate(value))
+        if isinstance(value, tuple):
+            return tuple, list(enumerate(value))
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return dict, [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+        if callable(getattr(value, "model_dump", None)):
+            value = value.model_dump()
+            continue
+        return None
+
+
 def to_plain(value: Any) -> Any:
     """Objects to plain data, as transformers does before rendering: pydantic models through
-    ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively."""
-    if isinstance(value, Mapping):
-        return {k: to_plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [to_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(to_plain(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if callable(getattr(value, "model_dump", None)):
-        return to_plain(value.model_dump())
-    return value
+    ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively (iteratively:
+    any depth)."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    tuples: list[tuple[Any, Any, list[Any]]] = []
+    while stack:
+        v, parent, key = stack.pop()
+        node = _children(v)
+        if node is None:
+            parent[key] = v
+            continue
+        kind, items = node
+        out: Any = {} if kind is dict else [None] * len(items)
+        parent[key] = out
+        if kind is tuple:
+            tuples.append((parent, key, out))
+        if kind is dict:
+            out.update(dict.fromkeys(k for k, _ in items))  # the key order, filled in below
+        stack.extend((child, out, k) for k, child in reversed(items))
+    for parent, key, out in reversed(tuples):  # innermost first
+        parent[key] = tuple(out)
+    return root[0]
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -311,7 +340,14 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     try:
         _MESSAGES.validate_python(out, strict=True)
     except ValidationError as e:
-        raise InvalidMessagesError(_errors_of(e, out)) from e
+        # objects nested at any level (the OpenAI SDK's tool-call objects inside a dict message,
+        # dataclass content parts...): made plain, as transformers does, then validated again
+        plain = [to_plain(m) for m in out]
+        try:
+            _MESSAGES.validate_python(plain, strict=True)
+        except ValidationError as e2:
+            raise InvalidMessagesError(_errors_of(e2, plain)) from e
+        return plain
     return out
 
 
@@ -322,6 +358,10 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
     plain = [t if type(t) is dict else to_plain(t) for t in tools]
+    try:
+        marshal.dumps(plain)  # C speed: fails on any object that is not plain data, at any level
+    except ValueError:
+        plain = [to_plain(t) for t in plain]
     try:
         _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:

@@ -1,7 +1,7 @@
 """Token-level rendering: the prompt as token ids, which message each token belongs to, which tokens a
 model produced (the training mask), and prefix-stable extension to the next turn.
 
-:func:`render_tokens` builds on :func:`kimi_chat.render.render_segments`: the prompt text is tokenized
+:func:`render_tokens` builds on :func:`kimi_chat.render.render_layout`: the prompt text is tokenized
 the way the official tokenizer tokenizes the whole prompt (one pass over the text, with its long-input
 cuts), and each token is attributed to the segment that holds its bytes, by byte offsets. So
 ``ids == tokenizer.encode(render(...))`` exactly (when no content contains special-token text, see below),
@@ -24,22 +24,20 @@ names, tool-call arguments or tools:
 * ``"special"``: encoded as the special token, as ``tokenizer.encode(render(...))`` and the official
   ``apply_chat_template(tokenize=True)`` do (they cannot tell typed markers from the template's).
 
-The template's markers are told from typed text by rendering a second time with every typed name
-defused (each char replaced, same length) and checking that the two prompts differ exactly there; this
-second render only happens when an input string holds special-token text (a C-speed check).
+The template's markers are told from typed text by the renderer itself: it writes template literals
+and input text as separate parts (:func:`kimi_chat.render.render_layout`), so a special-token name
+wholly inside a literal is the template's and any other is typed. One render; the prompt is walked
+name by name only when the input parts hold special-token text (a C-speed check).
 
 **Cost** (100-message tool conversation, ``benchmarks/render_tokens.py``): about 1.2x ``render`` +
-``encode``: the tokenization itself, the renderer's piece marks (~0.01 ms more than ``render``), the
-typed-text check (~0.02 ms) and the attribution (~0.07 ms: per-piece token counts by C-level passes,
+``encode``: the tokenization itself, the renderer's part marks (~0.1 ms more than ``render``), the
+typed-text check over the input parts and the attribution (per-piece token counts by C-level passes,
 :func:`_attribute`). ``assistant_mask``, ``message_index`` and ``spans`` are built from the per-piece
 counts on first access (~0.02 ms each). :func:`extend_tokens` tokenizes only the new turn.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import marshal
-import pickle
 import re
 import weakref
 from bisect import bisect_left, bisect_right
@@ -50,7 +48,8 @@ from typing import Any, Literal, NamedTuple, Optional
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
-from .render import _render_marked, render_segments
+from .messages import to_plain
+from .render import Layout, render_layout
 from .tokenizer import KimiTokenizer, cut_points
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "extend_tokens", "SpecialTokensPolicy"]
@@ -85,12 +84,14 @@ class RenderedTokens:
     * ``text``: the prompt text (``tokenizer.decode(ids) == text``).
 
     The other attributes record how it was rendered (for :func:`extend_tokens`): ``tokenizer``,
-    ``messages``, ``tools``, ``dialect``, ``add_generation_prompt``, ``options``, ``special_tokens``.
+    ``messages``, ``tools``, ``dialect``, ``add_generation_prompt``, ``continue_final_message``, ``options``,
+    ``special_tokens``.
     """
 
     __slots__ = (
         "ids", "text", "tokenizer", "messages", "tools", "dialect", "add_generation_prompt", "options",
-        "special_tokens", "_pieces", "_mask", "_message_index", "_spans", "_clean_end", "_typed", "_dialect",
+        "special_tokens", "continue_final_message", "_pieces", "_mask", "_message_index", "_spans", "_clean_end",
+        "_dialect",
     )
 
     def __init__(
@@ -107,7 +108,7 @@ class RenderedTokens:
         options: dict[str, Any],
         special_tokens: SpecialTokensPolicy,
         clean_end: bool = False,
-        typed: bool = False,
+        continue_final_message: bool = False,
     ) -> None:
         self._dialect = get_dialect(dialect)
         self.ids = ids
@@ -126,7 +127,7 @@ class RenderedTokens:
         self._message_index: list[int] | None = None
         self._spans: list[Span] | None = None
         self._clean_end = clean_end
-        self._typed = typed
+        self.continue_final_message = continue_final_message
 
     @property
     def assistant_mask(self) -> list[int]:
@@ -221,8 +222,7 @@ _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 
 
 class _Info:
-    __slots__ = ("names", "shape", "first_chars", "names_b", "shape_b", "first_chars_b", "last_chars_b", "lens", "char_marks", "prefix_free",
-                 "id_to_name", "special_ids")
+    __slots__ = ("names", "shape", "first_chars", "lens", "char_marks", "prefix_free", "id_to_name", "special_ids")
 
     def __init__(self, tok: KimiTokenizer) -> None:
         self.names = frozenset(tok.special_tokens)
@@ -230,17 +230,8 @@ class _Info:
             self.shape = _SHAPE
         else:
             self.shape = re.compile("|".join(map(re.escape, sorted(self.names, key=len, reverse=True))))
-        self.names_b = frozenset(n.encode("utf-8") for n in self.names)
-        self.shape_b = re.compile(self.shape.pattern.encode("utf-8"))
         # every name starts with one of these chars: str.find (memchr speed) rules most text out
         self.first_chars = tuple(sorted({n[0] for n in self.names}))
-        self.first_chars_b = tuple(sorted({n.encode("utf-8")[:1] for n in self.names}))
-        # per first byte, the last bytes of the names that start with it: no name of that group can
-        # occur where none of these bytes does (a memchr rules the group out)
-        self.last_chars_b = tuple(
-            tuple(sorted({n.encode("utf-8")[-1:] for n in self.names if n.encode("utf-8")[:1] == c}))
-            for c in self.first_chars_b
-        )
         lens = [0] * tok.vocab_size
         for b, i in tok.mergeable_ranks.items():
             lens[i] = len(b)
@@ -286,20 +277,6 @@ class _Info:
                 pos = s.find(c, pos + 1)
         return None if best is None else best[1]
 
-    def in_bytes(self, b: bytes) -> bool:
-        """Whether a name's UTF-8 occurs in ``b`` (the names hold no byte of a UTF-8 multi-byte char)."""
-        shape, names = self.shape_b, self.names_b
-        for c, lasts in zip(self.first_chars_b, self.last_chars_b):
-            if not any(map(b.__contains__, lasts)):
-                continue
-            pos = b.find(c)
-            while pos != -1:
-                m = shape.match(b, pos)
-                if m is not None and m.group() in names:
-                    return True
-                pos = b.find(c, pos + 1)
-        return False
-
 
 _INFO: "weakref.WeakKeyDictionary[KimiTokenizer, _Info]" = weakref.WeakKeyDictionary()
 
@@ -316,37 +293,39 @@ def _info(tok: KimiTokenizer) -> _Info:
 # --------------------------------------------------------------------------------------------------
 
 
-def _has_typed_markers(info: _Info, messages: Sequence[Any], tools: Any) -> bool:
-    """Whether an input string holds special-token text. One C-speed pass: every string's UTF-8 is
-    contiguous in the marshal (or pickle) serialization, so a name in a string is a name in the bytes;
-    a hit in the bytes is confirmed string by string (the framing bytes can fake one). Consecutive
-    text parts are written back to back, so their concatenation is checked too."""
-    try:
-        blob = marshal.dumps((messages, tools))
-    except ValueError:  # objects marshal does not know (pydantic models...)
-        try:
-            blob = pickle.dumps((messages, tools), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            blob = None
-    if blob is None or info.in_bytes(blob):
-        if _locate_typed_marker(info, messages, tools) is not None:
-            return True
-    for m in messages:
-        if type(m) is dict or isinstance(m, Mapping):
-            content = m.get("content")
-        else:
-            content = getattr(m, "content", None)
-        if isinstance(content, str):
-            continue
-        if isinstance(content, (list, tuple)) and len(content) > 1:
-            joined = "".join([p["text"] for p in content if _is_text_part(p)])
-            if info.first(joined) is not None:
-                return True
-    return False
+def _structure(info: _Info, lay: Layout, text: str) -> tuple[list[tuple[int, int]] | None, tuple[int, int] | None]:
+    """``(structural, first_typed)``: the ``(start, end)`` of the template's own special tokens in
+    ``text`` (``None`` when every special-token text in it is the template's) and the first one typed
+    in the input (``None``: none).
+
+    The renderer says which parts are input text (:class:`~kimi_chat.render.Layout`): a special-token
+    name lies wholly inside a template literal (the template's marker) or holds input text (typed).
+    The input parts are checked first, back to back (a C-speed pass; parts written back to back can
+    form a name together); only when a name shows up there is the prompt walked name by name."""
+    parts, texts = lay.parts, lay.texts
+    if not texts:
+        return None, None
+    inputs = itemgetter(*texts)(parts) if len(texts) > 1 else (parts[texts[0]],)
+    if info.first("".join(inputs)) is None:
+        return None, None
+    off = [0, *accumulate(map(len, parts))]
+    literal = [True] * len(parts)
+    for k in texts:
+        literal[k] = False
+    structural: list[tuple[int, int]] = []
+    first_typed = None
+    for a, b in info.find(text):
+        k = bisect_right(off, a) - 1  # the (non-empty) part the name starts in
+        if literal[k] and b <= off[k + 1]:
+            structural.append((a, b))
+        elif first_typed is None:
+            first_typed = (a, b)
+    return (None if first_typed is None else structural), first_typed
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """(field path, string) for every string in a message / tool, dict keys included."""
+    """(field path, string) for every string in a message / tool, dict keys included; consecutive
+    text parts of a content list also joined (the renderer writes them back to back)."""
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, Mapping):
@@ -357,28 +336,11 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, (list, tuple)):
         for j, v in enumerate(value):
             yield from _walk(v, f"{path}[{j}]")
-        texts = [p["text"] for p in value if _is_text_part(p)]
+        texts = [p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
         if len(texts) > 1:
             yield path, "".join(texts)
-    elif hasattr(value, "model_dump"):
-        yield from _walk(value.model_dump(exclude_none=True), path)
     elif value is not None and not isinstance(value, (bool, int, float)):
         yield path, str(value)
-
-
-def _locate_typed_marker(info: _Info, messages: Sequence[Any], tools: Any) -> tuple[int | None, str, str] | None:
-    """Where special-token text is: (message index or None for tools, field, marker)."""
-    for i, msg in enumerate(messages):
-        for path, s in _walk(msg, ""):
-            name = info.first(s)
-            if name is not None:
-                return i, path, name
-    if tools is not None:
-        for path, s in _walk(tools, "tools"):
-            name = info.first(s)
-            if name is not None:
-                return None, path, name
-    return None
 
 
 def _check_policy(policy: str) -> None:
@@ -386,172 +348,27 @@ def _check_policy(policy: str) -> None:
         raise ValueError(f"special_tokens must be one of {', '.join(map(repr, _POLICIES))}, got {policy!r}")
 
 
-def _raise_strict(info: _Info, messages: Sequence[Any], tools: Any) -> None:
-    hit = _locate_typed_marker(info, messages, tools)
-    i, path, marker = hit if hit is not None else (None, "input", "?")
+def _raise_strict(lay: Layout, text: str, at: tuple[int, int], messages: Sequence[Any], tools: Any) -> None:
+    """The ``strict`` policy's error for the typed special-token text at ``at``: the message (from the
+    renderer's marks) and the field holding it."""
+    name = text[at[0] : at[1]]
+    pos = 0
+    owner = -1
+    starts = {m[0]: m[1] for m in lay.marks}
+    for k, part in enumerate(lay.parts):
+        owner = starts.get(k, owner)
+        pos += len(part)
+        if pos > at[0]:
+            break
+    value = to_plain(messages[owner]) if owner >= 0 else to_plain(tools)
+    path = next((p for p, s in _walk(value, "" if owner >= 0 else "tools") if name in s), None)
     why = (
-        f"contains the special-token text {marker!r}; special_tokens='strict' refuses it "
+        f"contains the special-token text {name!r}; special_tokens='strict' refuses it "
         "(the default 'text' encodes it as ordinary text, 'special' as the special token)"
     )
-    if i is None:
-        raise RenderError(f"{path} {why}")
-    raise RenderError(why, message_index=i, field=path or None)
-
-
-# --- masking typed markers: find the template's own markers by rendering with typed ones defused
-
-
-def _mask_char(c: str) -> str:
-    # Same length and never a marker: a CJK ideograph (printable, so neither JSON nor repr() escapes
-    # it; injective on ASCII, so dict keys stay distinct).
-    o = ord(c)
-    return chr(0x4E00 + o) if o < 0x5000 else "\u4e00"
-
-
-def _mask_text(info: _Info, s: str) -> str:
-    spans = info.find(s)
-    if not spans:
-        return s
-    out: list[str] = []
-    pos = 0
-    for a, b in spans:
-        out += [s[pos:a], "".join(map(_mask_char, s[a:b]))]
-        pos = b
-    out.append(s[pos:])
-    return "".join(out)
-
-
-def _mask(info: _Info, value: Any, breaks: str) -> Any:
-    if isinstance(value, str):
-        return _mask_text(info, value)
-    if isinstance(value, Mapping):
-        return {(_mask(info, k, breaks) if isinstance(k, str) else k): _mask(info, v, breaks) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        out = [_mask(info, v, breaks) for v in value]
-        _mask_across_parts(info, value, out, breaks)
-        return out if isinstance(value, list) else tuple(out)
-    if hasattr(value, "model_dump"):
-        return _mask(info, value.model_dump(exclude_none=True), breaks)
-    return value
-
-
-def _is_text_part(part: Any) -> bool:
-    return isinstance(part, Mapping) and isinstance(part.get("text"), str)
-
-
-def _is_media_part(part: Any) -> bool:
-    return isinstance(part, Mapping) and (
-        str(part.get("type", "")).startswith(("image", "video")) or any(k in part for k in _MEDIA_KEYS)
-    )
-
-
-_MEDIA_KEYS = ("image", "image_url", "video", "video_url")
-# How text parts are written back to back: "none" (only parts that write nothing lie between them),
-# "media" (images and videos write a placeholder), "every" (every other part writes something).
-_BREAK_MODES = ("none", "media", "every")
-
-
-def _text_part_runs(parts: Sequence[Any], breaks: str) -> list[list[int]]:
-    """Indices of the text parts that the renderer writes back to back, per run (runs of 2 or more)."""
-    runs: list[list[int]] = []
-    cur: list[int] = []
-    for j, p in enumerate(parts):
-        if _is_text_part(p):
-            cur.append(j)
-        elif breaks == "every" or (breaks == "media" and _is_media_part(p)):
-            if len(cur) > 1:
-                runs.append(cur)
-            cur = []
-    if len(cur) > 1:
-        runs.append(cur)
-    return runs
-
-
-def _mask_across_parts(info: _Info, parts: Sequence[Any], out: list[Any], breaks: str) -> None:
-    """Text parts are written back to back: mask the markers that span two or more of them."""
-    for run in _text_part_runs(parts, breaks):
-        texts = [parts[x]["text"] for x in run]
-        joined = "".join(texts)
-        ends = list(accumulate(map(len, texts)))
-        chars = list("".join(out[x]["text"] for x in run))
-        hit = False
-        for a, b in info.find(joined):
-            if bisect_left(ends, a + 1) != bisect_left(ends, b):  # spans a part boundary
-                hit = True
-                chars[a:b] = map(_mask_char, joined[a:b])
-        if hit:
-            start = 0
-            for x, e in zip(run, ends):
-                out[x] = {**out[x], "text": "".join(chars[start:e])}
-                start = e
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "model_dump"):
-        return value.model_dump(exclude_none=True)
-    return value
-
-
-def _structural_positions(
-    info: _Info,
-    text: str,
-    messages: Sequence[Any],
-    tools: Any,
-    d: Dialect,
-    add_generation_prompt: bool,
-    options: Mapping[str, Any],
-) -> tuple[list[tuple[int, int]], int]:
-    """``(structural, typed)``: the (start, end) of the template's own special tokens in ``text``, and
-    the number of special-token names typed in the input that ``text`` holds.
-
-    Renders again with every typed occurrence defused (same length, never a name) and checks that the
-    two renders differ exactly at the occurrences that are not the template's. Text parts that are
-    written back to back can form a name together: the ways they may be adjacent are tried in turn
-    (only a defusing that matches the render exactly is accepted)."""
-    mtools = tools
-    md = d
-    if tools is not None and d.sort_tool_keys:
-        from .oracle import deep_sort_dict
-
-        # sort by the real keys, then keep that order (masking could reorder keys)
-        mtools = deep_sort_dict(_plain(tools))
-        md = dataclasses.replace(d, sort_tool_keys=False)
-    occurrences = info.find(text)
-    for breaks in _BREAK_MODES:
-        try:
-            masked = "".join(
-                s.text
-                for s in render_segments(
-                    _mask(info, list(messages), breaks), tools=_mask(info, mtools, breaks), dialect=md,
-                    add_generation_prompt=add_generation_prompt, **options,
-                )
-            )
-        except ValueError:  # a defused string the renderer refuses: not this way
-            continue
-        if len(masked) != len(text):
-            continue
-        structural = info.find(masked)
-        keep = set(structural)
-        rebuilt: list[str] = []
-        pos = 0
-        typed = 0
-        for a, b in occurrences:
-            if (a, b) in keep:
-                continue
-            typed += 1
-            rebuilt += [text[pos:a], "".join(map(_mask_char, text[a:b]))]
-            pos = b
-        rebuilt.append(text[pos:])
-        if "".join(rebuilt) == masked:
-            return structural, typed
-    raise RenderError(  # pragma: no cover - a render path that does not copy strings verbatim
-        "cannot tell the template's markers from special-token text typed in the input; "
-        "use special_tokens='special' or remove the marker text"
-    )
+    if owner < 0:
+        raise RenderError(f"{path or 'tools'} {why}")
+    raise RenderError(why, message_index=owner, field=path or None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -599,7 +416,7 @@ def _attribute(
     ids: list[int], parts: list[str], marks: list[tuple[int, int, bool]], info: _Info, text: str
 ) -> tuple[_Pieces, list[int] | None]:
     """``((message indices, trainable flags, token counts) per piece, mask or None)`` from the writer's
-    parts and marks (:func:`kimi_chat.render._render_marked`): a token belongs to the piece of its first
+    parts and marks (a :class:`~kimi_chat.render.Layout`): a token belongs to the piece of its first
     byte, and is in the mask only if every piece it covers is trainable. Counts may be 0. The mask is
     None when it follows from the pieces (no token crosses a piece boundary).
 
@@ -662,26 +479,17 @@ def _attribute_straddling(
     return ([r[0] for r in runs], None, [r[1] for r in runs]), mask
 
 
-def _typed_policy(
-    info: _Info,
-    text: str,
-    messages: Sequence[Any],
-    tools: Any,
-    d: Dialect,
-    add_generation_prompt: bool,
-    options: Mapping[str, Any],
-    policy: str,
-    candidate: bool,
-) -> tuple[list[tuple[int, int]] | None, bool]:
-    """(structural positions or None when every special-token text is the template's, typed?)."""
-    if not candidate:
-        return None, False
-    structural, typed = _structural_positions(info, text, messages, tools, d, add_generation_prompt, options)
-    if not typed:
-        return None, False
-    if policy == "strict":
-        _raise_strict(info, messages, tools)
-    return structural, True
+def _policy_structure(
+    info: _Info, lay: Layout, text: str, policy: str, messages: Sequence[Any], tools: Any
+) -> list[tuple[int, int]] | None:
+    """The special tokens to encode as such: ``None`` for every special-token text in the prompt
+    (policy ``special``, or nothing typed), else the template's own (``text``); ``strict`` raises."""
+    if policy == "special":
+        return None
+    structural, typed = _structure(info, lay, text)
+    if typed is not None and policy == "strict":
+        _raise_strict(lay, text, typed, messages, tools)
+    return structural
 
 
 def _clean_end(info: _Info, ids: list[int], text: str, structural: list[tuple[int, int]] | None) -> bool:
@@ -698,24 +506,30 @@ def _clean_end(info: _Info, ids: list[int], text: str, structural: list[tuple[in
 def _build(
     tok: KimiTokenizer,
     info: _Info,
-    parts: list[str],
-    marks: list[tuple[int, int, bool]],
+    lay: Layout,
     text: str,
     ids: list[int],
     structural: list[tuple[int, int]] | None,
-    typed: bool,
     messages: list[Any],
     tools: Any,
     d: Dialect,
     add_generation_prompt: bool,
+    continue_final_message: bool,
     options: dict[str, Any],
     policy: SpecialTokensPolicy,
 ) -> RenderedTokens:
-    pieces, mask = _attribute(ids, parts, marks, info, text)
+    pieces, mask = _attribute(ids, lay.parts, lay.marks, info, text)
     return RenderedTokens(
         ids, pieces, mask, text, tok, messages, tools, d, add_generation_prompt, options, policy,
-        _clean_end(info, ids, text, structural), typed,
+        _clean_end(info, ids, text, structural), continue_final_message,
     )
+
+
+def _check_tokenizer(tokenizer: Any) -> None:
+    if not isinstance(tokenizer, KimiTokenizer):
+        raise TypeError(
+            f"tokenizer must be a KimiTokenizer (e.g. KimiTokenizer.from_reference('k2')), got {type(tokenizer).__name__}"
+        )
 
 
 def render_tokens(
@@ -724,7 +538,8 @@ def render_tokens(
     tokenizer: KimiTokenizer,
     tools: Sequence[Any] | None = None,
     dialect: str | Dialect = DEFAULT_DIALECT,
-    add_generation_prompt: bool = True,
+    add_generation_prompt: bool | None = None,
+    continue_final_message: bool = False,
     special_tokens: SpecialTokensPolicy = "text",
     **options: Any,
 ) -> RenderedTokens:
@@ -734,19 +549,24 @@ def render_tokens(
     ``ids == tokenizer.encode(render(...))`` whenever no input string contains special-token text; with
     such text, ``special_tokens`` decides (module docstring): ``"text"`` (default) encodes it as ordinary
     text, ``"strict"`` raises :class:`~kimi_chat.errors.RenderError` naming the message index,
-    ``"special"`` encodes it as the special token. Raises what :func:`~kimi_chat.render.render` raises
-    for invalid input.
+    ``"special"`` encodes it as the special token. ``add_generation_prompt`` and
+    ``continue_final_message`` are :func:`~kimi_chat.render.render`'s. Raises what
+    :func:`~kimi_chat.render.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is
+    not a :class:`~kimi_chat.tokenizer.KimiTokenizer`.
     """
+    _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    parts, marks = _render_marked(messages, tools, d, add_generation_prompt, options)
-    text = "".join(parts)
+    lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
+                        continue_final_message=continue_final_message, **options)
+    if add_generation_prompt is None:
+        add_generation_prompt = not continue_final_message
+    text = lay.text
     info = _info(tokenizer)
-    structural, typed = _typed_policy(info, text, messages, tools, d, add_generation_prompt, options, special_tokens,
-                                      special_tokens != "special" and _has_typed_markers(info, messages, tools))
+    structural = _policy_structure(info, lay, text, special_tokens, messages, tools)
     ids = _encode_from(tokenizer, text, 0, structural)
-    return _build(tokenizer, info, parts, marks, text, ids, structural, typed, list(messages), tools, d,
-                  add_generation_prompt, dict(options), special_tokens)
+    return _build(tokenizer, info, lay, text, ids, structural, list(messages), tools, d, add_generation_prompt,
+                  continue_final_message, dict(options), special_tokens)
 
 
 _SAME: Any = object()
@@ -784,8 +604,8 @@ def extend_tokens(
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
-    parts, marks = _render_marked(messages, tools, d, add_generation_prompt, opts)
-    text = "".join(parts)
+    lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt, **opts)
+    text = lay.text
     prev_text = previous.text
     if not text.startswith(prev_text):
         return None
@@ -797,13 +617,9 @@ def extend_tokens(
         if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:
             return None
         return full
-    candidate = policy != "special" and (
-        previous._typed
-        or _has_typed_markers(info, list(new_messages), tools if tools is not previous.tools else None)
-    )
-    structural, typed = _typed_policy(info, text, messages, tools, d, add_generation_prompt, opts, policy, candidate)
+    structural = _policy_structure(info, lay, text, policy, messages, tools)
     tail = _encode_from(tok, text, len(prev_text), structural)
     if tail[: len(completion_ids)] != completion_ids:
         return None
-    return _build(tok, info, parts, marks, text, previous.ids + tail, structural, typed, messages, tools, d,
-                  add_generation_prompt, opts, policy)
+    return _build(tok, info, lay, text, previous.ids + tail, structural, messages, tools, d, add_generation_prompt,
+                  False, opts, policy)

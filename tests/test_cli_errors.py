@@ -23,9 +23,10 @@ TOOLS_SURROGATE = '[{"type": "function", "function": {"name": "f\\udfff", "param
 
 
 def _err_line(capsys, cmd: str) -> str:
-    """The one stderr line of a failed subcommand (and nothing on stdout)."""
+    """The one error line of a failed subcommand (and nothing on stdout); notes the subcommand
+    printed before failing (e.g. which dialect the request's model picked) are not errors."""
     out = capsys.readouterr()
-    lines = out.err.splitlines()
+    lines = [ln for ln in out.err.splitlines() if not ln.startswith("kimi-chat: note: ")]
     assert len(lines) == 1, out.err
     assert lines[0].startswith(f"kimi-chat {cmd}: error: "), lines[0]
     assert out.out == ""

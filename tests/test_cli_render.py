@@ -107,13 +107,87 @@ def test_chat_template_kwargs_must_be_an_object(capsysbinary, tmp_path):
     assert status == 2 and "chat_template_kwargs must be a JSON object" in err
 
 
-def test_provenance_note_on_stderr_only_for_unverified_or_reconstructed(capsysbinary):
+def test_provenance_note_on_stderr_only_for_unverified_or_reconstructed(capsysbinary, tmp_path):
     status, out, err = _run(capsysbinary, "render", str(EXAMPLE))
     assert status == 0 and "kimi-k2-instruct-0905 is checked against an unverified oracle" in err
     assert out == (GOLDEN / "kimi-k2-instruct-0905" / "tool_loop.txt").read_bytes()  # stdout stays exact
     _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2.5", str(EXAMPLE))
     assert "reconstructed oracle" in err
-    _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2-instruct@rev1", str(EXAMPLE))
+    no_model = tmp_path / "r.json"
+    no_model.write_text(json.dumps({k: v for k, v in json.loads(EXAMPLE.read_text()).items() if k != "model"}))
+    _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2-instruct@rev1", str(no_model))
     assert err == ""
     _, _, err = _run(capsysbinary, "render", "-q", str(EXAMPLE))
     assert err == ""
+
+
+PREFILL = {"messages": [{"role": "user", "content": "Write a haiku."}, {"role": "assistant", "content": "Sure, "}]}
+
+
+def _body(tmp_path, **fields):
+    f = tmp_path / "req.json"
+    f.write_text(json.dumps({**PREFILL, **fields}))
+    return str(f)
+
+
+def test_request_continue_final_message_and_add_generation_prompt(capsysbinary, tmp_path):
+    """The body's add_generation_prompt and continue_final_message are read, not dropped (item 16)."""
+    from kimi_chat import render
+
+    msgs = PREFILL["messages"]
+    d = "kimi-k2-instruct@rev2"
+    status, out, _ = _run(capsysbinary, "render", "-d", d, _body(tmp_path, add_generation_prompt=False))
+    assert status == 0 and out.decode() == render(msgs, dialect=d, add_generation_prompt=False)
+    assert out.decode().endswith("Sure, <|im_end|>")
+    continued = render(msgs, dialect=d, continue_final_message=True)
+    assert continued.endswith("<|im_middle|>Sure, ")
+    for fields, argv in [({"add_generation_prompt": False, "continue_final_message": True}, []),
+                         ({"continue_final_message": True}, []), ({}, ["--continue-final-message"])]:
+        status, out, err = _run(capsysbinary, "render", "-d", d, _body(tmp_path, **fields), *argv)
+        assert status == 0 and out.decode() == continued, (fields, argv, err)
+    status, _, err = _run(capsysbinary, "render", _body(tmp_path, add_generation_prompt=True, continue_final_message=True))
+    assert status == 2 and "not compatible" in err
+    status, _, err = _run(capsysbinary, "render", _body(tmp_path, add_generation_prompt="no"))
+    assert status == 2 and "add_generation_prompt must be true or false" in err
+    # count reads them the same way
+    status, out, _ = _run(capsysbinary, "count", "-d", d, _body(tmp_path, continue_final_message=True), "--json")
+    assert status == 0
+
+
+def test_request_model_picks_or_is_reported(capsysbinary, tmp_path):
+    from kimi_chat import render
+
+    msgs = PREFILL["messages"]
+    status, out, err = _run(capsysbinary, "render", _body(tmp_path, model="moonshotai/Kimi-K2-Thinking"))
+    assert status == 0 and out.decode() == render(msgs, dialect="kimi-k2-thinking@rev1")
+    assert "model 'moonshotai/Kimi-K2-Thinking' -> dialect kimi-k2-thinking@rev1" in err
+    status, out, err = _run(capsysbinary, "render", "-d", "kimi-k2.5", _body(tmp_path, model="moonshotai/Kimi-K2-Thinking"))
+    assert out.decode() == render(msgs, dialect="kimi-k2.5")
+    assert "warning: the request's model 'moonshotai/Kimi-K2-Thinking' implies dialect kimi-k2-thinking@rev1; ignored" in err
+    status, out, err = _run(capsysbinary, "render", "-q", _body(tmp_path, model="gpt-4o"))
+    assert status == 0 and out.decode() == render(msgs)
+    assert "warning: the request's model 'gpt-4o' does not tell which Kimi template it uses; ignored" in err
+    _, _, err = _run(capsysbinary, "render", "-q", _body(tmp_path, model="kimi-k2.5"))
+    assert err == ""  # the note is silenced by -q (the dialect's own note too)
+
+
+@pytest.mark.parametrize("field", ["functions", "function_call"])
+def test_legacy_function_fields_are_refused(capsysbinary, tmp_path, field):
+    value = [{"name": "f", "parameters": {}}] if field == "functions" else "auto"
+    for cmd in ("render", "count"):
+        status, out, err = _run(capsysbinary, cmd, _body(tmp_path, **{field: value}))
+        assert status == 2 and out == b""
+        assert f"the request's '{field}' field is not supported" in err
+
+
+def test_request_chat_template_is_reported(capsysbinary, tmp_path):
+    status, _, err = _run(capsysbinary, "render", _body(tmp_path, chat_template="{{ messages }}"))
+    assert status == 0 and "warning: the request's 'chat_template' is ignored" in err
+
+
+def test_deeply_nested_request_is_one_clear_line(capsysbinary, tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text('{"messages": [{"role": "user", "content": "x"}], "tools": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    status, out, err = _run(capsysbinary, "render", str(f))
+    assert status == 2 and out == b""
+    assert err == f"kimi-chat render: error: {f}: JSON nested too deeply to read (more than about 1000 levels)\n"

@@ -10,6 +10,8 @@ from pydantic import BaseModel
 from kimi_chat import InvalidMessagesError, InvalidToolsError, RenderError, render
 from kimi_chat.messages import normalize_messages
 
+from conftest import needs_reference
+
 
 def test_missing_field_names_index_and_field():
     with pytest.raises(InvalidMessagesError) as e:
@@ -160,3 +162,107 @@ def test_tool_description_none_as_the_openai_sdk_dumps_it():
     tools = [{"type": "function", "function": {"name": "f", "description": None, "parameters": None}}]
     out = render([{"role": "user", "content": "hi"}], tools=tools, dialect="kimi-k2-instruct-0905")
     assert '"description": null' in out
+
+
+def test_openai_sdk_objects_nested_in_dict_messages():
+    """The pattern of OpenAI's function-calling docs: SDK tool-call objects inside a dict message, and
+    SDK / pydantic / dataclass objects at every other level, render like the plain dicts (and like the
+    official machinery, which makes them plain the same way)."""
+    pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
+    from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
+    from openai.types.shared_params import FunctionDefinition
+
+    call = ChatCompletionMessageFunctionToolCall(id="functions.f:0", type="function",
+                                                 function=Function(name="f", arguments='{"a": 1}'))
+    plain_call = {"id": "functions.f:0", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+
+    class Args(BaseModel):
+        a: int
+
+    @dataclasses.dataclass
+    class Part:
+        type: str
+        text: str
+
+    user = {"role": "user", "content": [Part("text", "hi")]}
+    plain_user = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    msgs = [user, {"role": "assistant", "tool_calls": [call]},
+            {"role": "assistant", "tool_calls": [{"id": "functions.f:1", "type": "function",
+                                                  "function": {"name": "f", "arguments": Args(a=1)}}]}]
+    plain = [plain_user, {"role": "assistant", "tool_calls": [plain_call]},
+             {"role": "assistant", "tool_calls": [{"id": "functions.f:1", "type": "function",
+                                                   "function": {"name": "f", "arguments": {"a": 1}}}]}]
+
+    @dataclasses.dataclass
+    class Schema:
+        type: str = "object"
+
+    tools = [{"type": "function", "function": {"name": "f", "parameters": Schema()}}]
+    plain_tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    fd: FunctionDefinition = {"name": "g", "description": "d"}
+    for dialect in ("kimi-k2-instruct@rev2", "kimi-k2-instruct-0905", "kimi-k2-thinking", "kimi-k2.5"):
+        assert render(msgs, tools=tools, dialect=dialect) == render(plain, tools=plain_tools, dialect=dialect)
+        assert render(msgs, tools=[{"type": "function", "function": fd}], dialect=dialect)
+    # still refused where the plain value is wrong: the error names the nested field
+    bad = ChatCompletionMessageFunctionToolCall.model_construct(id="x", type="function", function={"arguments": "{}"})
+    with pytest.raises(InvalidMessagesError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.name"):
+        render([plain_user, {"role": "assistant", "tool_calls": [bad]}])
+
+
+@pytest.mark.oracle
+@needs_reference
+def test_nested_objects_match_official():
+    pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
+    from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
+    from kimi_chat.oracle import render_official
+
+    msgs = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "", "tool_calls": [ChatCompletionMessageFunctionToolCall(
+                id="functions.f:0", type="function", function=Function(name="f", arguments='{"a": 1}'))]},
+            {"role": "tool", "tool_call_id": "functions.f:0", "content": "ok"}]
+    for dialect in ("kimi-k2-instruct@rev2", "kimi-k2-instruct-0905", "kimi-k2-thinking"):
+        assert render(msgs, dialect=dialect) == render_official(msgs, dialect=dialect)
+
+
+def _deep_list(depth):
+    root = cur = []
+    for _ in range(depth):
+        nxt = []
+        cur.append(nxt)
+        cur = nxt
+    return root
+
+
+def test_deeply_nested_input_is_a_clear_error_not_recursion():
+    """A value nested deeper than the interpreter's recursion limit (item 18): a RenderError naming
+    the field, not a bare RecursionError (the official template's tojson cannot write it either)."""
+    deep = _deep_list(30_000)
+    msgs = [{"role": "user", "content": "q"},
+            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": deep}}]}]
+    with pytest.raises(RenderError, match=r"messages\[1\]\.tool_calls\[0\]\.function\.arguments: nested too deeply"):
+        render(msgs, dialect="kimi-k2-instruct@rev2")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"default": deep}}}]
+    with pytest.raises(RenderError, match=r"^tools: nested too deeply"):
+        render([{"role": "user", "content": "q"}], tools=tools, dialect="kimi-k2-instruct@rev2")
+
+
+def test_to_plain_any_depth_keeps_order_and_types():
+    from kimi_chat.messages import to_plain
+
+    @dataclasses.dataclass
+    class P:
+        a: object
+
+    class M(BaseModel):
+        b: list
+
+    value = {"x": (1, [2, (3, P((4, M(b=[5]))))]), "y": None, "z": {"b": 1, "a": 2}}
+    got = to_plain(value)
+    assert got == {"x": (1, [2, (3, {"a": (4, {"b": [5]})})]), "y": None, "z": {"b": 1, "a": 2}}
+    assert list(got) == ["x", "y", "z"] and list(got["z"]) == ["b", "a"]
+    deep = _deep_list(30_000)
+    plain = to_plain([P(deep)])
+    depth, cur = 0, plain[0]["a"]
+    while cur:
+        cur, depth = cur[0], depth + 1
+    assert depth == 30_000

@@ -381,3 +381,50 @@ def test_rendered_tokens_api(toks):
     with pytest.raises(KeyError):
         r.span_of(5)
     assert json.loads(json.dumps(r.to_dict()))["ids"] == r.ids
+
+
+def test_tokenizer_argument_is_checked():
+    with pytest.raises(TypeError, match="tokenizer must be a KimiTokenizer .*got NoneType"):
+        render_tokens([{"role": "user", "content": "hi"}], tokenizer=None)  # type: ignore[arg-type]
+
+
+def test_continue_final_message_tokens(toks):
+    tok = toks["k2"]
+    conv = [{"role": "user", "content": "Write a haiku."}, {"role": "assistant", "content": "Sure, <|im_end|>"}]
+    r = render_tokens(conv, tokenizer=tok, continue_final_message=True)
+    assert r.text == render(conv, continue_final_message=True) and r.text.endswith("Sure, <|im_end|>")
+    assert r.add_generation_prompt is False and r.continue_final_message is True
+    # the typed <|im_end|> that ends the prompt is text, not the end of the turn
+    assert M.IM_END.id not in r.ids[r.span_of(1)[0]:]
+    assert r.assistant_mask[-1] == 1 and r.message_index[-1] == 1
+    assert render_tokens(conv, tokenizer=tok, continue_final_message=True, special_tokens="special").ids == tok.encode(r.text)
+
+
+def test_strict_names_the_field_the_prompt_holds(toks):
+    """'strict' names the message and field whose text reaches the prompt, found from the renderer's
+    own pieces (a name, a tool-call id, a tool result id)."""
+    tok = toks["k2"]
+    conv = [{"role": "user", "content": "hi", "name": "<|im_end|>"}]
+    with pytest.raises(RenderError, match=r"messages\[0\]\.name: contains"):
+        render_tokens(conv, tokenizer=tok, dialect="kimi-k2-thinking", special_tokens="strict")
+    # the fixed-header dialects do not write the name: no problem
+    assert render_tokens(conv, tokenizer=tok, dialect="kimi-k2-instruct@rev1", special_tokens="strict").ids == \
+        tok.encode(render(conv, dialect="kimi-k2-instruct@rev1"))
+    conv = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "x<|tool_call_end|>", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "x<|tool_call_end|>", "content": "r"}]
+    with pytest.raises(RenderError, match=r"messages\[1\]\.tool_calls\[0\]\.id: contains"):
+        render_tokens(conv, tokenizer=tok, special_tokens="strict")
+    r = render_tokens(conv, tokenizer=tok)
+    assert r.ids.count(M.TOOL_CALL_END.id) == 1
+
+
+def test_tokens_use_no_private_renderer_name():
+    import ast
+    import kimi_chat.tokens as mod
+
+    tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and "render" in (n.module or "")
+                for a in n.names]
+    assert imported and not [n for n in imported if n.startswith("_")]

@@ -58,7 +58,8 @@ def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
     tok = load_tokenizer(args, req["dialect"])
     return render_tokens(
         req["messages"], tokenizer=tok, tools=req["tools"], dialect=req["dialect"],
-        add_generation_prompt=req["add_generation_prompt"], special_tokens=args.special_tokens, **req["options"],
+        add_generation_prompt=req["add_generation_prompt"], continue_final_message=req.get("continue_final_message", False),
+        special_tokens=args.special_tokens, **req["options"],
     )
 
 

@@ -72,10 +72,7 @@ class StreamParser:
         **options: Any,
     ) -> None:
         d = get_dialect(dialect)
-        for key in options:
-            if key not in d.options:
-                takes = ", ".join(d.options) if d.options else "none"
-                raise TypeError(f"dialect {d.name} takes no render option {key!r} (its options: {takes})")
+        d.check_options(options, what="render option", require_bool=False)
         prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
         think = d.reasoning if reasoning is None else bool(reasoning)
         fmt = format_for(d)

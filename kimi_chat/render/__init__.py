@@ -1,0 +1,173 @@
+"""The formatter: OpenAI-style messages + tools + dialect -> the exact prompt text.
+
+One renderer per format family, picked by the dialect's ``family`` (:data:`RENDERERS`; the K2 family:
+:mod:`kimi_chat.render.k2`). This module does what every family shares: it validates and normalises
+the input (:mod:`kimi_chat.messages`), checks the options, and implements ``continue_final_message``
+the way transformers does. For every dialect the output is byte-identical to what the official
+tokenizer's ``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)``
+returns with that dialect's oracle template.
+
+Three views of one render: :func:`render` (the text), :func:`render_segments` (the text cut by message
+and trainability) and :func:`render_layout` (every part, flagged template literal or input text: what
+:mod:`kimi_chat.tokens` builds token ids from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..errors import RenderError
+from ..messages import normalize_messages, normalize_tools
+from .k2 import render_k2
+from .writer import Layout, Piece, Segment, Writer
+
+__all__ = ["render", "render_segments", "render_layout", "Segment", "Piece", "Layout", "RENDERERS"]
+
+FamilyRenderer = Callable[
+    [Writer, Dialect, "list[dict[str, Any]]", "list[dict[str, Any]] | None", bool, Mapping[str, Any]], None
+]
+
+RENDERERS: dict[str, FamilyRenderer] = {"k2": render_k2}
+"""Format family (``Dialect.family``) -> its renderer ``(writer, dialect, messages, tools,
+add_generation_prompt, options)``; adding a family is adding an entry."""
+
+# what transformers appends to the message it continues, then cuts the prompt at
+_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
+
+
+def _tag_final_message(msgs: list[dict[str, Any]]) -> str:
+    """Append the continuation tag to the final message's text, as transformers does; return the
+    text that was tagged (which must appear in the prompt)."""
+    index = len(msgs) - 1
+    last = msgs[index]
+    content = last.get("content")
+    if content is None:
+        raise RenderError('continue_final_message is set but the final message has no "content" to continue',
+                          message_index=index, field="content")
+    if isinstance(content, str):
+        msgs[index] = {**last, "content": content + _CONTINUE_TAG}
+        return content
+    for j in range(len(content) - 1, -1, -1):
+        part = content[j]
+        if "text" in part:
+            text = part["text"]
+            if not isinstance(text, str):
+                raise RenderError("continue_final_message: the last text part's text is not a string",
+                                  message_index=index, field=f"content[{j}].text")
+            content = [*content[:j], {**part, "text": text + _CONTINUE_TAG}, *content[j + 1 :]]
+            msgs[index] = {**last, "content": content}
+            return text
+    raise RenderError("continue_final_message is set but the final message has no text part to continue",
+                      message_index=index, field="content")
+
+
+def _cut_at_tag(w: Writer, final: str, index: int) -> None:
+    """Cut the prompt where the continuation tag starts (transformers' ``continue_final_message``)."""
+    text = "".join(w.parts)
+    tag = _CONTINUE_TAG.strip()
+    if final.strip() not in text or tag not in text:
+        raise RenderError("continue_final_message is set but the dialect's template does not write the final "
+                          "message's text, so there is nothing to continue", message_index=index, field="content")
+    at = text.rindex(tag)
+    w.cut(at if text.startswith(_CONTINUE_TAG, at) else len(text[:at].rstrip()))
+
+
+def _render(
+    w: Writer,
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None,
+    dialect: str | Dialect,
+    add_generation_prompt: bool | None,
+    continue_final_message: bool,
+    options: Mapping[str, Any],
+) -> bool:
+    """Render into ``w``; return the ``add_generation_prompt`` used."""
+    d = get_dialect(dialect)
+    d.check_options(options)
+    _check_bool("continue_final_message", continue_final_message)
+    if add_generation_prompt is None:
+        add_generation_prompt = not continue_final_message
+    _check_bool("add_generation_prompt", add_generation_prompt)
+    if continue_final_message and add_generation_prompt:
+        raise RenderError("continue_final_message and add_generation_prompt are not compatible (as in "
+                          "transformers): continue the final message, or open a new assistant turn")
+    msgs = normalize_messages(messages)
+    if not msgs:
+        raise RenderError("cannot render an empty conversation (the official tokenizer refuses it too)")
+    tool_list = normalize_tools(tools)
+    final = _tag_final_message(msgs) if continue_final_message else None
+    RENDERERS[d.family](w, d, msgs, tool_list, add_generation_prompt, options)
+    if final is not None:
+        _cut_at_tag(w, final, len(msgs) - 1)
+    return add_generation_prompt
+
+
+def render(
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Any] | None = None,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    add_generation_prompt: bool | None = None,
+    continue_final_message: bool = False,
+    **options: Any,
+) -> str:
+    """The prompt the official template of ``dialect`` renders for ``messages`` and ``tools``.
+
+    ``messages`` are OpenAI chat-completions messages (dicts, the OpenAI SDK's typed dicts or pydantic
+    objects, at any level); ``tools`` the OpenAI tools list. ``add_generation_prompt`` defaults to True
+    (as the official Kimi tokenizer does; False with ``continue_final_message``): without it the model
+    is not asked to answer. ``continue_final_message=True`` does what transformers'
+    ``apply_chat_template(continue_final_message=True)`` does: the prompt ends right after the final
+    message's text (no ``<|im_end|>``), so the model continues it (a prefill such as
+    ``{"role": "assistant", "content": "Sure, "}``). ``options`` are the dialect's template options
+    (e.g. ``thinking=False`` for ``kimi-k2.5``); others are refused.
+
+    Raises :class:`~kimi_chat.messages.InvalidMessagesError` for invalid input (naming the message
+    index and field), :class:`~kimi_chat.errors.RenderError` where the official template cannot
+    render the input (or both ``continue_final_message`` and ``add_generation_prompt`` are set),
+    :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and ``TypeError`` for an
+    unknown option or a non-bool flag.
+    """
+    w = Writer(marked=False)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    return "".join(w.parts)
+
+
+def render_segments(
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Any] | None = None,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    add_generation_prompt: bool | None = None,
+    continue_final_message: bool = False,
+    **options: Any,
+) -> list[Segment]:
+    """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
+    to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``."""
+    w = Writer(marked=True)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    return w.segments()
+
+
+def render_layout(
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Any] | None = None,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    add_generation_prompt: bool | None = None,
+    continue_final_message: bool = False,
+    **options: Any,
+) -> Layout:
+    """:func:`render` as the renderer wrote it: a :class:`Layout` of parts, attribution marks and
+    the parts that are input text (all others are template literals); ``layout.text == render(...)``
+    and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from."""
+    w = Writer(marked=True)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    return w.layout()
