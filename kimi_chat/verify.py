@@ -841,10 +841,10 @@ def verify(
     lenient_diff = None
     if not lenient and actual is None and error is not None and error.startswith("SecurityError") and expected is not None:
         try:
-            lenient = render_with_dialect(template_text, found["messages"], d, tools=found["tools"],
+            outside = render_with_dialect(template_text, found["messages"], d, tools=found["tools"],
                                           add_generation_prompt=found["add_generation_prompt"], lenient=True,
                                           **found["options"])
-            lenient_diff = prompt_diff(expected, lenient, expected_label=label, actual_label="template (lenient sandbox)")
+            lenient_diff = prompt_diff(expected, outside, expected_label=label, actual_label="template (lenient sandbox)")
         except Exception:  # noqa: BLE001 - it fails there too: nothing more to show
             lenient_diff = None
     return VerifyReport(dialect=d.name, equivalent=False, examples=tried, seed=seed, counterexample=found,

@@ -344,3 +344,25 @@ def test_cli_verify_bad_input_exit_2(capsys, tmp_path):
     f.write_text("{% if %}", encoding="utf-8")
     status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k2.5")
     assert status == 2 and "does not compile" in err
+
+
+# -- regressions -------------------------------------------------------------------------------------
+
+# our own template made to fail in transformers' sandbox (a list append, as llama.cpp's adaptations
+# do) while rendering the same outside it: append returns None, so the `if` writes nothing
+_APPENDS = "{%- set _seen = [] %}{%- if _seen.append(1) %}{% endif %}"
+
+
+def test_strict_verify_that_falls_back_reports_lenient_false(capsys, tmp_path):
+    template = _APPENDS + own_template_text("kimi-k2-instruct-0905")
+    report = verify(template, "kimi-k2-instruct-0905", examples=5, seed=3)
+    assert not report.equivalent and report.error.startswith("SecurityError")
+    assert report.lenient is False  # a strict run, whatever the fallback rendered
+    assert report.lenient_diff == ""  # outside the sandbox it renders what the dialect does
+    assert "(lenient sandbox)" not in report.summary()
+    assert "renders this the same" in report.summary()
+    f = tmp_path / "t.jinja"
+    f.write_text(template, encoding="utf-8")
+    status, out, _ = _run(capsys, "verify", str(f), "-d", "kimi-k2-instruct-0905", "-n", "5", "--seed", "3", "--json")
+    data = json.loads(out)
+    assert status == 1 and data["lenient"] is False and data["lenient_diff"] == ""
