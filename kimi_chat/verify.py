@@ -30,8 +30,9 @@ from . import markers as M
 from .dialects import DIALECTS, Dialect, Status, get_dialect
 from .errors import KimiChatError
 from .known_problems import KnownProblem, KnownTemplate, known_template, problems_of
-from .oracle import OracleUnavailable, _chat_template_utils, deep_sort_dict, oracle_template, render_template
+from .oracle import OracleUnavailable, _chat_template_utils, oracle_template, render_as_tokenizer
 from .render import render
+from .templates import template_path
 
 __all__ = [
     "TemplateCompileError",
@@ -51,7 +52,6 @@ __all__ = [
     "own_template_path",
 ]
 
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VERIFY_EXTRA = "pip install 'kimi-chat[verify]'"
 
 
@@ -152,31 +152,19 @@ def prompt_diff(expected: str, actual: str, *, expected_label: str = "expected",
 
 
 def own_template_path(dialect: str | Dialect) -> Path | None:
-    """``templates/<dialect>.jinja`` (our own template for the dialect), if present."""
-    d = get_dialect(dialect)
+    """``templates/<dialect>.jinja`` (kimi_chat's own template for the dialect), ``None`` when the file
+    is missing. Raises :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect."""
     try:
-        from .templates import template_path  # type: ignore[import-not-found]
-    except ImportError:
-        p = _PROJECT_ROOT / "templates" / f"{d.name}.jinja"
-        return p if p.is_file() else None
-    try:
-        p = Path(template_path(d.name))
-    except (KimiChatError, OSError, LookupError, ValueError):
+        return template_path(dialect)
+    except FileNotFoundError:
         return None
-    return p if p.is_file() else None
 
 
 def own_template_text(dialect: str | Dialect) -> str | None:
-    """The text of our own template for the dialect, if present."""
-    try:
-        from .templates import template_text  # type: ignore[import-not-found]
-    except ImportError:
-        p = own_template_path(dialect)
-        return p.read_text(encoding="utf-8") if p is not None else None
-    try:
-        return str(template_text(get_dialect(dialect).name))
-    except (KimiChatError, OSError, LookupError, ValueError):
-        return None
+    """The text of kimi_chat's own template for the dialect, ``None`` when the file is missing.
+    Raises :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect."""
+    path = own_template_path(dialect)
+    return path.read_text(encoding="utf-8") if path is not None else None
 
 
 def _oracle_text(d: Dialect) -> str | None:
@@ -243,19 +231,10 @@ def render_with_dialect(
     accept). Template errors propagate.
     """
     d = get_dialect(dialect)
-    kwargs = dict(options)
-    if d.tools_typescript and tools:
-        from .tools_ts import tools_to_typescript
-
-        # as the official tokenizer (and render_official): from the tools it renders, sorted where it sorts
-        ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
-        kwargs.setdefault("tools_ts_str", tools_to_typescript(ts_tools))
 
     def go() -> str:
-        return render_template(
-            template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-            sort_tool_keys=d.sort_tool_keys, **kwargs,
-        )
+        return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
+                                   **options)
 
     if not lenient:
         return go()
@@ -566,7 +545,7 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
     ``renders_in_sandbox=False`` and the problem ``sandbox-security-error``.
     """
     norm = normalize_template(template_text)
-    digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()
+    digest = template_sha256(template_text)
     notes: list[str] = []
 
     exact: tuple[Kind, Dialect, str | None, list[KnownProblem], str] | None = None

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kimi_chat import DIALECTS, render
+from kimi_chat import DIALECTS, UnknownDialectError, render
 from kimi_chat.cli import main
 from kimi_chat.known_problems import DIALECT_PROBLEMS, KNOWN_TEMPLATES, PROBLEMS
 from kimi_chat.oracle import OracleUnavailable, oracle_template, render_template
@@ -26,7 +26,7 @@ from kimi_chat.verify import (
     visible,
 )
 
-from conftest import REFERENCE, needs_reference
+from conftest import needs_reference
 
 ADAPTATIONS = [t for t in KNOWN_TEMPLATES if t.kind == "adapted"]
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -37,12 +37,6 @@ def _ref(relpath: str) -> str:
     p = reference_file(relpath)
     assert p is not None, relpath
     return p.read_text(encoding="utf-8")
-
-
-def _own_or_oracle(dialect: str) -> str:
-    """Our templates/<dialect>.jinja once it exists, else the official template."""
-    text = own_template_text(dialect)
-    return text if text is not None else oracle_template(dialect)
 
 
 # -- text helpers -------------------------------------------------------------------------------------
@@ -156,10 +150,7 @@ def test_identify_variants():
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_identify_our_own_templates(dialect):
-    text = own_template_text(dialect)
-    if text is None:
-        pytest.skip(f"templates/{dialect}.jinja is not there yet")
-    ident = identify(text)
+    ident = identify(own_template_text(dialect))
     assert (ident.dialect, ident.kind, ident.match) == (dialect, "ours", "exact")
     assert ident.source == str(own_template_path(dialect))
 
@@ -248,9 +239,7 @@ def test_verify_is_reproducible_with_a_seed():
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_verify_own_template_is_equivalent(dialect):
-    if own_template_text(dialect) is None and REFERENCE is None:
-        pytest.skip("neither templates/ nor the reference data is present")
-    report = verify(_own_or_oracle(dialect), dialect, examples=40, seed=1)
+    report = verify(own_template_text(dialect), dialect, examples=40, seed=1)
     assert report.equivalent, report.summary()
     assert report.examples >= 30 and report.counterexample is None
 
@@ -275,6 +264,20 @@ def test_template_that_does_not_compile():
     assert any("does not compile: line 1" in n for n in ident.notes)
     with pytest.raises(TemplateCompileError, match="does not compile"):
         verify("{% if %}", "kimi-k2.5", examples=5)
+
+
+def test_own_template_of_an_unknown_dialect_raises():
+    with pytest.raises(UnknownDialectError, match="nope"):
+        own_template_text("nope")
+    with pytest.raises(UnknownDialectError, match="nope"):
+        own_template_path("nope")
+
+
+def test_own_templates_are_there_for_every_dialect():
+    for dialect in DIALECTS:
+        path = own_template_path(dialect)
+        assert path is not None and path.name == f"{dialect}.jinja"
+        assert own_template_text(dialect) == path.read_text(encoding="utf-8")
 
 
 def test_verify_refuses_bad_arguments():
@@ -318,11 +321,6 @@ def test_cli_verify_counterexample_exit_1(capsys, tmp_path):
 def test_cli_verify_equivalent_exit_0(capsys, tmp_path):
     dialect = "kimi-k2-instruct-0905"
     path = own_template_path(dialect)
-    if path is None:
-        if REFERENCE is None:
-            pytest.skip("neither templates/ nor the reference data is present")
-        path = tmp_path / "t.jinja"
-        path.write_text(oracle_template(dialect), encoding="utf-8")
     status, out, _ = _run(capsys, "verify", str(path), "-d", dialect, "-n", "10", "--seed", "2")
     assert status == 0 and out.startswith(f"equivalent: no difference from {dialect}")
     # without --dialect the identified dialect is used
