@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KimiChatError, ReferenceDataError
+from .nesting import deep_sort_dict
 from .reference import reference_dir
 
 __all__ = [
@@ -31,15 +32,6 @@ __all__ = [
 
 class OracleUnavailable(KimiChatError, ImportError):
     """transformers (the official chat-template machinery) is not installed."""
-
-
-def deep_sort_dict(obj: Any) -> Any:
-    """Sort the keys of every dict, recursively (as the later ``tokenization_kimi.py`` does to tools)."""
-    if isinstance(obj, Mapping):
-        return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
-    if isinstance(obj, list):
-        return [deep_sort_dict(v) for v in obj]
-    return obj
 
 
 def _chat_template_utils() -> Any:

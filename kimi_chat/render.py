@@ -27,6 +27,7 @@ from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
 from .messages import normalize_messages, normalize_tools
+from .nesting import too_deep_error
 from .oracle import deep_sort_dict
 
 __all__ = ["render", "render_segments", "Segment"]
@@ -75,6 +76,8 @@ def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int
         return json.dumps(value, ensure_ascii=False, separators=separators, default=_json_default)
     except (TypeError, ValueError) as e:
         raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=where) from e
+    except RecursionError as e:  # json.dumps recurses: name the value nested too deeply
+        raise too_deep_error(value, where, index) from e
 
 
 def _json_default(value: Any) -> Any:
