@@ -44,6 +44,7 @@ class Difference:
 
     @property
     def summary(self) -> str:
+        """One line: the probe and where the renderings first differ (or what the template raised)."""
         if self.actual is None:
             return f"{self.probe}: the template raised {self.error}"
         if self.expected is None:
@@ -52,6 +53,7 @@ class Difference:
         return f"{self.probe}: {where}" + (" (rendered outside transformers' sandbox)" if self.lenient else "")
 
     def to_dict(self) -> dict[str, Any]:
+        """The difference as plain JSON data."""
         return {"probe": self.probe, "summary": self.summary, "expected": self.expected, "actual": self.actual,
                 "error": self.error, "lenient": self.lenient}
 
@@ -110,6 +112,7 @@ class Identification:
         }[self.kind]
 
     def to_dict(self) -> dict[str, Any]:
+        """The identification as plain JSON data."""
         return {
             "dialect": self.dialect,
             "kind": self.kind,

@@ -65,6 +65,7 @@ class VerifyReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON data (what ``kimi-chat verify --json`` prints)."""
         return {"dialect": self.dialect, "equivalent": self.equivalent, "examples": self.examples,
                 "seed": self.seed, "lenient": self.lenient, "counterexample": self.counterexample, "expected": self.expected,
                 "actual": self.actual, "error": self.error, "diff": self.diff, "lenient_diff": self.lenient_diff}
