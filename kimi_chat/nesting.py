@@ -16,6 +16,9 @@ from .messages import InvalidToolsError
 
 __all__ = ["deep_sort_dict", "deepest_path", "too_deep_error"]
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""Exact types that are never containers (checked first: most values in a schema are these)."""
+
 
 def deep_sort_dict(obj: Any) -> Any:
     """Sort the keys of every dict, at every depth (as the later ``tokenization_kimi.py`` does to tools).
@@ -42,9 +45,11 @@ def deep_sort_dict(obj: Any) -> Any:
         if not depth & (depth - 1):
             anchor = id(src)
         depth += 1
-        if isinstance(dst, dict):
+        if type(dst) is dict:
             for k, v in sorted(src.items()):
-                if isinstance(v, Mapping):
+                if type(v) in _PLAIN:
+                    dst[k] = v
+                elif isinstance(v, Mapping):
                     dst[k] = child = {}
                     push((v, child, depth, anchor))
                 elif isinstance(v, list):
@@ -53,16 +58,18 @@ def deep_sort_dict(obj: Any) -> Any:
                 else:
                     dst[k] = v
         else:
+            append = dst.append
             for v in src:
-                if isinstance(v, Mapping):
-                    child = {}
+                if type(v) in _PLAIN:
+                    append(v)
+                elif isinstance(v, Mapping):
+                    append(child := {})
                     push((v, child, depth, anchor))
                 elif isinstance(v, list):
-                    child = []
+                    append(child := [])
                     push((v, child, depth, anchor))
                 else:
-                    child = v
-                dst.append(child)
+                    append(v)
     return root
 
 
