@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,12 @@ def own_template_text(dialect: str | Dialect) -> str | None:
 
 
 def _oracle_text(d: Dialect) -> str | None:
+    """The dialect's official template text, ``None`` without the reference data."""
     try:
         return oracle_template(d)
     except KimiChatError:
         return None
+
 
 # ---------------------------------------------------------------------------------------------------
 # rendering a template the transformers way, for a dialect
@@ -101,6 +103,7 @@ def _lenient_compiled(ctu: Any, template: str) -> Any:
 
 @contextmanager
 def _lenient(template: str) -> Iterator[None]:
+    """While inside: transformers compiles ``template`` in the lenient sandbox (other texts as usual)."""
     ctu = _chat_template_utils()
     with _LENIENT_LOCK:
         compiled = _lenient_compiled(ctu, template)
@@ -129,18 +132,13 @@ def render_with_dialect(
     accept). Template errors propagate.
     """
     d = get_dialect(dialect)
-
-    def go() -> str:
+    with _lenient(template) if lenient else nullcontext():
         return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
                                    **options)
 
-    if not lenient:
-        return go()
-    with _lenient(template):
-        return go()
-
 
 def _is_security_error(e: BaseException) -> bool:
+    """Whether ``e`` is the sandbox refusing an operation (jinja2's ``SecurityError``)."""
     try:
         from jinja2.exceptions import SecurityError
     except ImportError:  # pragma: no cover
@@ -149,4 +147,5 @@ def _is_security_error(e: BaseException) -> bool:
 
 
 def _describe_error(e: BaseException) -> str:
+    """``SecurityError: ...``: how a template's error is reported."""
     return f"{type(e).__name__}: {e}"

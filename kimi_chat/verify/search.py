@@ -81,6 +81,13 @@ def _strategies() -> Any:
     return strategies
 
 
+def _render_request(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool) -> str:
+    """A generated request (``messages``, ``tools``, ``add_generation_prompt``, ``options``) rendered
+    through ``template`` for ``d``."""
+    return render_with_dialect(template, req["messages"], d, tools=req["tools"],
+                               add_generation_prompt=req["add_generation_prompt"], lenient=lenient, **req["options"])
+
+
 def _compare(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool = False) -> tuple[bool, str | None, str | None, str | None]:
     """(differs, expected, actual, error) for one request. Requests the dialect refuses (its
     official template cannot render them) are outside the comparison: never a difference."""
@@ -90,9 +97,7 @@ def _compare(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool = 
     except (ValueError, TypeError, KimiChatError):
         return False, None, None, None
     try:
-        actual = render_with_dialect(template, req["messages"], d, tools=req["tools"],
-                                     add_generation_prompt=req["add_generation_prompt"], lenient=lenient,
-                                     **req["options"])
+        actual = _render_request(template, d, req, lenient)
     except OracleUnavailable:
         raise
     except Exception as e:  # noqa: BLE001 - a template that crashes where the dialect renders differs
@@ -210,9 +215,7 @@ def verify(
     lenient_diff = None
     if not lenient and actual is None and error is not None and error.startswith("SecurityError") and expected is not None:
         try:
-            outside = render_with_dialect(template_text, found["messages"], d, tools=found["tools"],
-                                          add_generation_prompt=found["add_generation_prompt"], lenient=True,
-                                          **found["options"])
+            outside = _render_request(template_text, d, found, lenient=True)
             lenient_diff = prompt_diff(expected, outside, expected_label=label, actual_label="template (lenient sandbox)")
         except Exception:  # noqa: BLE001 - it fails there too: nothing more to show
             lenient_diff = None
