@@ -110,7 +110,7 @@ def _path_text(keys: list[Any], shown: int = 6) -> str:
     return out
 
 
-def too_deep_error(value: Any, where: str, message_index: int | None = None) -> Exception:
+def too_deep_error(value: Any, where: str, message_index: int | None = None) -> InvalidToolsError | RenderError:
     """The error for ``value`` (at ``where``: ``"tools"``, or a field of ``messages[message_index]``)
     nested too deeply to serialise as JSON. For ``tools`` an
     :class:`~kimi_chat.messages.InvalidToolsError` naming ``tools[i]`` and the path; else a
