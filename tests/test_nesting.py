@@ -4,6 +4,7 @@ itself runs out of recursion."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -14,6 +15,16 @@ from hypothesis import strategies as st
 from kimi_chat import InvalidMessagesError, KimiChatError, RenderError, render
 from kimi_chat.nesting import deep_sort_dict, deepest_path
 from kimi_chat.oracle import deep_sort_dict as oracle_deep_sort_dict
+
+
+@pytest.fixture(autouse=True)
+def default_recursion_limit():
+    """Python's default recursion limit for each test here (another test module raises it for the
+    whole process; deep data is about that limit)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(limit)
 
 
 def recursive_deep_sort_dict(obj):
