@@ -184,6 +184,7 @@ class TokenizerFact:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The fact as plain JSON data."""
         return {"name": self.name, "value": self.value, "official": self.official, "ok": self.ok, "note": self.note}
 
 
@@ -350,6 +351,7 @@ class Inspection:
         return f"--chat-template-file {t} (llama.cpp; vLLM / SGLang: --chat-template {t})"
 
     def to_dict(self) -> dict[str, Any]:
+        """The inspection as plain JSON data (what ``kimi-chat inspect --json`` prints)."""
         d = self.fix_template
         own = own_template_path(self.identification.dialect) if self.identification and self.identification.dialect else None
         return {

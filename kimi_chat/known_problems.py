@@ -37,6 +37,7 @@ class KnownProblem:
     severity: Severity
 
     def to_dict(self) -> dict[str, str]:
+        """The problem as plain JSON data."""
         return {"code": self.code, "title": self.title, "detail": self.detail, "severity": self.severity}
 
 

@@ -21,22 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KimiChatError, ReferenceDataError
+from .nesting import deep_sort_dict
 from .reference import reference_dir
 
-__all__ = ["OracleUnavailable", "deep_sort_dict", "render_template", "render_official", "oracle_template"]
+__all__ = [
+    "OracleUnavailable", "deep_sort_dict", "render_template", "render_as_tokenizer", "render_official",
+    "oracle_template",
+]
 
 
 class OracleUnavailable(KimiChatError, ImportError):
     """transformers (the official chat-template machinery) is not installed."""
-
-
-def deep_sort_dict(obj: Any) -> Any:
-    """Sort the keys of every dict, recursively (as the later ``tokenization_kimi.py`` does to tools)."""
-    if isinstance(obj, Mapping):
-        return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
-    if isinstance(obj, list):
-        return [deep_sort_dict(v) for v in obj]
-    return obj
 
 
 def _chat_template_utils() -> Any:
@@ -108,6 +103,33 @@ def oracle_template(dialect: Any) -> str:
     return _TEMPLATE_CACHE[path]
 
 
+def render_as_tokenizer(
+    template: str,
+    messages: Sequence[Any],
+    dialect: Any,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    **options: Any,
+) -> str:
+    """Render ``template`` as the official tokenizer of ``dialect`` would: transformers' machinery,
+    tool keys sorted where the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 (computed,
+    like the tokenizer does, from the tools it renders). Template errors propagate."""
+    from .dialects import get_dialect
+
+    d = get_dialect(dialect)
+    kwargs = dict(options)
+    if d.tools_typescript and tools:
+        from .tools_ts import tools_to_typescript
+
+        ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
+        kwargs.setdefault("tools_ts_str", tools_to_typescript(ts_tools))
+    return render_template(
+        template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
+        sort_tool_keys=d.sort_tool_keys, **kwargs,
+    )
+
+
 def render_official(
     messages: Sequence[Any],
     *,
@@ -116,22 +138,9 @@ def render_official(
     add_generation_prompt: bool = True,
     **options: Any,
 ) -> str:
-    """The official rendering of a dialect: its oracle template, with its tokenizer's pre-processing."""
-    from .dialects import get_dialect
-
-    d = get_dialect(dialect)
-    kwargs = dict(options)
-    if d.tools_typescript and tools:
-        from .tools_ts import tools_to_typescript
-
-        # the tokenizer computes the declaration from the tools it renders (sorted, where it sorts)
-        ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
-        kwargs.setdefault("tools_ts_str", tools_to_typescript(ts_tools))
-    return render_template(
-        oracle_template(d),
-        messages,
-        tools=tools,
-        add_generation_prompt=add_generation_prompt,
-        sort_tool_keys=d.sort_tool_keys,
-        **kwargs,
+    """The official rendering of a dialect: its oracle template, with its tokenizer's pre-processing
+    (:func:`render_as_tokenizer`)."""
+    return render_as_tokenizer(
+        oracle_template(dialect), messages, dialect, tools=tools, add_generation_prompt=add_generation_prompt,
+        **options,
     )

@@ -121,7 +121,14 @@ class Gbnf:
         return ("ref", m.group()), m.end()
 
     def matches(self, text: str, root: str = "root") -> bool:
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 20000))  # the matcher recurses per character; restored below
+        try:
+            return self._matches(text, root)
+        finally:
+            sys.setrecursionlimit(limit)
+
+    def _matches(self, text: str, root: str) -> bool:
         memo: dict[tuple[int, int], frozenset[int]] = {}
 
         def m(node, pos: int) -> frozenset[int]:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kimi_chat import DIALECTS, render
+from kimi_chat import DIALECTS, UnknownDialectError, render
 from kimi_chat.cli import main
 from kimi_chat.known_problems import DIALECT_PROBLEMS, KNOWN_TEMPLATES, PROBLEMS
 from kimi_chat.oracle import OracleUnavailable, oracle_template, render_template
@@ -26,7 +26,7 @@ from kimi_chat.verify import (
     visible,
 )
 
-from conftest import REFERENCE, needs_reference
+from conftest import needs_reference
 
 ADAPTATIONS = [t for t in KNOWN_TEMPLATES if t.kind == "adapted"]
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -37,12 +37,6 @@ def _ref(relpath: str) -> str:
     p = reference_file(relpath)
     assert p is not None, relpath
     return p.read_text(encoding="utf-8")
-
-
-def _own_or_oracle(dialect: str) -> str:
-    """Our templates/<dialect>.jinja once it exists, else the official template."""
-    text = own_template_text(dialect)
-    return text if text is not None else oracle_template(dialect)
 
 
 # -- text helpers -------------------------------------------------------------------------------------
@@ -156,10 +150,7 @@ def test_identify_variants():
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_identify_our_own_templates(dialect):
-    text = own_template_text(dialect)
-    if text is None:
-        pytest.skip(f"templates/{dialect}.jinja is not there yet")
-    ident = identify(text)
+    ident = identify(own_template_text(dialect))
     assert (ident.dialect, ident.kind, ident.match) == (dialect, "ours", "exact")
     assert ident.source == str(own_template_path(dialect))
 
@@ -207,7 +198,8 @@ def test_identify_unknown_template():
 
 
 def test_identify_without_transformers_says_what_to_install(monkeypatch):
-    v = importlib.import_module("kimi_chat.verify")  # the module (kimi_chat.verify may be the function)
+    # the module identify() looks render_with_dialect up in (kimi_chat.verify.identify is the function)
+    v = importlib.import_module("kimi_chat.verify.identify")
 
     def missing(*a, **k):
         raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
@@ -248,9 +240,7 @@ def test_verify_is_reproducible_with_a_seed():
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_verify_own_template_is_equivalent(dialect):
-    if own_template_text(dialect) is None and REFERENCE is None:
-        pytest.skip("neither templates/ nor the reference data is present")
-    report = verify(_own_or_oracle(dialect), dialect, examples=40, seed=1)
+    report = verify(own_template_text(dialect), dialect, examples=40, seed=1)
     assert report.equivalent, report.summary()
     assert report.examples >= 30 and report.counterexample is None
 
@@ -277,6 +267,20 @@ def test_template_that_does_not_compile():
         verify("{% if %}", "kimi-k2.5", examples=5)
 
 
+def test_own_template_of_an_unknown_dialect_raises():
+    with pytest.raises(UnknownDialectError, match="nope"):
+        own_template_text("nope")
+    with pytest.raises(UnknownDialectError, match="nope"):
+        own_template_path("nope")
+
+
+def test_own_templates_are_there_for_every_dialect():
+    for dialect in DIALECTS:
+        path = own_template_path(dialect)
+        assert path is not None and path.name == f"{dialect}.jinja"
+        assert own_template_text(dialect) == path.read_text(encoding="utf-8")
+
+
 def test_verify_refuses_bad_arguments():
     with pytest.raises(ValueError):
         verify(CHATML, "kimi-k2.5", examples=0)
@@ -285,7 +289,7 @@ def test_verify_refuses_bad_arguments():
 
 
 def test_verify_without_transformers_says_what_to_install(monkeypatch):
-    v = importlib.import_module("kimi_chat.verify")  # the module (kimi_chat.verify may be the function)
+    v = importlib.import_module("kimi_chat.verify.rendering")  # where the template is compiled
 
     def missing():
         raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
@@ -318,11 +322,6 @@ def test_cli_verify_counterexample_exit_1(capsys, tmp_path):
 def test_cli_verify_equivalent_exit_0(capsys, tmp_path):
     dialect = "kimi-k2-instruct-0905"
     path = own_template_path(dialect)
-    if path is None:
-        if REFERENCE is None:
-            pytest.skip("neither templates/ nor the reference data is present")
-        path = tmp_path / "t.jinja"
-        path.write_text(oracle_template(dialect), encoding="utf-8")
     status, out, _ = _run(capsys, "verify", str(path), "-d", dialect, "-n", "10", "--seed", "2")
     assert status == 0 and out.startswith(f"equivalent: no difference from {dialect}")
     # without --dialect the identified dialect is used
@@ -344,3 +343,25 @@ def test_cli_verify_bad_input_exit_2(capsys, tmp_path):
     f.write_text("{% if %}", encoding="utf-8")
     status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k2.5")
     assert status == 2 and "does not compile" in err
+
+
+# -- regressions -------------------------------------------------------------------------------------
+
+# our own template made to fail in transformers' sandbox (a list append, as llama.cpp's adaptations
+# do) while rendering the same outside it: append returns None, so the `if` writes nothing
+_APPENDS = "{%- set _seen = [] %}{%- if _seen.append(1) %}{% endif %}"
+
+
+def test_strict_verify_that_falls_back_reports_lenient_false(capsys, tmp_path):
+    template = _APPENDS + own_template_text("kimi-k2-instruct-0905")
+    report = verify(template, "kimi-k2-instruct-0905", examples=5, seed=3)
+    assert not report.equivalent and report.error.startswith("SecurityError")
+    assert report.lenient is False  # a strict run, whatever the fallback rendered
+    assert report.lenient_diff == ""  # outside the sandbox it renders what the dialect does
+    assert "(lenient sandbox)" not in report.summary()
+    assert "renders this the same" in report.summary()
+    f = tmp_path / "t.jinja"
+    f.write_text(template, encoding="utf-8")
+    status, out, _ = _run(capsys, "verify", str(f), "-d", "kimi-k2-instruct-0905", "-n", "5", "--seed", "3", "--json")
+    data = json.loads(out)
+    assert status == 1 and data["lenient"] is False and data["lenient_diff"] == ""

@@ -29,7 +29,8 @@ from .. import markers as M
 from ..dialects import Dialect
 from ..errors import RenderError
 from ..messages import to_plain
-from ..oracle import deep_sort_dict
+from ..nesting import too_deep_error
+from ..nesting import deep_sort_dict
 from .writer import Writer
 
 __all__ = ["render_k2"]
@@ -65,9 +66,11 @@ def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int
         return _encode_json_string(value)  # what json.dumps does for a str, without its set-up cost
     try:
         return json.dumps(value, ensure_ascii=False, separators=separators, default=_json_default)
-    except (TypeError, ValueError, RecursionError) as e:  # the official template's tojson fails too
-        why = "nested too deeply to write as JSON" if isinstance(e, RecursionError) else f"not JSON-serialisable: {e}"
+    except (TypeError, ValueError) as e:  # the official template's tojson fails too
+        why = f"not JSON-serialisable: {e}"
         raise RenderError(why if index is not None else f"{where}: {why}", message_index=index, field=where) from e
+    except RecursionError as e:  # json.dumps recurses: name the value nested too deeply, and where
+        raise too_deep_error(value, where, index) from e
 
 
 def _json_default(value: Any) -> Any:

@@ -1,0 +1,61 @@
+"""Is this chat template right? :func:`identify` says which known template a text is; :func:`verify`
+searches for a conversation where a template renders differently from a dialect, and shrinks it.
+
+Both render the template the way transformers does (:func:`kimi_chat.oracle.render_template`: its
+sandboxed Jinja environment, its input normalisation, the Kimi tokenizer's tool pre-processing) and
+compare with :func:`kimi_chat.render`. transformers is an optional extra:
+``pip install 'kimi-chat[verify]'``.
+
+Runtimes such as llama.cpp run their own Jinja engines, which allow what transformers' sandbox
+refuses (``list.append``); their adapted templates fail in transformers with a ``SecurityError``.
+That is reported as a finding, and :func:`identify` then renders the template once more in a
+sandbox that allows mutating lists (still a sandbox: no attribute escapes), to show what such a
+runtime would send the model.
+
+The modules:
+
+* :mod:`~kimi_chat.verify.identify`: :func:`identify` and its result :class:`Identification`;
+* :mod:`~kimi_chat.verify.search`: :func:`verify` and its result :class:`VerifyReport`;
+* :mod:`~kimi_chat.verify.probes`: the fixed conversations :func:`identify` renders;
+* :mod:`~kimi_chat.verify.diffing`: normalised text and hash, visible whitespace, prompt diffs;
+* :mod:`~kimi_chat.verify.rendering`: a template rendered for a dialect (strict or lenient
+  sandbox), kimi_chat's own templates.
+
+Every name is importable from ``kimi_chat.verify`` as before. ``kimi_chat.verify`` as an attribute
+of ``kimi_chat`` is the function; ``importlib.import_module("kimi_chat.verify")`` is this package.
+"""
+
+from __future__ import annotations
+
+from .diffing import first_difference, normalize_template, prompt_diff, template_sha256, visible
+from .identify import Difference, Identification, Kind, identify
+from .probes import PROBES, Probe
+from .rendering import (
+    VERIFY_EXTRA,
+    TemplateCompileError,
+    own_template_path,
+    own_template_text,
+    render_with_dialect,
+)
+from .search import VerifyReport, verify
+
+__all__ = [
+    "TemplateCompileError",
+    "Difference",
+    "Identification",
+    "Kind",
+    "VerifyReport",
+    "Probe",
+    "PROBES",
+    "VERIFY_EXTRA",
+    "identify",
+    "verify",
+    "normalize_template",
+    "template_sha256",
+    "render_with_dialect",
+    "visible",
+    "first_difference",
+    "prompt_diff",
+    "own_template_text",
+    "own_template_path",
+]

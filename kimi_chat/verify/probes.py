@@ -1,0 +1,106 @@
+"""The probes: a fixed set of conversations whose renderings tell the known template revisions apart
+(rendered by :func:`kimi_chat.verify.identify`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Probe", "PROBES"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A fixed request rendered by :func:`identify`."""
+
+    name: str
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...] | None = None
+    add_generation_prompt: bool = True
+
+
+_WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+_USER = {"role": "user", "content": "What's the weather in Paris?"}
+
+PROBES: tuple[Probe, ...] = (
+    Probe("user turn", ({"role": "user", "content": "Hello"},)),
+    Probe("system prompt given", ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"})),
+    Probe("multi-turn", (
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "Tell me a joke."},
+    )),
+    Probe("finished conversation, no generation prompt", (
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+    ), add_generation_prompt=False),
+    Probe("user turn, no generation prompt", ({"role": "user", "content": "Hi"},), add_generation_prompt=False),
+    Probe("tools declared", (_USER,), tools=(_WEATHER_TOOL,)),
+    Probe("tool call, string arguments, call_ id", (
+        _USER,
+        {"role": "assistant", "content": "", "tool_calls": [_call("call_abc", "get_weather", '{"city": "Paris"}')]},
+        {"role": "tool", "tool_call_id": "call_abc", "content": "18 °C"},
+    ), tools=(_WEATHER_TOOL,)),
+    Probe("tool call, object arguments", (
+        _USER,
+        {"role": "assistant", "tool_calls": [_call("functions.get_weather:0", "get_weather", {"city": "Paris"})]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
+    )),
+    Probe("two tool rounds", (
+        _USER,
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            _call("functions.get_weather:1", "get_weather", '{"city": "Lyon"}'),
+            _call("functions.get_weather:2", "get_weather", '{"city": "Nice"}')]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:1", "content": "20 °C"},
+        {"role": "tool", "tool_call_id": "functions.get_weather:2", "content": "23 °C"},
+    )),
+    Probe("tool results out of order", (
+        _USER,
+        {"role": "assistant", "content": "", "tool_calls": [
+            _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}'),
+            _call("functions.get_weather:1", "get_weather", '{"city": "Lyon"}')]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:1", "content": "20 °C"},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
+    )),
+    Probe("reasoning in history", (
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "reasoning_content": "Add them.", "content": "4"},
+        {"role": "user", "content": "And 3+3?"},
+        {"role": "assistant", "reasoning_content": "Add again.", "content": "6"},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "reasoning_content": "Use the tool.", "content": "", "tool_calls": [
+            _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')]},
+        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
+    )),
+    Probe("names", (
+        {"role": "user", "name": "alice", "content": "Hi"},
+        {"role": "assistant", "name": "kimi", "content": "Hello, Alice."},
+        {"role": "user", "content": "Bye"},
+    )),
+    Probe("image and text parts", (
+        {"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+    )),
+    Probe("tool message with name", (
+        _USER,
+        {"role": "assistant", "content": "", "tool_calls": [
+            _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')]},
+        {"role": "tool", "name": "get_weather", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
+    )),
+)
+"""The conversations :func:`identify` renders through a template and every dialect."""

@@ -1,0 +1,151 @@
+"""Rendering a template the transformers way for a dialect, in transformers' sandbox or in a lenient
+one (what llama.cpp-like engines accept), and where kimi_chat's own templates and the official ones are.
+
+Runtimes such as llama.cpp run their own Jinja engines, which allow what transformers' sandbox
+refuses (``list.append``); their adapted templates fail in transformers with a ``SecurityError``.
+The lenient sandbox renders them as such a runtime would (still a sandbox: no attribute escapes).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from ..dialects import Dialect, get_dialect
+from ..errors import KimiChatError
+from ..oracle import _chat_template_utils, oracle_template, render_as_tokenizer
+from ..templates import template_path
+
+__all__ = [
+    "VERIFY_EXTRA",
+    "TemplateCompileError",
+    "render_with_dialect",
+    "own_template_path",
+    "own_template_text",
+]
+
+VERIFY_EXTRA = "pip install 'kimi-chat[verify]'"
+
+
+class TemplateCompileError(KimiChatError, ValueError):
+    """The template text is not valid Jinja (it does not compile)."""
+
+
+def _compile_error(template: str) -> str | None:
+    """The syntax error of ``template`` under transformers' Jinja environment, if any."""
+    ctu = _chat_template_utils()
+    from jinja2.exceptions import TemplateSyntaxError
+
+    try:
+        ctu._compile_jinja_template(template)
+    except TemplateSyntaxError as e:
+        return f"line {e.lineno}: {e.message}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# our own templates, the official ones
+
+
+def own_template_path(dialect: str | Dialect) -> Path | None:
+    """``templates/<dialect>.jinja`` (kimi_chat's own template for the dialect), ``None`` when the file
+    is missing. Raises :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect."""
+    try:
+        return template_path(dialect)
+    except FileNotFoundError:
+        return None
+
+
+def own_template_text(dialect: str | Dialect) -> str | None:
+    """The text of kimi_chat's own template for the dialect, ``None`` when the file is missing.
+    Raises :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect."""
+    path = own_template_path(dialect)
+    return path.read_text(encoding="utf-8") if path is not None else None
+
+
+def _oracle_text(d: Dialect) -> str | None:
+    """The dialect's official template text, ``None`` without the reference data."""
+    try:
+        return oracle_template(d)
+    except KimiChatError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# rendering a template the transformers way, for a dialect
+
+
+_LENIENT_LOCK = threading.Lock()
+_LENIENT_CACHE: dict[str, Any] = {}
+
+
+def _lenient_compiled(ctu: Any, template: str) -> Any:
+    """``template`` compiled like transformers does, but in jinja2's mutable SandboxedEnvironment
+    (lists may be appended to, as llama.cpp's engine allows; attribute escapes are still refused)."""
+    compiled = _LENIENT_CACHE.get(template)
+    if compiled is None:
+        from jinja2.sandbox import SandboxedEnvironment
+
+        strict_env = ctu._compile_jinja_template(template).environment
+        env = SandboxedEnvironment(
+            trim_blocks=strict_env.trim_blocks,
+            lstrip_blocks=strict_env.lstrip_blocks,
+            extensions=[type(e) for e in strict_env.extensions.values()],
+        )
+        env.filters.update(strict_env.filters)
+        env.globals.update(strict_env.globals)
+        compiled = _LENIENT_CACHE[template] = env.from_string(template)
+    return compiled
+
+
+@contextmanager
+def _lenient(template: str) -> Iterator[None]:
+    """While inside: transformers compiles ``template`` in the lenient sandbox (other texts as usual)."""
+    ctu = _chat_template_utils()
+    with _LENIENT_LOCK:
+        compiled = _lenient_compiled(ctu, template)
+        original = ctu._compile_jinja_template
+        ctu._compile_jinja_template = lambda text: compiled if text == template else original(text)
+        try:
+            yield
+        finally:
+            ctu._compile_jinja_template = original
+
+
+def render_with_dialect(
+    template: str,
+    messages: Sequence[Any],
+    dialect: str | Dialect,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    lenient: bool = False,
+    **options: Any,
+) -> str:
+    """Render ``template`` as the official tokenizer of ``dialect`` would: transformers' machinery,
+    tool keys sorted when the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5.
+
+    ``lenient=True`` renders in a sandbox that allows mutating lists (what llama.cpp-like engines
+    accept). Template errors propagate.
+    """
+    d = get_dialect(dialect)
+    with _lenient(template) if lenient else nullcontext():
+        return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
+                                   **options)
+
+
+def _is_security_error(e: BaseException) -> bool:
+    """Whether ``e`` is the sandbox refusing an operation (jinja2's ``SecurityError``)."""
+    try:
+        from jinja2.exceptions import SecurityError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(e, SecurityError)
+
+
+def _describe_error(e: BaseException) -> str:
+    """``SecurityError: ...``: how a template's error is reported."""
+    return f"{type(e).__name__}: {e}"
