@@ -1,0 +1,720 @@
+"""The Kimi-K3 formatter: OpenAI-style messages + tools -> the exact K3 (XTML) prompt, text and token ids.
+
+Pure Python, one pass. The output is byte-identical to the official K3 tokenizer's
+``apply_chat_template(messages, tools=tools, tokenize=False, ...)`` (``encoding_k3.build_chat_segments``
+joined), and :func:`render_k3_ids` is token-identical to its ``tokenize=True`` (checked by the golden and
+property tests against :mod:`kimi_chat.oracle_k3`).
+
+The prompt is a sequence of messages made of four special tokens::
+
+    <|open|>TAG k="v" ...<|sep|> BODY <|close|>TAG<|sep|>          (every message ends <|end_of_msg|>)
+
+    [tool declaration]         message role="system" type="tool-declare"   (tools given)
+    [thinking effort]          message role="system" type="thinking-effort" (thinking on, effort set)
+    messages                   user / system (name=...), system with tools -> "## New Tools Available",
+                               assistant: think (thinking on) + response + tools/call/argument|json,
+                               tool results: role="tool" tool="NAME" index="N", re-ordered by tool_call_id
+    [tool-choice]              required / none
+    [response-format]          json_object / json_schema
+    [generation prompt]        <|open|>message role="assistant"<|sep|><|open|>think|response<|sep|>
+
+The official tokenizer encodes the prompt **segment by segment**: each marker as its special id, each
+other piece (a tag name, `` role``, ``="``, an attribute value, ``"``, a message body...) as ordinary
+text on its own, so BPE never merges across pieces and text typed by a user never becomes a marker.
+The renderer produces exactly those pieces (markers are a private ``str`` subclass), so text, segments
+and ids come from one pass.
+
+Roles the encoder does not know (``developer`` among them) are dropped, as it drops them. Where the
+official encoder raises (``thinking_effort="medium"``, arguments that are JSON but not an object, a
+tool result whose tool name cannot be resolved, a tool call without a name...), this raises
+:class:`~kimi_chat.errors.RenderError` naming the message index and field.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from kimi_chat import markers as M
+from kimi_chat.errors import RenderError
+from kimi_chat.messages import InvalidMessagesError, to_plain
+from kimi_chat.oracle import deep_sort_dict
+
+__all__ = ["K3Segment", "render_k3", "render_k3_segments", "render_k3_ids"]
+
+
+class _Marker(str):
+    """A piece the official encoder encodes with special tokens allowed (a marker, an image prompt)."""
+
+    __slots__ = ()
+
+
+_OPEN = _Marker(M.K3_OPEN.text)
+_CLOSE = _Marker(M.K3_CLOSE.text)
+_SEP = _Marker(M.K3_SEP.text)
+_EOM = _Marker(M.K3_END_OF_MSG.text)
+_IMAGE_PLACEHOLDER = M.K3_IMAGE_PLACEHOLDER.text
+_EFFORTS = frozenset(M.K3_THINKING_EFFORTS)
+_UNSET: Any = object()
+
+
+def _open(tag: str, *attrs: tuple[str, str]) -> tuple[str, ...]:
+    # _open_tag of the encoder: each attribute is ` key`, `="`, value, `"` (four segments)
+    out: list[str] = [_OPEN, tag]
+    for key, value in attrs:
+        out += (" " + key, '="', value, '"')
+    return (*out, _SEP)
+
+
+def _close(tag: str) -> tuple[str, ...]:
+    return (_CLOSE, tag, _SEP)
+
+
+_MSG_END = (*_close("message"), _EOM)
+_THINK_OPEN, _THINK_CLOSE = _open("think"), _close("think")
+_RESPONSE_OPEN, _RESPONSE_CLOSE = _open("response"), _close("response")
+_TOOLS_OPEN, _TOOLS_CLOSE = _open("tools"), _close("tools")
+_CALL_CLOSE, _ARG_CLOSE = _close("call"), _close("argument")
+_JSON_OPEN, _JSON_CLOSE = _open("json", ("type", "object")), _close("json")
+_ROLE_OPEN = {role: _open("message", ("role", role))[:-1] for role in ("user", "system", "assistant")}
+_CALL_HEAD = (_OPEN, "call", " tool", '="')
+_ARG_HEAD = (_OPEN, "argument", " key", '="')
+_ARG_TYPE = '"', " type", '="'
+_INDEX_ATTR = '"', " index", '="'
+_NAME_ATTR = (" name", '="')
+_TOOL_HEAD = (*_open("message", ("role", "tool"))[:-1], " tool", '="')
+_GEN_THINK = (*_open("message", ("role", "assistant")), *_THINK_OPEN)
+_GEN_RESPONSE = (*_open("message", ("role", "assistant")), *_RESPONSE_OPEN)
+
+
+def _system(kind: str, body: str) -> tuple[str, ...]:
+    # _internal_system_message of the encoder
+    return (*_open("message", ("role", "system"), ("type", kind)), body.strip(), *_MSG_END)
+
+
+_TOOL_DECLARE_OPEN = _open("message", ("role", "system"), ("type", "tool-declare"))
+_TOOLS_BODY = "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n"
+_NEW_TOOLS_BODY = (
+    "## New Tools Available\n"
+    "The system dynamically extends the toolset via lazy-loading.\n"
+    "You have access to all existing and extended tools.\n"
+    "Here are the specs for the extended tools.\n\n"
+    "```json\n"
+)
+_EFFORT_MESSAGES = {
+    effort: _system(
+        "thinking-effort",
+        "`thinking_effort` guides on how much to think in your thinking channel (not including the "
+        "response channel), supported values include `low`, `medium`, `high`, and `max`.\n"
+        f"Now the system is invoked with `thinking_effort={effort}`.",
+    )
+    for effort in M.K3_THINKING_EFFORTS
+}
+_TOOL_CHOICE = {
+    "required": _system(
+        "tool-choice", "The system is invoked with `tool_choice=required`.\nYou MUST call tools in the next message."
+    ),
+    "none": _system(
+        "tool-choice",
+        "The system is invoked with `tool_choice=none`.\nYou MUST NOT call any tools in the next message.",
+    ),
+}
+_RAW_JSON = (
+    "Your response must be raw JSON data without markdown code blocks (```json) or any additional formatting."
+)
+_JSON_OBJECT = _system("response-format", "The system is invoked with `response_format=json_object`.\n" + _RAW_JSON)
+_JSON_SCHEMA_HEAD = (
+    "The system is invoked with `response_format=json_schema`.\n"
+    + _RAW_JSON
+    + "\nThe JSON data must match the following schema:\n```json\n"
+)
+
+
+class K3Segment(NamedTuple):
+    """One segment of the official K3 encoding. ``special``: a marker (or image prompt), encoded with
+    special tokens allowed; otherwise ordinary text (never a special id). ``message_index`` is the
+    index in the caller's ``messages`` (-1 for scaffolding: tool declaration, thinking effort,
+    tool-choice / response-format messages, generation prompt); ``trainable`` marks what the model
+    produced in an assistant message (after its opening ``think``, or ``response`` with thinking off,
+    up to and including the closing ``<|close|>message<|sep|><|end_of_msg|>``)."""
+
+    text: str
+    special: bool
+    message_index: int
+    trainable: bool
+
+
+# -------------------------------------------------------------------------------------------- helpers
+
+
+def _esc(value: Any) -> str:
+    # _escape_attr_value: `&` then `"`
+    s = value if type(value) is str else str(value)
+    if "&" in s or '"' in s:
+        s = s.replace("&", "&amp;").replace('"', "&quot;")
+    return s
+
+
+def _dumps(value: Any, index: int | None, field: str, compact: bool = False) -> str:
+    try:
+        if compact:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=field) from e
+
+
+def _xtml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    return "array"
+
+
+class _Images:
+    """The encoder's image-prompt state: each placeholder / image part takes the next prompt."""
+
+    __slots__ = ("prompts", "next")
+
+    def __init__(self, prompts: Sequence[Any]):
+        self.prompts = prompts
+        self.next = 0
+
+    def take(self, index: int, field: str) -> str:
+        if self.next >= len(self.prompts):
+            raise RenderError(
+                f"more images than image_prompts ({len(self.prompts)} given)", message_index=index, field=field
+            )
+        prompt = self.prompts[self.next]
+        self.next += 1
+        return prompt if type(prompt) is str else str(prompt)
+
+
+def _text(parts: list[str], text: Any, images: _Images | None, index: int, field: str) -> None:
+    # _append_text: ordinary text, split at image placeholders when image prompts are given
+    if type(text) is not str:
+        text = str(text)
+    if not text:
+        return
+    if images is None or _IMAGE_PLACEHOLDER not in text:
+        parts.append(text)
+        return
+    pieces = text.split(_IMAGE_PLACEHOLDER)
+    for piece in pieces[:-1]:
+        parts.append(piece)
+        parts.append(_Marker(images.take(index, field)))
+    parts.append(pieces[-1])
+
+
+def _content(parts: list[str], content: Any, images: _Images | None, index: int, field: str = "content") -> None:
+    if isinstance(content, str):
+        _text(parts, content, images, index, field)
+        return
+    if content is None:
+        return
+    try:
+        items = iter(content)
+    except TypeError:
+        raise RenderError(
+            f"must be a string or a list of content parts, not {type(content).__name__}",
+            message_index=index,
+            field=field,
+        ) from None
+    for j, part in enumerate(items):
+        where = f"{field}[{j}]"
+        if not isinstance(part, Mapping):
+            raise RenderError(f"a content part must be an object, not {type(part).__name__}", message_index=index, field=where)
+        if "type" not in part:
+            raise RenderError("content part has no type", message_index=index, field=where + ".type")
+        kind = part["type"]
+        if kind == "image" or kind == "image_url":
+            prompt = _IMAGE_PLACEHOLDER if images is None else images.take(index, where)
+            if prompt:
+                parts.append(_Marker(prompt))
+        elif "text" in part:
+            _text(parts, part["text"], images, index, where + ".text")
+        else:
+            raise RenderError(
+                f"a content part of type {kind!r} has no text (the K3 encoder renders text and image parts only)",
+                message_index=index,
+                field=where + ".text",
+            )
+
+
+def _arguments(arguments: Any, index: int, field: str) -> tuple[Any, str | None]:
+    """normalize_tool_arguments: ``(mapping, None)`` or ``(None, raw text)`` for a non-JSON string."""
+    if arguments is None:
+        return {}, None
+    if isinstance(arguments, dict):
+        return arguments, None
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return {}, None
+        try:
+            parsed = json.loads(arguments)
+        except json.JSONDecodeError:
+            return None, arguments
+        if not isinstance(parsed, dict):
+            raise RenderError(
+                f"arguments are JSON but not an object ({type(parsed).__name__}); the K3 encoder refuses them",
+                message_index=index,
+                field=field,
+            )
+        return parsed, None
+    raise RenderError(
+        f"arguments must be an object or a JSON object string, not {type(arguments).__name__}",
+        message_index=index,
+        field=field,
+    )
+
+
+def _function(call: Any, index: int, j: int) -> Mapping[str, Any]:
+    """The mapping holding a tool call's ``name`` / ``arguments`` (``function``, or the call itself)."""
+    if not isinstance(call, dict):
+        raise RenderError(f"a tool call must be an object, not {type(call).__name__}", message_index=index, field=f"tool_calls[{j}]")
+    if "function" not in call:
+        fn = call
+    else:
+        fn = call["function"]
+        if not isinstance(fn, dict):
+            raise RenderError(
+                f"must be an object, not {type(fn).__name__}", message_index=index, field=f"tool_calls[{j}].function"
+            )
+    if "name" not in fn:
+        where = f"tool_calls[{j}].function.name" if fn is not call else f"tool_calls[{j}].name"
+        raise RenderError("tool call has no name", message_index=index, field=where)
+    return fn
+
+
+def _call_index(tool_calls: Any) -> dict[str, tuple[int, Any]]:
+    # _tool_call_id_index: id -> (1-based position, function name); the first of duplicate ids wins
+    out: dict[str, tuple[int, Any]] = {}
+    if not isinstance(tool_calls, list):
+        return out
+    for position, call in enumerate(tool_calls, start=1):
+        if not isinstance(call, dict):
+            continue
+        call_id = call.get("id")
+        if call_id is None:
+            continue
+        key = str(call_id)
+        if key in out:
+            continue
+        fn = call.get("function")
+        out[key] = (position, fn.get("name") if isinstance(fn, dict) else call.get("name"))
+    return out
+
+
+def _reorder(msgs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """normalize_xtml_tool_result_messages: each run of tool results, when every one matches a call of
+    the latest assistant by ``tool_call_id``, sorted into call order and named after its call."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    calls: dict[str, tuple[int, Any]] = {}
+    i, n = 0, len(msgs)
+    while i < n:
+        m = msgs[i]
+        role = m.get("role")
+        if role != "tool":
+            if role == "assistant":
+                tc = m.get("tool_calls")
+                calls = _call_index(tc) if tc else {}
+            out.append((i, m))
+            i += 1
+            continue
+        run: list[tuple[int, int, Any]] = []
+        resolved = True
+        while i < n and msgs[i].get("role") == "tool":
+            t = msgs[i]
+            call_id = t.get("tool_call_id", t.get("id"))
+            hit = calls.get(str(call_id)) if call_id is not None else None
+            if hit is None:
+                resolved = False
+                run.append((0, i, None))
+            else:
+                run.append((hit[0], i, hit[1]))
+            i += 1
+        if not resolved:
+            out.extend((k, msgs[k]) for _, k, _ in run)
+            continue
+        run.sort(key=lambda item: (item[0], item[1]))
+        for _, k, name in run:
+            t = msgs[k]
+            if name is not None:
+                t = dict(t)
+                t["tool"] = name
+                if "name" in t:
+                    t["name"] = name
+            out.append((k, t))
+    return out
+
+
+def _messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if type(m) is not dict:
+            if not isinstance(m, dict):
+                m = to_plain(m)
+                if not isinstance(m, dict):
+                    raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
+                m = {k: v for k, v in m.items() if v is not None}
+        if "role" not in m:
+            raise InvalidMessagesError([(i, "role", "Field required")])
+        out.append(m)
+    return out
+
+
+def _response_schema(response_format: Any) -> Any:
+    # extract_response_schema of the encoder (dicts and objects alike)
+    if response_format is None:
+        return None
+    get = response_format.get if isinstance(response_format, dict) else None
+    json_schema = get("json_schema") if get else getattr(response_format, "json_schema", None)
+    if json_schema is None:
+        return None
+    if isinstance(json_schema, dict):
+        return json_schema.get("schema", json_schema.get("json_schema", json_schema))
+    for key in ("schema", "json_schema"):
+        schema = getattr(json_schema, key, None)
+        if schema is not None:
+            return schema
+    return json_schema
+
+
+def _declare(parts: list[str], tools: Any, body_head: str, index: int | None, field: str) -> None:
+    parts += _TOOL_DECLARE_OPEN
+    parts.append(body_head + _dumps(tools, index, field, compact=True) + "\n```")
+    parts += _MSG_END
+
+
+def _sorted(value: Any, index: int | None, field: str) -> Any:
+    try:
+        return deep_sort_dict(value)
+    except TypeError as e:
+        raise RenderError(f"keys cannot be sorted: {e}", message_index=index, field=field) from e
+
+
+# -------------------------------------------------------------------------------------------- the pass
+
+
+def _build(
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None,
+    add_generation_prompt: bool,
+    thinking: Any,
+    thinking_effort: Any,
+    tool_choice: Any,
+    response_format: Any,
+    response_schema: Any,
+    image_prompts: Sequence[Any] | None,
+    marks: list[tuple[int, int, bool]] | None,
+) -> list[str]:
+    """The prompt as the encoder's segments (``_Marker`` pieces are special); ``marks`` (if given)
+    receives ``(start, message_index, trainable)`` attributions of ``parts[start:]``."""
+    if thinking and thinking_effort is not None:
+        try:
+            valid = thinking_effort in _EFFORTS
+        except TypeError:
+            valid = False
+        if not valid:
+            raise RenderError(
+                f"unsupported thinking_effort={thinking_effort!r}; the K3 encoder accepts "
+                f"{', '.join(M.K3_THINKING_EFFORTS)} (its text mentions `medium`, which it refuses)",
+                field="thinking_effort",
+            )
+    msgs = _reorder(_messages(messages))
+    images = None if image_prompts is None else _Images(list(image_prompts))
+    parts: list[str] = []
+    track = marks is not None
+
+    if tools is not None:
+        tools = _sorted([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
+    if tools:
+        _declare(parts, tools, _TOOLS_BODY, None, "tools")
+    if thinking and thinking_effort is not None:
+        parts += _EFFORT_MESSAGES[thinking_effort]
+
+    tool_calls: Any = None
+    tool_index = 0
+    for i, m in msgs:
+        role = m["role"]
+        if role == "user" or (role == "system" and not m.get("tools")):
+            if track:
+                marks.append((len(parts), i, False))
+            parts += _ROLE_OPEN[role]
+            name = m.get("name")
+            if name:
+                parts += _NAME_ATTR
+                parts.append(_esc(name))
+                parts.append('"')
+            parts.append(_SEP)
+            _content(parts, m.get("content"), images, i)
+            parts += _MSG_END
+        elif role == "system":
+            if track:
+                marks.append((len(parts), i, False))
+            _declare(parts, _sorted(m["tools"], i, "tools"), _NEW_TOOLS_BODY, i, "tools")
+        elif role == "tool":
+            tool_index += 1
+            name = m.get("tool", m.get("name"))
+            if name is None and tool_calls is not None and tool_index <= len(tool_calls):
+                name = _function(tool_calls[tool_index - 1], i, tool_index - 1)["name"]
+            if name is None:
+                raise RenderError(
+                    "the K3 encoder needs a resolvable tool name for a tool result: give `tool` or `name`, "
+                    "a `tool_call_id` matching a call of the preceding assistant, or follow its calls in order",
+                    message_index=i,
+                    field="tool_call_id",
+                )
+            if track:
+                marks.append((len(parts), i, False))
+            parts += _TOOL_HEAD
+            parts.append(_esc(name))
+            parts += _INDEX_ATTR
+            parts.append(str(tool_index))
+            parts.append('"')
+            parts.append(_SEP)
+            _content(parts, m.get("content"), images, i)
+            parts += _MSG_END
+        elif role == "assistant":
+            tool_calls = m.get("tool_calls")
+            tool_index = 0
+            if tool_calls and not isinstance(tool_calls, (list, tuple)):
+                raise RenderError(
+                    f"must be a list, not {type(tool_calls).__name__}", message_index=i, field="tool_calls"
+                )
+            if track:
+                marks.append((len(parts), i, False))
+            parts += _ROLE_OPEN["assistant"]
+            name = m.get("name")
+            if name:
+                parts += _NAME_ATTR
+                parts.append(_esc(name))
+                parts.append('"')
+            parts.append(_SEP)
+            if thinking:
+                parts += _THINK_OPEN
+                if track:
+                    marks.append((len(parts), i, True))
+                rc = m.get("reasoning_content") or m.get("reasoning")
+                if rc is not None and str(rc).strip():
+                    _text(parts, rc, images, i, "reasoning_content")
+                parts += _THINK_CLOSE
+                parts += _RESPONSE_OPEN
+            else:
+                parts += _RESPONSE_OPEN
+                if track:
+                    marks.append((len(parts), i, True))
+            _content(parts, m.get("content"), images, i)
+            parts += _RESPONSE_CLOSE
+            if tool_calls:
+                parts += _TOOLS_OPEN
+                for j, call in enumerate(tool_calls):
+                    fn = _function(call, i, j)
+                    where = f"tool_calls[{j}].function.arguments" if fn is not call else f"tool_calls[{j}].arguments"
+                    args, block = _arguments(fn.get("arguments"), i, where)
+                    parts += _CALL_HEAD
+                    parts.append(_esc(fn["name"]))
+                    parts += _INDEX_ATTR
+                    parts.append(str(j + 1))
+                    parts.append('"')
+                    parts.append(_SEP)
+                    if block is not None:
+                        parts += _JSON_OPEN
+                        _text(parts, block, images, i, where)
+                        parts += _JSON_CLOSE
+                    else:
+                        for key, value in args.items():
+                            parts += _ARG_HEAD
+                            parts.append(_esc(key))
+                            parts += _ARG_TYPE
+                            parts.append(_xtml_type(value))
+                            parts.append('"')
+                            parts.append(_SEP)
+                            text = value if isinstance(value, str) else _dumps(value, i, f"{where}.{key}")
+                            _text(parts, text, images, i, where)
+                            parts += _ARG_CLOSE
+                    parts += _CALL_CLOSE
+                parts += _TOOLS_CLOSE
+            parts += _MSG_END
+        # any other role (developer included) is dropped, as the official encoder drops it
+
+    if track:
+        marks.append((len(parts), -1, False))
+    if tool_choice == "required" or tool_choice == "none":
+        parts += _TOOL_CHOICE[tool_choice]
+    rf_type = response_format.get("type", response_format) if isinstance(response_format, dict) else response_format
+    if rf_type == "json_object":
+        parts += _JSON_OBJECT
+    elif rf_type == "json_schema":
+        schema = _response_schema(response_format) if response_schema is _UNSET else response_schema
+        if schema is not None:
+            schema = _sorted(schema, None, "response_schema")
+        body = _JSON_SCHEMA_HEAD + _dumps(schema, None, "response_schema", compact=True) + "\n```"
+        parts += _system("response-format", body)
+    if add_generation_prompt:
+        parts += _GEN_THINK if thinking else _GEN_RESPONSE
+    if images is not None and images.next != len(images.prompts):
+        raise RenderError(
+            f"{len(images.prompts)} image_prompts given but {images.next} images / placeholders rendered",
+            field="image_prompts",
+        )
+    return parts
+
+
+def _check_flag(name: str, value: Any) -> None:
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+
+
+def render_k3(
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    thinking: bool = True,
+    thinking_effort: str | None = "max",
+    tool_choice: Any = None,
+    response_format: Any = None,
+    response_schema: Any = _UNSET,
+    image_prompts: Sequence[str] | None = None,
+) -> str:
+    """The Kimi-K3 prompt the official tokenizer renders for ``messages`` and ``tools``.
+
+    Defaults are the official tokenizer's: ``add_generation_prompt=True``, ``thinking=True`` and
+    ``thinking_effort="max"`` (``None``: no thinking-effort message). ``tool_choice`` ``"required"`` /
+    ``"none"`` and ``response_format`` ``"json_object"`` / ``"json_schema"`` (a string or an OpenAI
+    ``{"type": ...}`` object) add their system messages; ``response_schema`` overrides the schema read
+    from ``response_format.json_schema``. ``image_prompts`` replace image parts and
+    ``<|kimi_image_placeholder|>`` text in order (as the vision processor passes them).
+
+    Raises :class:`~kimi_chat.messages.InvalidMessagesError` for messages that are not message objects
+    (or have no ``role``) and :class:`~kimi_chat.errors.RenderError` where the official encoder raises.
+    """
+    _check_flag("add_generation_prompt", add_generation_prompt)
+    _check_flag("thinking", thinking)
+    return "".join(
+        _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
+               response_format, response_schema, image_prompts, None)
+    )
+
+
+def _segments(parts: list[str], marks: list[tuple[int, int, bool]]) -> list[K3Segment]:
+    out: list[K3Segment] = []
+    bounds = marks + [(len(parts), -1, False)]
+    if not marks or marks[0][0] != 0:
+        bounds.insert(0, (0, -1, False))
+    for (start, idx, train), (end, _, _) in zip(bounds, bounds[1:]):
+        for p in parts[start:end]:
+            if p:
+                special = type(p) is _Marker
+                out.append(K3Segment(str.__str__(p) if special else p, special, idx, train))
+    return out
+
+
+def render_k3_segments(
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    thinking: bool = True,
+    thinking_effort: str | None = "max",
+    tool_choice: Any = None,
+    response_format: Any = None,
+    response_schema: Any = _UNSET,
+    image_prompts: Sequence[str] | None = None,
+) -> list[K3Segment]:
+    """:func:`render_k3` as the official encoder's segments (:class:`K3Segment`, empty ones dropped as
+    the encoder drops them); ``"".join(s.text for s in segments) == render_k3(...)``."""
+    _check_flag("add_generation_prompt", add_generation_prompt)
+    _check_flag("thinking", thinking)
+    marks: list[tuple[int, int, bool]] = []
+    parts = _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
+                   response_format, response_schema, image_prompts, marks)
+    return _segments(parts, marks)
+
+
+_CACHE_MAX_LEN = 48
+_CACHE_MAX_ENTRIES = 1 << 16
+_TEXT_CACHES: "weakref.WeakKeyDictionary[Any, tuple[dict[str, int], dict[str, list[int]]]]" = weakref.WeakKeyDictionary()
+
+
+def _caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
+    cached = _TEXT_CACHES.get(tokenizer)
+    if cached is None:
+        specials = tokenizer.special_tokens
+        missing = [m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG) if m.text not in specials]
+        if missing:
+            raise ValueError(
+                f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
+                "use KimiTokenizer.from_reference('k3')"
+            )
+        ids = {m.text: specials[m.text] for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG)}
+        cached = (ids, {})
+        _TEXT_CACHES[tokenizer] = cached
+    return cached
+
+
+def _ids(parts: list[str], tokenizer: Any) -> list[int]:
+    marker_ids, cache = _caches(tokenizer)
+    encode_ordinary = tokenizer.encoding.encode_ordinary
+    encode = tokenizer.encode
+    short = _CACHE_MAX_LEN
+    long_text = 25_000  # above this, KimiTokenizer.encode applies the official long-run cuts
+    ids: list[int] = []
+    extend = ids.extend
+    append = ids.append
+    get = cache.get
+    for p in parts:
+        if type(p) is _Marker:
+            mid = marker_ids.get(p)
+            if mid is not None:
+                append(mid)
+            else:
+                extend(encode(str.__str__(p), allow_special=True))
+            continue
+        toks = get(p)
+        if toks is None:
+            toks = encode_ordinary(p) if len(p) <= long_text else encode(p, allow_special=False)
+            if len(p) <= short:
+                if len(cache) >= _CACHE_MAX_ENTRIES:
+                    cache.clear()
+                cache[p] = toks
+        extend(toks)
+    return ids
+
+
+def render_k3_ids(
+    messages: Sequence[Any],
+    tokenizer: Any,
+    tools: Sequence[Any] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    thinking: bool = True,
+    thinking_effort: str | None = "max",
+    tool_choice: Any = None,
+    response_format: Any = None,
+    response_schema: Any = _UNSET,
+    image_prompts: Sequence[str] | None = None,
+) -> list[int]:
+    """The token ids of the K3 prompt, equal to the official ``apply_chat_template(..., tokenize=True)``.
+
+    ``tokenizer`` is a K3 :class:`~kimi_chat.tokenizer.KimiTokenizer`
+    (``KimiTokenizer.from_reference("k3")``). Each segment is encoded on its own, as the official
+    tokenizer does: markers as their special ids, text as ordinary text (special-token spellings typed
+    by a user stay text), so BPE never merges across segments."""
+    _check_flag("add_generation_prompt", add_generation_prompt)
+    _check_flag("thinking", thinking)
+    parts = _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
+                   response_format, response_schema, image_prompts, None)
+    return _ids(parts, tokenizer)
