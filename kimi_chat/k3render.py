@@ -73,20 +73,70 @@ def _close(tag: str) -> tuple[str, ...]:
 
 
 _MSG_END = (*_close("message"), _EOM)
-_THINK_OPEN, _THINK_CLOSE = _open("think"), _close("think")
-_RESPONSE_OPEN, _RESPONSE_CLOSE = _open("response"), _close("response")
-_TOOLS_OPEN, _TOOLS_CLOSE = _open("tools"), _close("tools")
-_CALL_CLOSE, _ARG_CLOSE = _close("call"), _close("argument")
-_JSON_OPEN, _JSON_CLOSE = _open("json", ("type", "object")), _close("json")
+_THINK_OPEN, _RESPONSE_OPEN = _open("think"), _open("response")
 _ROLE_OPEN = {role: _open("message", ("role", role))[:-1] for role in ("user", "system", "assistant")}
-_CALL_HEAD = (_OPEN, "call", " tool", '="')
-_ARG_HEAD = (_OPEN, "argument", " key", '="')
-_ARG_TYPE = '"', " type", '="'
-_INDEX_ATTR = '"', " index", '="'
 _NAME_ATTR = (" name", '="')
-_TOOL_HEAD = (*_open("message", ("role", "tool"))[:-1], " tool", '="')
+_ATTR_END = ('"', _SEP)
+
+
+class _Pieces(NamedTuple):
+    """The constant runs of segments the pass writes (split: one piece per encoder segment)."""
+
+    user: tuple[str, ...]
+    user_named: tuple[str, ...]
+    system: tuple[str, ...]
+    system_named: tuple[str, ...]
+    assistant: tuple[str, ...]
+    assistant_named: tuple[str, ...]
+    attr_end: tuple[str, ...]
+    msg_end: tuple[str, ...]
+    think_open: tuple[str, ...]
+    think_to_response: tuple[str, ...]
+    response_open: tuple[str, ...]
+    response_end: tuple[str, ...]
+    response_to_tools: tuple[str, ...]
+    tools_end: tuple[str, ...]
+    call_head: tuple[str, ...]
+    index_attr: tuple[str, ...]
+    json_open: tuple[str, ...]
+    json_close: tuple[str, ...]
+    arg_head: tuple[str, ...]
+    arg_type: tuple[str, ...]
+    arg_close: tuple[str, ...]
+    call_close: tuple[str, ...]
+    tool_head: tuple[str, ...]
+
+
+_SPLIT = _Pieces(
+    user=(*_ROLE_OPEN["user"], _SEP),
+    user_named=(*_ROLE_OPEN["user"], *_NAME_ATTR),
+    system=(*_ROLE_OPEN["system"], _SEP),
+    system_named=(*_ROLE_OPEN["system"], *_NAME_ATTR),
+    assistant=(*_ROLE_OPEN["assistant"], _SEP),
+    assistant_named=(*_ROLE_OPEN["assistant"], *_NAME_ATTR),
+    attr_end=_ATTR_END,
+    msg_end=_MSG_END,
+    think_open=_THINK_OPEN,
+    think_to_response=(*_close("think"), *_RESPONSE_OPEN),
+    response_open=_RESPONSE_OPEN,
+    response_end=(*_close("response"), *_MSG_END),
+    response_to_tools=(*_close("response"), *_open("tools")),
+    tools_end=(*_close("tools"), *_MSG_END),
+    call_head=(_OPEN, "call", " tool", '="'),
+    index_attr=('"', " index", '="'),
+    json_open=_open("json", ("type", "object")),
+    json_close=_close("json"),
+    arg_head=(_OPEN, "argument", " key", '="'),
+    arg_type=('"', " type", '="'),
+    arg_close=_close("argument"),
+    call_close=_close("call"),
+    tool_head=(*_open("message", ("role", "tool"))[:-1], " tool", '="'),
+)
+# for the text alone: each run joined into one string (fewer appends, same text)
+_JOINED = _Pieces(*(("".join(run),) for run in _SPLIT))
 _GEN_THINK = (*_open("message", ("role", "assistant")), *_THINK_OPEN)
 _GEN_RESPONSE = (*_open("message", ("role", "assistant")), *_RESPONSE_OPEN)
+_INDEX = tuple(str(k) for k in range(64))
 
 
 def _system(kind: str, body: str) -> tuple[str, ...]:
@@ -157,13 +207,44 @@ def _esc(value: Any) -> str:
     return s
 
 
+# what json.dumps(value, ensure_ascii=False[, separators=(",", ":")]) does, without building an encoder per call
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_SPACED = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _dumps(value: Any, index: int | None, field: str, compact: bool = False) -> str:
     try:
-        if compact:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        return json.dumps(value, ensure_ascii=False)
+        return _COMPACT(value) if compact else _SPACED(value)
     except (TypeError, ValueError) as e:
         raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=field) from e
+
+
+_FLOAT_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _args_field(j: int, flat: bool) -> str:
+    return f"tool_calls[{j}].arguments" if flat else f"tool_calls[{j}].function.arguments"
+
+
+_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null",
+               dict: "object", list: "array"}
+
+
+def _value(value: Any, index: int, j: int, flat: bool, key: Any) -> str:
+    # _xtml_value for a non-string: json.dumps(value, ensure_ascii=False); scalars without its set-up
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    t = type(value)
+    if t is int:
+        return int.__repr__(value)
+    if t is float:
+        r = float.__repr__(value)
+        return _FLOAT_SPECIAL.get(r, r)
+    return _dumps(value, index, f"{_args_field(j, flat)}.{key}")
 
 
 def _xtml_type(value: Any) -> str:
@@ -250,30 +331,47 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
             )
 
 
-def _arguments(arguments: Any, index: int, field: str) -> tuple[Any, str | None]:
-    """normalize_tool_arguments: ``(mapping, None)`` or ``(None, raw text)`` for a non-JSON string."""
+_scan = json.JSONDecoder().scan_once
+_ws = json.decoder.WHITESPACE.match
+
+
+def _loads(s: str) -> Any:
+    # json.loads(s) for a str, without its per-call set-up (same scanner, same errors)
+    try:
+        obj, end = _scan(s, _ws(s, 0).end())
+    except StopIteration as e:
+        raise json.JSONDecodeError("Expecting value", s, e.value) from None
+    end = _ws(s, end).end()
+    if end != len(s):
+        raise json.JSONDecodeError("Extra data", s, end)
+    return obj
+
+
+def _arguments(arguments: Any, index: int, j: int, flat: bool) -> tuple[Any, str | None]:
+    """normalize_tool_arguments: ``(mapping, None)`` or ``(None, raw text)`` for a non-JSON string
+    (the arguments of ``tool_calls[j]``; ``flat``: a call without ``function``)."""
     if arguments is None:
         return {}, None
     if isinstance(arguments, dict):
         return arguments, None
     if isinstance(arguments, str):
-        if not arguments.strip():
+        if not arguments or arguments.isspace():  # `not arguments.strip()`
             return {}, None
         try:
-            parsed = json.loads(arguments)
+            parsed = _loads(arguments)
         except json.JSONDecodeError:
             return None, arguments
         if not isinstance(parsed, dict):
             raise RenderError(
                 f"arguments are JSON but not an object ({type(parsed).__name__}); the K3 encoder refuses them",
                 message_index=index,
-                field=field,
+                field=_args_field(j, flat),
             )
         return parsed, None
     raise RenderError(
         f"arguments must be an object or a JSON object string, not {type(arguments).__name__}",
         message_index=index,
-        field=field,
+        field=_args_field(j, flat),
     )
 
 
@@ -314,47 +412,44 @@ def _call_index(tool_calls: Any) -> dict[str, tuple[int, Any]]:
     return out
 
 
-def _reorder(msgs: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
-    """normalize_xtml_tool_result_messages: each run of tool results, when every one matches a call of
-    the latest assistant by ``tool_call_id``, sorted into call order and named after its call."""
-    out: list[tuple[int, dict[str, Any]]] = []
-    calls: dict[str, tuple[int, Any]] = {}
-    i, n = 0, len(msgs)
-    while i < n:
-        m = msgs[i]
-        role = m.get("role")
-        if role != "tool":
-            if role == "assistant":
-                tc = m.get("tool_calls")
-                calls = _call_index(tc) if tc else {}
-            out.append((i, m))
-            i += 1
-            continue
-        run: list[tuple[int, int, Any]] = []
-        resolved = True
-        while i < n and msgs[i].get("role") == "tool":
-            t = msgs[i]
-            call_id = t.get("tool_call_id", t.get("id"))
-            hit = calls.get(str(call_id)) if call_id is not None else None
-            if hit is None:
-                resolved = False
-                run.append((0, i, None))
-            else:
-                run.append((hit[0], i, hit[1]))
-            i += 1
-        if not resolved:
-            out.extend((k, msgs[k]) for _, k, _ in run)
-            continue
+def _tool_run(msgs: list[dict[str, Any]], i: int, tool_calls: Any) -> tuple[int, list[tuple[int, Any]]]:
+    """normalize_xtml_tool_result_messages for the run of tool results starting at ``msgs[i]``.
+
+    When every result of the run matches a call of the latest assistant (``tool_calls``) by
+    ``tool_call_id``, the run is sorted into call order and each result is named after its call;
+    otherwise it stays as it is. Returns the end of the run and ``(index, tool name or None)`` in
+    rendering order (``None``: keep the message's own ``tool`` / ``name``)."""
+    n = len(msgs)
+    j = i + 1
+    while j < n and msgs[j]["role"] == "tool":
+        j += 1
+    if not tool_calls:
+        return j, [(k, None) for k in range(i, j)]
+    if j == i + 1:  # a single result: the first call with its id, without building the index
+        t = msgs[i]
+        call_id = t.get("tool_call_id", t.get("id"))
+        if call_id is None or not isinstance(tool_calls, list):
+            return j, [(i, None)]
+        key = call_id if type(call_id) is str else str(call_id)
+        for call in tool_calls:
+            if isinstance(call, dict):
+                cid = call.get("id")
+                if cid is not None and (cid if type(cid) is str else str(cid)) == key:
+                    fn = call.get("function")
+                    return j, [(i, fn.get("name") if isinstance(fn, dict) else call.get("name"))]
+        return j, [(i, None)]
+    calls = _call_index(tool_calls)
+    run: list[tuple[int, int, Any]] = []
+    for k in range(i, j):
+        t = msgs[k]
+        call_id = t.get("tool_call_id", t.get("id"))
+        hit = calls.get(str(call_id)) if call_id is not None else None
+        if hit is None:
+            return j, [(k, None) for k in range(i, j)]
+        run.append((hit[0], k, hit[1]))
+    if len(run) > 1:
         run.sort(key=lambda item: (item[0], item[1]))
-        for _, k, name in run:
-            t = msgs[k]
-            if name is not None:
-                t = dict(t)
-                t["tool"] = name
-                if "name" in t:
-                    t["name"] = name
-            out.append((k, t))
-    return out
+    return j, [(k, name) for _, k, name in run]
 
 
 def _messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -417,10 +512,12 @@ def _build(
     response_format: Any,
     response_schema: Any,
     image_prompts: Sequence[Any] | None,
-    marks: list[tuple[int, int, bool]] | None,
+    split: bool,
+    marks: list[tuple[int, int, bool]] | None = None,
 ) -> list[str]:
-    """The prompt as the encoder's segments (``_Marker`` pieces are special); ``marks`` (if given)
-    receives ``(start, message_index, trainable)`` attributions of ``parts[start:]``."""
+    """The prompt as pieces to join. ``split``: one piece per encoder segment (``_Marker`` pieces are
+    special), else constant runs come joined. ``marks`` (if given, with ``split``) receives
+    ``(start, message_index, trainable)`` attributions of ``parts[start:]``."""
     if thinking and thinking_effort is not None:
         try:
             valid = thinking_effort in _EFFORTS
@@ -432,10 +529,15 @@ def _build(
                 f"{', '.join(M.K3_THINKING_EFFORTS)} (its text mentions `medium`, which it refuses)",
                 field="thinking_effort",
             )
-    msgs = _reorder(_messages(messages))
+    msgs = _messages(messages)
     images = None if image_prompts is None else _Images(list(image_prompts))
+    (user, user_named, system, system_named, assistant, assistant_named, attr_end, msg_end, think_open,
+     think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
+     json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _SPLIT if split else _JOINED
     parts: list[str] = []
+    app = parts.append
     track = marks is not None
+    placeholder = _IMAGE_PLACEHOLDER
 
     if tools is not None:
         tools = _sorted([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
@@ -446,107 +548,131 @@ def _build(
 
     tool_calls: Any = None
     tool_index = 0
-    for i, m in msgs:
+    i, n = 0, len(msgs)
+    while i < n:
+        m = msgs[i]
         role = m["role"]
-        if role == "user" or (role == "system" and not m.get("tools")):
+        if role == "tool":
+            i, run = _tool_run(msgs, i, tool_calls)
+            for k, call_name in run:
+                m = msgs[k]
+                tool_index += 1
+                name = call_name if call_name is not None else m.get("tool", m.get("name"))
+                if name is None and tool_calls is not None and tool_index <= len(tool_calls):
+                    name = _function(tool_calls[tool_index - 1], k, tool_index - 1)["name"]
+                if name is None:
+                    raise RenderError(
+                        "the K3 encoder needs a resolvable tool name for a tool result: give `tool` or `name`, "
+                        "a `tool_call_id` matching a call of the preceding assistant, or follow its calls in order",
+                        message_index=k,
+                        field="tool_call_id",
+                    )
+                if track:
+                    marks.append((len(parts), k, False))
+                parts += tool_head
+                app(_esc(name))
+                parts += index_attr
+                app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
+                parts += attr_end
+                c = m.get("content")
+                if type(c) is str and (images is None or placeholder not in c):
+                    app(c)
+                else:
+                    _content(parts, c, images, k)
+                parts += msg_end
+            continue
+        mi = i
+        i += 1
+        if role == "user" or role == "system":
+            if role == "system" and m.get("tools"):
+                if track:
+                    marks.append((len(parts), mi, False))
+                _declare(parts, _sorted(m["tools"], mi, "tools"), _NEW_TOOLS_BODY, mi, "tools")
+                continue
             if track:
-                marks.append((len(parts), i, False))
-            parts += _ROLE_OPEN[role]
+                marks.append((len(parts), mi, False))
             name = m.get("name")
             if name:
-                parts += _NAME_ATTR
-                parts.append(_esc(name))
-                parts.append('"')
-            parts.append(_SEP)
-            _content(parts, m.get("content"), images, i)
-            parts += _MSG_END
-        elif role == "system":
-            if track:
-                marks.append((len(parts), i, False))
-            _declare(parts, _sorted(m["tools"], i, "tools"), _NEW_TOOLS_BODY, i, "tools")
-        elif role == "tool":
-            tool_index += 1
-            name = m.get("tool", m.get("name"))
-            if name is None and tool_calls is not None and tool_index <= len(tool_calls):
-                name = _function(tool_calls[tool_index - 1], i, tool_index - 1)["name"]
-            if name is None:
-                raise RenderError(
-                    "the K3 encoder needs a resolvable tool name for a tool result: give `tool` or `name`, "
-                    "a `tool_call_id` matching a call of the preceding assistant, or follow its calls in order",
-                    message_index=i,
-                    field="tool_call_id",
-                )
-            if track:
-                marks.append((len(parts), i, False))
-            parts += _TOOL_HEAD
-            parts.append(_esc(name))
-            parts += _INDEX_ATTR
-            parts.append(str(tool_index))
-            parts.append('"')
-            parts.append(_SEP)
-            _content(parts, m.get("content"), images, i)
-            parts += _MSG_END
+                parts += user_named if role == "user" else system_named
+                app(_esc(name))
+                parts += attr_end
+            else:
+                parts += user if role == "user" else system
+            c = m.get("content")
+            if type(c) is str and (images is None or placeholder not in c):
+                app(c)
+            else:
+                _content(parts, c, images, mi)
+            parts += msg_end
         elif role == "assistant":
             tool_calls = m.get("tool_calls")
             tool_index = 0
             if tool_calls and not isinstance(tool_calls, (list, tuple)):
                 raise RenderError(
-                    f"must be a list, not {type(tool_calls).__name__}", message_index=i, field="tool_calls"
+                    f"must be a list, not {type(tool_calls).__name__}", message_index=mi, field="tool_calls"
                 )
             if track:
-                marks.append((len(parts), i, False))
-            parts += _ROLE_OPEN["assistant"]
+                marks.append((len(parts), mi, False))
             name = m.get("name")
             if name:
-                parts += _NAME_ATTR
-                parts.append(_esc(name))
-                parts.append('"')
-            parts.append(_SEP)
-            if thinking:
-                parts += _THINK_OPEN
-                if track:
-                    marks.append((len(parts), i, True))
-                rc = m.get("reasoning_content") or m.get("reasoning")
-                if rc is not None and str(rc).strip():
-                    _text(parts, rc, images, i, "reasoning_content")
-                parts += _THINK_CLOSE
-                parts += _RESPONSE_OPEN
+                parts += assistant_named
+                app(_esc(name))
+                parts += attr_end
             else:
-                parts += _RESPONSE_OPEN
+                parts += assistant
+            if thinking:
+                parts += think_open
                 if track:
-                    marks.append((len(parts), i, True))
-            _content(parts, m.get("content"), images, i)
-            parts += _RESPONSE_CLOSE
-            if tool_calls:
-                parts += _TOOLS_OPEN
-                for j, call in enumerate(tool_calls):
-                    fn = _function(call, i, j)
-                    where = f"tool_calls[{j}].function.arguments" if fn is not call else f"tool_calls[{j}].arguments"
-                    args, block = _arguments(fn.get("arguments"), i, where)
-                    parts += _CALL_HEAD
-                    parts.append(_esc(fn["name"]))
-                    parts += _INDEX_ATTR
-                    parts.append(str(j + 1))
-                    parts.append('"')
-                    parts.append(_SEP)
-                    if block is not None:
-                        parts += _JSON_OPEN
-                        _text(parts, block, images, i, where)
-                        parts += _JSON_CLOSE
-                    else:
-                        for key, value in args.items():
-                            parts += _ARG_HEAD
-                            parts.append(_esc(key))
-                            parts += _ARG_TYPE
-                            parts.append(_xtml_type(value))
-                            parts.append('"')
-                            parts.append(_SEP)
-                            text = value if isinstance(value, str) else _dumps(value, i, f"{where}.{key}")
-                            _text(parts, text, images, i, where)
-                            parts += _ARG_CLOSE
-                    parts += _CALL_CLOSE
-                parts += _TOOLS_CLOSE
-            parts += _MSG_END
+                    marks.append((len(parts), mi, True))
+                rc = m.get("reasoning_content") or m.get("reasoning")
+                if rc is not None:
+                    if type(rc) is str and images is None:
+                        if rc and not rc.isspace():  # `rc.strip()`
+                            app(rc)
+                    elif str(rc).strip():
+                        _text(parts, rc, images, mi, "reasoning_content")
+                parts += think_to_response
+            else:
+                parts += response_open
+                if track:
+                    marks.append((len(parts), mi, True))
+            c = m.get("content")
+            if type(c) is str and (images is None or placeholder not in c):
+                app(c)
+            else:
+                _content(parts, c, images, mi)
+            if not tool_calls:
+                parts += response_end
+                continue
+            parts += response_to_tools
+            for j, call in enumerate(tool_calls):
+                fn = _function(call, mi, j)
+                args, block = _arguments(fn.get("arguments"), mi, j, fn is call)
+                parts += call_head
+                app(_esc(fn["name"]))
+                parts += index_attr
+                app(_INDEX[j + 1] if j < 63 else str(j + 1))
+                parts += attr_end
+                if block is not None:
+                    parts += json_open
+                    _text(parts, block, images, mi, _args_field(j, fn is call))
+                    parts += json_close
+                else:
+                    for key, value in args.items():
+                        parts += arg_head
+                        app(_esc(key))
+                        parts += arg_type
+                        kind = _TYPE_NAMES.get(type(value)) or _xtml_type(value)
+                        app(kind)
+                        parts += attr_end
+                        text = value if kind == "string" else _value(value, mi, j, fn is call, key)
+                        if images is None:
+                            app(text)
+                        else:
+                            _text(parts, text, images, mi, _args_field(j, fn is call))
+                        parts += arg_close
+                parts += call_close
+            parts += tools_end
         # any other role (developer included) is dropped, as the official encoder drops it
 
     if track:
@@ -605,7 +731,7 @@ def render_k3(
     _check_flag("thinking", thinking)
     return "".join(
         _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
-               response_format, response_schema, image_prompts, None)
+               response_format, response_schema, image_prompts, False)
     )
 
 
@@ -640,7 +766,7 @@ def render_k3_segments(
     _check_flag("thinking", thinking)
     marks: list[tuple[int, int, bool]] = []
     parts = _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
-                   response_format, response_schema, image_prompts, marks)
+                   response_format, response_schema, image_prompts, True, marks)
     return _segments(parts, marks)
 
 
@@ -716,5 +842,5 @@ def render_k3_ids(
     _check_flag("add_generation_prompt", add_generation_prompt)
     _check_flag("thinking", thinking)
     parts = _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
-                   response_format, response_schema, image_prompts, None)
+                   response_format, response_schema, image_prompts, True)
     return _ids(parts, tokenizer)

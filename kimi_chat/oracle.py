@@ -32,10 +32,12 @@ class OracleUnavailable(KimiChatError, ImportError):
 
 def deep_sort_dict(obj: Any) -> Any:
     """Sort the keys of every dict, recursively (as the later ``tokenization_kimi.py`` does to tools)."""
-    if isinstance(obj, Mapping):
+    if isinstance(obj, dict):  # the common case first: a C type check, not the Mapping ABC's
         return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
     if isinstance(obj, list):
         return [deep_sort_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
     return obj
 
 
