@@ -393,7 +393,7 @@ def test_missing_files(tmp_path, snapshot):
         finally:
             del os.environ["KIMI_CHAT_REFERENCE_DIR"]
     with pytest.raises(ValueError, match="unknown reference config"):
-        KimiTokenizer.from_reference("k3")
+        KimiTokenizer.from_reference("k4")
 
 
 @pytest.mark.parametrize(
