@@ -27,6 +27,7 @@ __all__ = [
     "DIALECTS",
     "ALIASES",
     "DEFAULT_DIALECT",
+    "KIMI_K3",
     "get_dialect",
     "dialect_names",
 ]
@@ -89,6 +90,9 @@ class Dialect:
     options: tuple[str, ...] = ()
     """Render options (template kwargs) this dialect reads, e.g. ``thinking``."""
     aliases: tuple[str, ...] = field(default=())
+    family: Literal["k2", "k3"] = "k2"
+    """Format family: ``k2`` (``<|im_*|>`` turns, Jinja templates) or ``k3`` (XTML, rendered in Python
+    by the official ``encoding_k3``; the K2 fields above do not apply to it)."""
 
     @property
     def reasoning(self) -> bool:
@@ -176,6 +180,19 @@ DIALECTS: dict[str, Dialect] = {
     )
 }
 """Every dialect, by canonical name."""
+
+KIMI_K3 = Dialect(
+    name="kimi-k3",
+    status=Status.SINGLE_SOURCE,
+    oracle="Kimi-K3/encoding_k3.py",
+    summary="Kimi-K3 (July 2026): XTML markup of <|open|>/<|close|>/<|sep|>/<|end_of_msg|>, no Jinja template; "
+    "encoded segment by segment; thinking_effort low/high/max (default max); tool results re-ordered by id",
+    default_system=None,
+    family="k3",
+    options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
+)
+"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.k3render`). Not yet in :data:`DIALECTS`: it joins
+them when ``render(..., dialect=...)`` dispatches on :attr:`Dialect.family`."""
 
 ALIASES: dict[str, str] = {alias: d.name for d in DIALECTS.values() for alias in d.aliases}
 """Alias -> canonical dialect name."""

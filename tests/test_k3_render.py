@@ -240,3 +240,16 @@ def test_text_never_merges_across_segments(tok):
     named = render_k3_ids([{"role": "user", "content": "x", "name": "-x"}], tok, thinking_effort=None)
     assert named[6:10] == [t for p in (" name", '="', "-x", '"') for t in tok.encode(p, allow_special=False)]
     assert named[6:10] != tok.encode(' name="-x"', allow_special=False)
+
+
+def test_dialect_record_matches_the_renderer():
+    import inspect
+
+    from kimi_chat.dialects import KIMI_K3, Status
+
+    params = inspect.signature(render_k3).parameters
+    assert set(KIMI_K3.options) == {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY} - {"add_generation_prompt"}
+    assert KIMI_K3.family == "k3" and KIMI_K3.status is Status.SINGLE_SOURCE
+    if reference_file(KIMI_K3.oracle) is None:
+        pytest.skip("reference data not found")
+    assert reference_file(KIMI_K3.oracle).name == "encoding_k3.py"
