@@ -36,6 +36,8 @@ def deep_sort_dict(obj: Any) -> Any:
         return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
     if isinstance(obj, list):
         return [deep_sort_dict(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float)):
+        return obj
     if isinstance(obj, Mapping):
         return {k: deep_sort_dict(v) for k, v in sorted(obj.items())}
     return obj
