@@ -2,8 +2,8 @@
 
     python benchmarks/render_k3.py [--repeat N]
 
-Renders K3 tool conversations of 10, 100 and 1000 messages (user question, assistant with reasoning
-and a tool call with typed arguments, tool result, assistant answer, repeated; tools declared) and
+Renders the tool conversations of ``benchmarks/render.py`` (10, 100 and 1000 messages: user question,
+assistant with reasoning and a tool call, tool result, assistant answer, repeated; tools declared) and
 compares, after checking that the outputs are equal:
 
 * text: ``render_k3`` vs the official ``encoding_k3.build_chat_segments`` + join (what
@@ -23,32 +23,10 @@ import sys
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from _timing import best_of  # noqa: E402
+from render import TOOLS, conversation  # noqa: E402  (the K2 benchmark's conversations, same for both)
 from kimi_chat.k3render import render_k3, render_k3_ids  # noqa: E402
 from kimi_chat.oracle_k3 import official_k3_encoding, official_k3_ids, official_k3_tokenizer  # noqa: E402
 from kimi_chat.tokenizer import KimiTokenizer  # noqa: E402
-
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
-          "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                         "required": ["city"]}}}]
-
-
-def conversation(n: int) -> list[dict]:
-    """A tool conversation of ``n`` messages (a system prompt, then rounds of four)."""
-    msgs: list[dict] = [{"role": "system", "content": "You are a helpful assistant."}]
-    i = 0
-    while len(msgs) < n:
-        cid = f"call_{i}"
-        msgs += [
-            {"role": "user", "content": f"What's the weather in city number {i} for the next days?"},
-            {"role": "assistant", "content": "", "reasoning_content": "I should call the weather tool.",
-             "tool_calls": [{"id": cid, "type": "function",
-                             "function": {"name": "get_weather", "arguments": f'{{"city": "c{i}", "days": 3}}'}}]},
-            {"role": "tool", "tool_call_id": cid, "content": '{"temp": 20, "sky": "clear"}'},
-            {"role": "assistant", "content": f"It is 20 degrees and clear in city {i}.", "reasoning_content": "Easy."},
-        ]
-        i += 1
-    return msgs[:n]
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -37,12 +37,15 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from typing_extensions import TypedDict, Unpack
+
 from kimi_chat import markers as M
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import InvalidMessagesError, to_plain
 from kimi_chat.oracle import deep_sort_dict
+from kimi_chat.tokenizer import MAX_NO_WHITESPACES_CHARS
 
-__all__ = ["K3Segment", "render_k3", "render_k3_segments", "render_k3_ids"]
+__all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids"]
 
 
 class _Marker(str):
@@ -297,6 +300,9 @@ def _text(parts: list[str], text: Any, images: _Images | None, index: int, field
 
 
 def _content(parts: list[str], content: Any, images: _Images | None, index: int, field: str = "content") -> None:
+    if type(content) is str and (images is None or _IMAGE_PLACEHOLDER not in content):
+        parts.append(content)
+        return
     if isinstance(content, str):
         _text(parts, content, images, index, field)
         return
@@ -537,7 +543,6 @@ def _build(
     parts: list[str] = []
     app = parts.append
     track = marks is not None
-    placeholder = _IMAGE_PLACEHOLDER
 
     if tools is not None:
         tools = _sorted([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
@@ -574,11 +579,7 @@ def _build(
                 parts += index_attr
                 app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
                 parts += attr_end
-                c = m.get("content")
-                if type(c) is str and (images is None or placeholder not in c):
-                    app(c)
-                else:
-                    _content(parts, c, images, k)
+                _content(parts, m.get("content"), images, k)
                 parts += msg_end
             continue
         mi = i
@@ -598,11 +599,7 @@ def _build(
                 parts += attr_end
             else:
                 parts += user if role == "user" else system
-            c = m.get("content")
-            if type(c) is str and (images is None or placeholder not in c):
-                app(c)
-            else:
-                _content(parts, c, images, mi)
+            _content(parts, m.get("content"), images, mi)
             parts += msg_end
         elif role == "assistant":
             tool_calls = m.get("tool_calls")
@@ -636,11 +633,7 @@ def _build(
                 parts += response_open
                 if track:
                     marks.append((len(parts), mi, True))
-            c = m.get("content")
-            if type(c) is str and (images is None or placeholder not in c):
-                app(c)
-            else:
-                _content(parts, c, images, mi)
+            _content(parts, m.get("content"), images, mi)
             if not tool_calls:
                 parts += response_end
                 continue
@@ -698,6 +691,19 @@ def _build(
     return parts
 
 
+class K3Options(TypedDict, total=False):
+    """The keyword options of :func:`render_k3_segments` / :func:`render_k3_ids` (those of
+    :func:`render_k3`, with the same defaults)."""
+
+    add_generation_prompt: bool
+    thinking: bool
+    thinking_effort: str | None
+    tool_choice: Any
+    response_format: Any
+    response_schema: Any
+    image_prompts: Sequence[str] | None
+
+
 def _check_flag(name: str, value: Any) -> None:
     if type(value) is not bool:
         raise TypeError(f"{name} must be a bool, got {value!r}")
@@ -735,6 +741,21 @@ def render_k3(
     )
 
 
+def _build_split(
+    messages: Sequence[Any], tools: Sequence[Any] | None, options: K3Options, marks: list[tuple[int, int, bool]] | None
+) -> list[str]:
+    unknown = set(options) - set(K3Options.__annotations__)
+    if unknown:
+        raise TypeError(f"unknown Kimi-K3 option(s): {', '.join(sorted(unknown))}")
+    add_generation_prompt = options.get("add_generation_prompt", True)
+    thinking = options.get("thinking", True)
+    _check_flag("add_generation_prompt", add_generation_prompt)
+    _check_flag("thinking", thinking)
+    return _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
+                  options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
+                  options.get("image_prompts"), True, marks)
+
+
 def _segments(parts: list[str], marks: list[tuple[int, int, bool]]) -> list[K3Segment]:
     out: list[K3Segment] = []
     bounds = marks + [(len(parts), -1, False)]
@@ -749,25 +770,12 @@ def _segments(parts: list[str], marks: list[tuple[int, int, bool]]) -> list[K3Se
 
 
 def render_k3_segments(
-    messages: Sequence[Any],
-    tools: Sequence[Any] | None = None,
-    *,
-    add_generation_prompt: bool = True,
-    thinking: bool = True,
-    thinking_effort: str | None = "max",
-    tool_choice: Any = None,
-    response_format: Any = None,
-    response_schema: Any = _UNSET,
-    image_prompts: Sequence[str] | None = None,
+    messages: Sequence[Any], tools: Sequence[Any] | None = None, **options: Unpack[K3Options]
 ) -> list[K3Segment]:
-    """:func:`render_k3` as the official encoder's segments (:class:`K3Segment`, empty ones dropped as
-    the encoder drops them); ``"".join(s.text for s in segments) == render_k3(...)``."""
-    _check_flag("add_generation_prompt", add_generation_prompt)
-    _check_flag("thinking", thinking)
+    """:func:`render_k3` (same options) as the official encoder's segments (:class:`K3Segment`, empty
+    ones dropped as the encoder drops them); ``"".join(s.text for s in segments) == render_k3(...)``."""
     marks: list[tuple[int, int, bool]] = []
-    parts = _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
-                   response_format, response_schema, image_prompts, True, marks)
-    return _segments(parts, marks)
+    return _segments(_build_split(messages, tools, options, marks), marks)
 
 
 _CACHE_MAX_LEN = 48
@@ -796,7 +804,7 @@ def _ids(parts: list[str], tokenizer: Any) -> list[int]:
     encode_ordinary = tokenizer.encoding.encode_ordinary
     encode = tokenizer.encode
     short = _CACHE_MAX_LEN
-    long_text = 25_000  # above this, KimiTokenizer.encode applies the official long-run cuts
+    long_text = MAX_NO_WHITESPACES_CHARS  # above this, KimiTokenizer.encode applies the official long-run cuts
     ids: list[int] = []
     extend = ids.extend
     append = ids.append
@@ -821,26 +829,13 @@ def _ids(parts: list[str], tokenizer: Any) -> list[int]:
 
 
 def render_k3_ids(
-    messages: Sequence[Any],
-    tokenizer: Any,
-    tools: Sequence[Any] | None = None,
-    *,
-    add_generation_prompt: bool = True,
-    thinking: bool = True,
-    thinking_effort: str | None = "max",
-    tool_choice: Any = None,
-    response_format: Any = None,
-    response_schema: Any = _UNSET,
-    image_prompts: Sequence[str] | None = None,
+    messages: Sequence[Any], tokenizer: Any, tools: Sequence[Any] | None = None, **options: Unpack[K3Options]
 ) -> list[int]:
-    """The token ids of the K3 prompt, equal to the official ``apply_chat_template(..., tokenize=True)``.
+    """The token ids of the K3 prompt, equal to the official ``apply_chat_template(..., tokenize=True)``
+    (options as for :func:`render_k3`).
 
     ``tokenizer`` is a K3 :class:`~kimi_chat.tokenizer.KimiTokenizer`
     (``KimiTokenizer.from_reference("k3")``). Each segment is encoded on its own, as the official
     tokenizer does: markers as their special ids, text as ordinary text (special-token spellings typed
     by a user stay text), so BPE never merges across segments."""
-    _check_flag("add_generation_prompt", add_generation_prompt)
-    _check_flag("thinking", thinking)
-    parts = _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
-                   response_format, response_schema, image_prompts, True)
-    return _ids(parts, tokenizer)
+    return _ids(_build_split(messages, tools, options, None), tokenizer)
