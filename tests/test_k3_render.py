@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -133,6 +135,10 @@ def test_refusals_are_official_refusals(messages, kwargs, text, index, field):
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers")
     from kimi_chat.oracle_k3 import official_k3_render
 
+    if sys.flags.optimize and kwargs.get("thinking_effort") == "medium":
+        # the official check is an `assert`: under -O the encoder renders it, without an effort message
+        assert "thinking-effort" not in official_k3_render(messages, **kwargs)
+        return
     with pytest.raises(Exception):  # noqa: B017 - the official raises ValueError, AssertionError, TypeError...
         official_k3_render(messages, **kwargs)
 
@@ -253,3 +259,27 @@ def test_dialect_record_matches_the_renderer():
     if reference_file(KIMI_K3.oracle) is None:
         pytest.skip("reference data not found")
     assert reference_file(KIMI_K3.oracle).name == "encoding_k3.py"
+
+
+@needs_reference
+def test_oracle_unavailable_without_transformers():
+    code = (
+        "import sys; sys.modules['transformers'] = None\n"
+        "from kimi_chat.oracle import OracleUnavailable\n"
+        "from kimi_chat.oracle_k3 import official_k3_render\n"
+        "try:\n"
+        "    official_k3_render([{'role': 'user', 'content': 'hi'}])\n"
+        "except OracleUnavailable as e:\n"
+        "    print('unavailable:', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("unavailable:") and "kimi-chat[verify]" in out.stdout
+
+
+def test_missing_reference_data_is_named(tmp_path):
+    from kimi_chat.errors import ReferenceDataError
+    from kimi_chat.oracle_k3 import official_k3_render
+
+    with pytest.raises(ReferenceDataError, match=r"Kimi-K3/encoding_k3\.py: file not found"):
+        official_k3_render([], ref=tmp_path)
