@@ -12,7 +12,7 @@ import copy
 import sys
 
 import pytest
-from hypothesis import given, note
+from hypothesis import event, given, note
 
 from kimi_chat import markers as M
 from kimi_chat.errors import RenderError
@@ -53,11 +53,13 @@ def _check(req, ours_fn, official_fn):
     official = _official(official_fn, req)
     if isinstance(official, Exception) or _effort_refused(req["kwargs"]):
         note(f"official: {official!r}")
+        event(f"refused: {type(official).__name__}")
         if _effort_refused(req["kwargs"]) and not sys.flags.optimize:
             assert isinstance(official, Exception)  # its AssertionError, or an error it meets first
         with pytest.raises((RenderError, InvalidMessagesError)):
             ours_fn()
         return None
+    event("rendered")
     return official
 
 
