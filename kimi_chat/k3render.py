@@ -32,7 +32,6 @@ tool result whose tool name cannot be resolved, a tool call without a name...), 
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -41,8 +40,21 @@ from typing_extensions import TypedDict, Unpack
 
 from kimi_chat import markers as M
 from kimi_chat.errors import RenderError
-from kimi_chat.messages import InvalidMessagesError, to_plain
-from kimi_chat.oracle import deep_sort_dict
+from kimi_chat.k3inputs import (
+    TYPE_NAMES,
+    args_field,
+    arguments,
+    dumps,
+    esc,
+    function,
+    messages_of,
+    sorted_keys,
+    tool_run,
+    value_text,
+    xtml_type,
+)
+from kimi_chat.k3inputs import response_schema as schema_of
+from kimi_chat.messages import to_plain
 from kimi_chat.tokenizer import MAX_NO_WHITESPACES_CHARS
 
 __all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids"]
@@ -202,68 +214,6 @@ class K3Segment(NamedTuple):
 # -------------------------------------------------------------------------------------------- helpers
 
 
-def _esc(value: Any) -> str:
-    # _escape_attr_value: `&` then `"`
-    s = value if type(value) is str else str(value)
-    if "&" in s or '"' in s:
-        s = s.replace("&", "&amp;").replace('"', "&quot;")
-    return s
-
-
-# what json.dumps(value, ensure_ascii=False[, separators=(",", ":")]) does, without building an encoder per call
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_SPACED = json.JSONEncoder(ensure_ascii=False).encode
-
-
-def _dumps(value: Any, index: int | None, field: str, compact: bool = False) -> str:
-    try:
-        return _COMPACT(value) if compact else _SPACED(value)
-    except (TypeError, ValueError) as e:
-        raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=field) from e
-
-
-_FLOAT_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-
-
-def _args_field(j: int, flat: bool) -> str:
-    return f"tool_calls[{j}].arguments" if flat else f"tool_calls[{j}].function.arguments"
-
-
-_TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null",
-               dict: "object", list: "array"}
-
-
-def _value(value: Any, index: int, j: int, flat: bool, key: Any) -> str:
-    # _xtml_value for a non-string: json.dumps(value, ensure_ascii=False); scalars without its set-up
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    t = type(value)
-    if t is int:
-        return int.__repr__(value)
-    if t is float:
-        r = float.__repr__(value)
-        return _FLOAT_SPECIAL.get(r, r)
-    return _dumps(value, index, f"{_args_field(j, flat)}.{key}")
-
-
-def _xtml_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "object"
-    return "array"
-
-
 class _Images:
     """The encoder's image-prompt state: each placeholder / image part takes the next prompt."""
 
@@ -337,175 +287,10 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
             )
 
 
-_scan = json.JSONDecoder().scan_once
-_ws = json.decoder.WHITESPACE.match
-
-
-def _loads(s: str) -> Any:
-    # json.loads(s) for a str, without its per-call set-up (same scanner, same errors)
-    try:
-        obj, end = _scan(s, _ws(s, 0).end())
-    except StopIteration as e:
-        raise json.JSONDecodeError("Expecting value", s, e.value) from None
-    end = _ws(s, end).end()
-    if end != len(s):
-        raise json.JSONDecodeError("Extra data", s, end)
-    return obj
-
-
-def _arguments(arguments: Any, index: int, j: int, flat: bool) -> tuple[Any, str | None]:
-    """normalize_tool_arguments: ``(mapping, None)`` or ``(None, raw text)`` for a non-JSON string
-    (the arguments of ``tool_calls[j]``; ``flat``: a call without ``function``)."""
-    if arguments is None:
-        return {}, None
-    if isinstance(arguments, dict):
-        return arguments, None
-    if isinstance(arguments, str):
-        if not arguments or arguments.isspace():  # `not arguments.strip()`
-            return {}, None
-        try:
-            parsed = _loads(arguments)
-        except json.JSONDecodeError:
-            return None, arguments
-        if not isinstance(parsed, dict):
-            raise RenderError(
-                f"arguments are JSON but not an object ({type(parsed).__name__}); the K3 encoder refuses them",
-                message_index=index,
-                field=_args_field(j, flat),
-            )
-        return parsed, None
-    raise RenderError(
-        f"arguments must be an object or a JSON object string, not {type(arguments).__name__}",
-        message_index=index,
-        field=_args_field(j, flat),
-    )
-
-
-def _function(call: Any, index: int, j: int) -> Mapping[str, Any]:
-    """The mapping holding a tool call's ``name`` / ``arguments`` (``function``, or the call itself)."""
-    if not isinstance(call, dict):
-        raise RenderError(f"a tool call must be an object, not {type(call).__name__}", message_index=index, field=f"tool_calls[{j}]")
-    if "function" not in call:
-        fn = call
-    else:
-        fn = call["function"]
-        if not isinstance(fn, dict):
-            raise RenderError(
-                f"must be an object, not {type(fn).__name__}", message_index=index, field=f"tool_calls[{j}].function"
-            )
-    if "name" not in fn:
-        where = f"tool_calls[{j}].function.name" if fn is not call else f"tool_calls[{j}].name"
-        raise RenderError("tool call has no name", message_index=index, field=where)
-    return fn
-
-
-def _call_index(tool_calls: Any) -> dict[str, tuple[int, Any]]:
-    # _tool_call_id_index: id -> (1-based position, function name); the first of duplicate ids wins
-    out: dict[str, tuple[int, Any]] = {}
-    if not isinstance(tool_calls, list):
-        return out
-    for position, call in enumerate(tool_calls, start=1):
-        if not isinstance(call, dict):
-            continue
-        call_id = call.get("id")
-        if call_id is None:
-            continue
-        key = str(call_id)
-        if key in out:
-            continue
-        fn = call.get("function")
-        out[key] = (position, fn.get("name") if isinstance(fn, dict) else call.get("name"))
-    return out
-
-
-def _tool_run(msgs: list[dict[str, Any]], i: int, tool_calls: Any) -> tuple[int, list[tuple[int, Any]]]:
-    """normalize_xtml_tool_result_messages for the run of tool results starting at ``msgs[i]``.
-
-    When every result of the run matches a call of the latest assistant (``tool_calls``) by
-    ``tool_call_id``, the run is sorted into call order and each result is named after its call;
-    otherwise it stays as it is. Returns the end of the run and ``(index, tool name or None)`` in
-    rendering order (``None``: keep the message's own ``tool`` / ``name``)."""
-    n = len(msgs)
-    j = i + 1
-    while j < n and msgs[j]["role"] == "tool":
-        j += 1
-    if not tool_calls:
-        return j, [(k, None) for k in range(i, j)]
-    if j == i + 1:  # a single result: the first call with its id, without building the index
-        t = msgs[i]
-        call_id = t.get("tool_call_id", t.get("id"))
-        if call_id is None or not isinstance(tool_calls, list):
-            return j, [(i, None)]
-        key = call_id if type(call_id) is str else str(call_id)
-        for call in tool_calls:
-            if isinstance(call, dict):
-                cid = call.get("id")
-                if cid is not None and (cid if type(cid) is str else str(cid)) == key:
-                    fn = call.get("function")
-                    return j, [(i, fn.get("name") if isinstance(fn, dict) else call.get("name"))]
-        return j, [(i, None)]
-    calls = _call_index(tool_calls)
-    run: list[tuple[int, int, Any]] = []
-    for k in range(i, j):
-        t = msgs[k]
-        call_id = t.get("tool_call_id", t.get("id"))
-        hit = calls.get(str(call_id)) if call_id is not None else None
-        if hit is None:
-            return j, [(k, None) for k in range(i, j)]
-        run.append((hit[0], k, hit[1]))
-    if len(run) > 1:
-        run.sort(key=lambda item: (item[0], item[1]))
-    return j, [(k, name) for _, k, name in run]
-
-
-def _messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        if type(m) is not dict:
-            if not isinstance(m, dict):
-                m = to_plain(m)
-                if not isinstance(m, dict):
-                    raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
-                m = {k: v for k, v in m.items() if v is not None}
-        if "role" not in m:
-            raise InvalidMessagesError([(i, "role", "Field required")])
-        out.append(m)
-    return out
-
-
-def _response_schema(response_format: Any) -> Any:
-    # extract_response_schema of the encoder (dicts and objects alike)
-    if response_format is None:
-        return None
-    get = response_format.get if isinstance(response_format, dict) else None
-    json_schema = get("json_schema") if get else getattr(response_format, "json_schema", None)
-    if json_schema is None:
-        return None
-    if isinstance(json_schema, dict):
-        return json_schema.get("schema", json_schema.get("json_schema", json_schema))
-    for key in ("schema", "json_schema"):
-        schema = getattr(json_schema, key, None)
-        if schema is not None:
-            return schema
-    return json_schema
-
-
 def _declare(parts: list[str], tools: Any, body_head: str, index: int | None, field: str) -> None:
     parts += _TOOL_DECLARE_OPEN
-    parts.append(body_head + _dumps(tools, index, field, compact=True) + "\n```")
+    parts.append(body_head + dumps(tools, index, field, compact=True) + "\n```")
     parts += _MSG_END
-
-
-def _sorted(value: Any, index: int | None, field: str) -> Any:
-    try:
-        return deep_sort_dict(value)
-    except TypeError as e:
-        raise RenderError(f"keys cannot be sorted: {e}", message_index=index, field=field) from e
-
-
-# -------------------------------------------------------------------------------------------- the pass
 
 
 def _build(
@@ -535,7 +320,7 @@ def _build(
                 f"{', '.join(M.K3_THINKING_EFFORTS)} (its text mentions `medium`, which it refuses)",
                 field="thinking_effort",
             )
-    msgs = _messages(messages)
+    msgs = messages_of(messages)
     images = None if image_prompts is None else _Images(list(image_prompts))
     (user, user_named, system, system_named, assistant, assistant_named, attr_end, msg_end, think_open,
      think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
@@ -545,7 +330,7 @@ def _build(
     track = marks is not None
 
     if tools is not None:
-        tools = _sorted([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
+        tools = sorted_keys([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
     if tools:
         _declare(parts, tools, _TOOLS_BODY, None, "tools")
     if thinking and thinking_effort is not None:
@@ -558,13 +343,13 @@ def _build(
         m = msgs[i]
         role = m["role"]
         if role == "tool":
-            i, run = _tool_run(msgs, i, tool_calls)
+            i, run = tool_run(msgs, i, tool_calls)
             for k, call_name in run:
                 m = msgs[k]
                 tool_index += 1
                 name = call_name if call_name is not None else m.get("tool", m.get("name"))
                 if name is None and tool_calls is not None and tool_index <= len(tool_calls):
-                    name = _function(tool_calls[tool_index - 1], k, tool_index - 1)["name"]
+                    name = function(tool_calls[tool_index - 1], k, tool_index - 1)["name"]
                 if name is None:
                     raise RenderError(
                         "the K3 encoder needs a resolvable tool name for a tool result: give `tool` or `name`, "
@@ -575,7 +360,7 @@ def _build(
                 if track:
                     marks.append((len(parts), k, False))
                 parts += tool_head
-                app(_esc(name))
+                app(esc(name))
                 parts += index_attr
                 app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
                 parts += attr_end
@@ -588,14 +373,14 @@ def _build(
             if role == "system" and m.get("tools"):
                 if track:
                     marks.append((len(parts), mi, False))
-                _declare(parts, _sorted(m["tools"], mi, "tools"), _NEW_TOOLS_BODY, mi, "tools")
+                _declare(parts, sorted_keys(m["tools"], mi, "tools"), _NEW_TOOLS_BODY, mi, "tools")
                 continue
             if track:
                 marks.append((len(parts), mi, False))
             name = m.get("name")
             if name:
                 parts += user_named if role == "user" else system_named
-                app(_esc(name))
+                app(esc(name))
                 parts += attr_end
             else:
                 parts += user if role == "user" else system
@@ -613,7 +398,7 @@ def _build(
             name = m.get("name")
             if name:
                 parts += assistant_named
-                app(_esc(name))
+                app(esc(name))
                 parts += attr_end
             else:
                 parts += assistant
@@ -639,30 +424,30 @@ def _build(
                 continue
             parts += response_to_tools
             for j, call in enumerate(tool_calls):
-                fn = _function(call, mi, j)
-                args, block = _arguments(fn.get("arguments"), mi, j, fn is call)
+                fn = function(call, mi, j)
+                args, block = arguments(fn.get("arguments"), mi, j, fn is call)
                 parts += call_head
-                app(_esc(fn["name"]))
+                app(esc(fn["name"]))
                 parts += index_attr
                 app(_INDEX[j + 1] if j < 63 else str(j + 1))
                 parts += attr_end
                 if block is not None:
                     parts += json_open
-                    _text(parts, block, images, mi, _args_field(j, fn is call))
+                    _text(parts, block, images, mi, args_field(j, fn is call))
                     parts += json_close
                 else:
                     for key, value in args.items():
                         parts += arg_head
-                        app(_esc(key))
+                        app(esc(key))
                         parts += arg_type
-                        kind = _TYPE_NAMES.get(type(value)) or _xtml_type(value)
+                        kind = TYPE_NAMES.get(type(value)) or xtml_type(value)
                         app(kind)
                         parts += attr_end
-                        text = value if kind == "string" else _value(value, mi, j, fn is call, key)
+                        text = value if kind == "string" else value_text(value, mi, j, fn is call, key)
                         if images is None:
                             app(text)
                         else:
-                            _text(parts, text, images, mi, _args_field(j, fn is call))
+                            _text(parts, text, images, mi, args_field(j, fn is call))
                         parts += arg_close
                 parts += call_close
             parts += tools_end
@@ -676,10 +461,10 @@ def _build(
     if rf_type == "json_object":
         parts += _JSON_OBJECT
     elif rf_type == "json_schema":
-        schema = _response_schema(response_format) if response_schema is _UNSET else response_schema
+        schema = schema_of(response_format) if response_schema is _UNSET else response_schema
         if schema is not None:
-            schema = _sorted(schema, None, "response_schema")
-        body = _JSON_SCHEMA_HEAD + _dumps(schema, None, "response_schema", compact=True) + "\n```"
+            schema = sorted_keys(schema, None, "response_schema")
+        body = _JSON_SCHEMA_HEAD + dumps(schema, None, "response_schema", compact=True) + "\n```"
         parts += _system("response-format", body)
     if add_generation_prompt:
         parts += _GEN_THINK if thinking else _GEN_RESPONSE
