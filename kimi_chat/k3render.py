@@ -329,8 +329,10 @@ def _build(
     app = parts.append
     track = marks is not None
 
-    if tools is not None:
+    if isinstance(tools, (list, tuple)):
         tools = sorted_keys([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
+    elif tools is not None:
+        tools = sorted_keys(tools, None, "tools")
     if tools:
         _declare(parts, tools, _TOOLS_BODY, None, "tools")
     if thinking and thinking_effort is not None:
