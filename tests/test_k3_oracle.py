@@ -109,3 +109,34 @@ def test_tokenizer_matches_official_on_markers_and_text(tok):
     assert tok.encode(text) == official.encode(text)
     assert tok.encode(text, allow_special=False) == official.encode(text, allow_special_tokens=False)
     assert tok.vocab_size == official.vocab_size
+
+
+EDGES = [
+    # tool calls as a tuple (the encoder's id index only reads lists: results stay in order)
+    ([{"role": "assistant", "tool_calls": ({"id": "a", "function": {"name": "f", "arguments": '{"x":1}'}},)},
+      {"role": "tool", "tool_call_id": "a", "content": "r"}], None, {}),
+    ([{"role": "user", "content": ({"type": "text", "text": "a"}, {"type": "image"})}], None, {}),
+    ([{"role": "user", "content": "x", "name": 5}], None, {}),
+    ([{"role": "assistant", "tool_calls": [{"id": "a", "function": {
+        "name": None, "arguments": {1: "a", "b": 2.0, "c": -0.0, "d": 1e300, "e": float("nan")}}}]}], None, {}),
+    ([{"role": "assistant", "content": "c", "reasoning_content": 0, "reasoning": "r"}], None, {}),
+    ([{"role": "user", "content": "x"}], None, {"response_format": {"json_schema": {"schema": {"a": 1}}}}),
+    ([{"role": "user", "content": "x"}], {"b": {"y": 1, "x": 2}, "a": 1}, {}),
+    ([{"role": "user", "content": "x"}], None, {"response_format": {"type": "json_schema"}}),
+    ([{"role": "user", "content": [{"type": "image_url"}]}], None, {"image_prompts": ("<|open|>",)}),
+    ([{"role": "tool", "content": "r", "tool": ""}], None, {}),
+    ([{"role": "assistant", "tool_calls": [{"id": 1, "function": {"name": "f"}}, {"id": "1", "function": {"name": "g"}}]},
+      {"role": "tool", "tool_call_id": 1, "content": "r"}], None, {}),
+    ([{"role": "system", "content": "x", "tools": []}], None, {}),
+    ([{"role": "assistant", "tool_calls": []}, {"role": "tool", "content": "r", "name": "n"}], None, {}),
+    ([{"role": "user", "content": "a" * 30000 + " " * 30000 + "b"}], None, {}),
+    ([{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": '\ufeff{"a":1}'}}]}], None, {}),
+    ([{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": ' {"a":1}\n'}}]}], None, {}),
+    ([{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": '{"a":1,"a":2}'}}]}], None, {}),
+]
+
+
+@pytest.mark.parametrize("messages, tools, kwargs", EDGES)
+def test_edge_cases_equal_official(tok, messages, tools, kwargs):
+    assert render_k3(messages, tools, **kwargs) == official_k3_render(messages, tools, **kwargs)
+    assert render_k3_ids(messages, tok, tools, **kwargs) == official_k3_ids(messages, tools, **kwargs)
