@@ -14,6 +14,10 @@ It reproduces ``tokenization_kimi.py`` (``TikTokenTokenizer``) of the Kimi-K2 mo
 ``encode(text)`` treats special-token text as the special id (the official default,
 ``allow_special_tokens=True``); ``encode(text, allow_special=False)`` encodes it as ordinary text.
 
+Kimi-K3's tokenizer is the same BPE with 256 special ids (no ``+ 2``) named by
+:data:`~kimi_chat.markers.K3_MARKERS` (``<|open|>``, ``<|close|>``, ``<|sep|>``, ``<|end_of_msg|>``...):
+``KimiTokenizer.from_reference("k3")``.
+
 Either the July-2025 Kimi-K2-Instruct ``tokenizer_config.json`` or the K2.5/K2.6 one can be loaded; the
 latter adds ``<|media_begin|>``.. (163602..163605) and ``<think>``/``</think>`` (163606, 163607) as
 single tokens, where the former has them as reserved names (``<think>`` is then ordinary text).
@@ -415,7 +419,7 @@ class KimiTokenizer:
     """Kimi-K2 tokenizer (``tiktoken`` underneath). Build it with :meth:`from_dir`, :meth:`from_files`
     or :meth:`from_reference`; loading is cached per file (path, size, mtime) within the process.
 
-    Attributes: ``vocab_size`` (163842: 163584 BPE ranks + 258 special ids), ``num_base_tokens``,
+    Attributes: ``vocab_size`` (163842: 163584 BPE ranks + 258 special ids; 163840 for K3), ``num_base_tokens``,
     ``special_ids`` (all 258 ids of the special range, named or reserved), ``special_tokens``
     (name -> id), ``added_tokens`` (the config entries with their ``special`` flag), ``bos_id``,
     ``eos_id``, ``unk_id``, ``pad_id``, ``model_path``, ``config_path``.
