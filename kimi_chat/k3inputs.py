@@ -22,7 +22,7 @@ from kimi_chat.oracle import deep_sort_dict
 
 __all__ = [
     "esc", "dumps", "args_field", "TYPE_NAMES", "value_text", "xtml_type", "loads", "arguments", "function",
-    "call_index", "tool_run", "messages_of", "response_schema", "sorted_keys",
+    "call_index", "tool_run", "messages_of", "response_schema", "sorted_keys", "tools_json",
 ]
 
 def esc(value: Any) -> str:
@@ -209,7 +209,7 @@ def tool_run(msgs: list[dict[str, Any]], i: int, tool_calls: Any) -> tuple[int, 
 
 
 def messages_of(messages: Sequence[Any]) -> list[dict[str, Any]]:
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
         raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
@@ -250,3 +250,29 @@ def sorted_keys(value: Any, index: int | None, field: str) -> Any:
 
 
 # -------------------------------------------------------------------------------------------- the pass
+
+
+_TOOLS_JSON: dict[str, str] = {}
+_TOOLS_JSON_MAX = 256
+
+
+def tools_json(tools: Any, index: int | None, field: str) -> str:
+    """The compact JSON of ``tools`` with every dict's keys sorted (``_json_compact(deep_sort_dict(tools))``).
+
+    Servers declare the same tools on every request: the result is cached by ``repr(tools)``, which
+    tells apart what JSON would not (tuples from lists, ``1`` from ``"1"`` keys) and so what the
+    encoder's sort treats differently."""
+    try:
+        key: str | None = repr(tools)
+    except Exception:  # noqa: BLE001 - an object whose repr fails: no caching
+        key = None
+    if key is not None:
+        hit = _TOOLS_JSON.get(key)
+        if hit is not None:
+            return hit
+    text = dumps(sorted_keys(tools, index, field), index, field, compact=True)
+    if key is not None:
+        if len(_TOOLS_JSON) >= _TOOLS_JSON_MAX:
+            _TOOLS_JSON.clear()
+        _TOOLS_JSON[key] = text
+    return text

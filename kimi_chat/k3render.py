@@ -50,6 +50,7 @@ from kimi_chat.k3inputs import (
     messages_of,
     sorted_keys,
     tool_run,
+    tools_json,
     value_text,
     xtml_type,
 )
@@ -287,9 +288,9 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
             )
 
 
-def _declare(parts: list[str], tools: Any, body_head: str, index: int | None, field: str) -> None:
+def _declare(parts: list[str], tools: Any, body_head: str, index: int | None) -> None:
     parts += _TOOL_DECLARE_OPEN
-    parts.append(body_head + dumps(tools, index, field, compact=True) + "\n```")
+    parts.append(body_head + tools_json(tools, index, "tools") + "\n```")
     parts += _MSG_END
 
 
@@ -329,12 +330,10 @@ def _build(
     app = parts.append
     track = marks is not None
 
-    if isinstance(tools, (list, tuple)):
-        tools = sorted_keys([t if type(t) is dict else to_plain(t) for t in tools], None, "tools")
-    elif tools is not None:
-        tools = sorted_keys(tools, None, "tools")
     if tools:
-        _declare(parts, tools, _TOOLS_BODY, None, "tools")
+        if isinstance(tools, (list, tuple)):
+            tools = [t if type(t) is dict else to_plain(t) for t in tools]
+        _declare(parts, tools, _TOOLS_BODY, None)
     if thinking and thinking_effort is not None:
         parts += _EFFORT_MESSAGES[thinking_effort]
 
@@ -375,7 +374,7 @@ def _build(
             if role == "system" and m.get("tools"):
                 if track:
                     marks.append((len(parts), mi, False))
-                _declare(parts, sorted_keys(m["tools"], mi, "tools"), _NEW_TOOLS_BODY, mi, "tools")
+                _declare(parts, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
                 marks.append((len(parts), mi, False))

@@ -140,3 +140,21 @@ EDGES = [
 def test_edge_cases_equal_official(tok, messages, tools, kwargs):
     assert render_k3(messages, tools, **kwargs) == official_k3_render(messages, tools, **kwargs)
     assert render_k3_ids(messages, tok, tools, **kwargs) == official_k3_ids(messages, tools, **kwargs)
+
+
+def test_tool_declarations_cached_only_for_equal_inputs():
+    """The declaration cache tells apart inputs whose JSON is equal but which the encoder sorts apart."""
+    unsorted = {"b": 1, "a": 2}
+    variants = [
+        [{"type": "function", "function": {"name": "f", "x": [unsorted]}}],
+        [{"type": "function", "function": {"name": "f", "x": (unsorted,)}}],  # the encoder leaves tuples unsorted
+        [{"type": "function", "function": {"name": "f", "x": {10: 1, 2: 2}}}],
+        [{"type": "function", "function": {"name": "f", "x": {"10": 1, "2": 2}}}],
+    ]
+    msgs = [{"role": "user", "content": "hi"}, {"role": "system", "tools": variants[1]}]
+    seen = set()
+    for tools in variants + variants:
+        official = official_k3_render(msgs, tools)
+        assert render_k3(msgs, tools) == official
+        seen.add(official)
+    assert len(seen) == 4
