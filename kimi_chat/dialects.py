@@ -26,8 +26,10 @@ __all__ = [
     "Status",
     "Dialect",
     "DIALECTS",
+    "K2_DIALECTS",
     "ALIASES",
     "DEFAULT_DIALECT",
+    "KIMI_K3",
     "get_dialect",
     "dialect_names",
     "dialect_for_model",
@@ -93,7 +95,8 @@ class Dialect:
     aliases: tuple[str, ...] = field(default=())
     family: Literal["k2", "k3"] = "k2"
     """The format family: which renderer (:mod:`kimi_chat.render`) and output format serve it. ``k2``:
-    ``<|im_*|>`` turns and tool-call sections (every K2 revision)."""
+    ``<|im_*|>`` turns and tool-call sections (every K2 revision); ``k3``: XTML, rendered in Python by the
+    official ``encoding_k3`` (the K2 fields above do not apply to it)."""
 
     @property
     def reasoning(self) -> bool:
@@ -195,6 +198,23 @@ DIALECTS: dict[str, Dialect] = {
     )
 }
 """Every dialect, by canonical name."""
+
+KIMI_K3 = Dialect(
+    name="kimi-k3",
+    status=Status.SINGLE_SOURCE,
+    oracle="Kimi-K3/encoding_k3.py",
+    summary="Kimi-K3 (July 2026): XTML markup of <|open|>/<|close|>/<|sep|>/<|end_of_msg|>, no Jinja template; "
+    "encoded segment by segment; thinking_effort low/high/max (default max); tool results re-ordered by id",
+    default_system=None,
+    family="k3",
+    options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
+)
+"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.render.k3`)."""
+DIALECTS[KIMI_K3.name] = KIMI_K3
+
+K2_DIALECTS: dict[str, Dialect] = {n: d for n, d in DIALECTS.items() if d.family == "k2"}
+"""The K2-family dialects (those with a Jinja template: the oracle templates, our ``templates/``,
+``identify`` / ``verify``)."""
 
 ALIASES: dict[str, str] = {alias: d.name for d in DIALECTS.values() for alias in d.aliases}
 """Alias -> canonical dialect name."""

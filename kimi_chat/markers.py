@@ -50,6 +50,16 @@ __all__ = [
     "reserved_token_name",
     "TOOL_CALL_ID_PREFIX",
     "tool_call_id",
+    "K3_NUM_RESERVED_SPECIAL",
+    "K3_END_OF_MSG",
+    "K3_OPEN",
+    "K3_CLOSE",
+    "K3_SEP",
+    "K3_IMAGE_PLACEHOLDER",
+    "K3_MARKERS",
+    "K3_BY_TEXT",
+    "K3_BY_ID",
+    "K3_THINKING_EFFORTS",
 ]
 
 
@@ -126,3 +136,29 @@ TOOL_CALL_ID_PREFIX: Final = "functions."
 def tool_call_id(name: str, index: int) -> str:
     """The canonical tool-call id ``functions.NAME:INDEX``."""
     return f"{TOOL_CALL_ID_PREFIX}{name}:{index}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Kimi-K3 (XTML). K3 re-uses the ids that were <|im_end|>, <|im_user|>, <|im_assistant|> in K2, so its
+# markers are kept apart from MARKERS / BY_TEXT / BY_ID (which describe the K2 configs); ids from
+# PROVENANCE.md, section "Kimi-K3" (the official tokenizer_config.json was not found; several
+# third-party copies agree on them).
+# --------------------------------------------------------------------------------------------------
+
+K3_NUM_RESERVED_SPECIAL: Final = 256
+"""K3's ``tokenization_kimi.py`` numbers exactly 256 special ids (163584..163839), no ``+ 2``."""
+K3_END_OF_MSG: Final = Marker("<|end_of_msg|>", 163586)
+"""Ends every K3 message; the generation EOS of K3's ``config.json`` (the model's turn ends here)."""
+K3_OPEN: Final = Marker("<|open|>", 163587)
+K3_CLOSE: Final = Marker("<|close|>", 163588)
+K3_SEP: Final = Marker("<|sep|>", 163589)
+"""One third-party source flags ``<|sep|>`` ``special: false``; the oracle recipe makes it special."""
+K3_IMAGE_PLACEHOLDER: Final = Marker("<|kimi_image_placeholder|>", None)
+"""Written by the K3 encoder for an image (id unresolved: the vision processor replaces it)."""
+K3_MARKERS: Final[tuple[Marker, ...]] = (BOS, EOS, K3_END_OF_MSG, K3_OPEN, K3_CLOSE, K3_SEP, UNK, PAD)
+"""The named special tokens of the K3 tokenizer (its ``added_tokens_decoder``)."""
+K3_BY_TEXT: Final[dict[str, Marker]] = {m.text: m for m in K3_MARKERS}
+K3_BY_ID: Final[dict[int, Marker]] = {m.id: m for m in K3_MARKERS if m.id is not None}
+K3_THINKING_EFFORTS: Final = ("low", "high", "max")
+"""``thinking_effort`` values the K3 encoder accepts (its message text also advertises ``medium``,
+which the encoder refuses)."""

@@ -37,9 +37,14 @@ def template_path(dialect: str | Dialect) -> Path:
     :class:`~kimi_chat.dialects.Dialect`).
 
     Raises :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and
-    ``FileNotFoundError`` (naming the places searched) when the template file is missing.
+    ``FileNotFoundError`` (naming the places searched) when the template file is missing, or saying
+    so for a dialect that has no Jinja template (the K3 family: its official tokenizer renders in Python).
     """
-    name = get_dialect(dialect).name
+    d = get_dialect(dialect)
+    name = d.name
+    if d.family != "k2":
+        raise FileNotFoundError(f"dialect {name!r} has no Jinja chat template: its official tokenizer renders "
+                                "in Python (kimi_chat.render serves it; servers: --tokenizer-mode / the release's tokenizer)")
     filename = name + ".jinja"
     for d in _CANDIDATE_DIRS:
         p = d / filename

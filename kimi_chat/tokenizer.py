@@ -14,6 +14,10 @@ It reproduces ``tokenization_kimi.py`` (``TikTokenTokenizer``) of the Kimi-K2 mo
 ``encode(text)`` treats special-token text as the special id (the official default,
 ``allow_special_tokens=True``); ``encode(text, allow_special=False)`` encodes it as ordinary text.
 
+Kimi-K3's tokenizer is the same BPE with 256 special ids (no ``+ 2``) named by
+:data:`~kimi_chat.markers.K3_MARKERS` (``<|open|>``, ``<|close|>``, ``<|sep|>``, ``<|end_of_msg|>``...):
+``KimiTokenizer.from_reference("k3")``.
+
 Either the July-2025 Kimi-K2-Instruct ``tokenizer_config.json`` or the K2.5/K2.6 one can be loaded; the
 latter adds ``<|media_begin|>``.. (163602..163605) and ``<think>``/``</think>`` (163606, 163607) as
 single tokens, where the former has them as reserved names (``<think>`` is then ordinary text).
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Any, Final, Union
 
 from .errors import ReferenceDataError
+from . import markers as _M
 from .markers import NUM_RESERVED_SPECIAL, reserved_token_name
 from .reference import missing_reason as _missing_reason
 from .reference import reference_dir as _reference_dir
@@ -52,6 +57,7 @@ __all__ = [
     "TIKTOKEN_MODEL_FILE",
     "TOKENIZER_CONFIG_FILE",
     "REFERENCE_CONFIGS",
+    "K3_CONFIG",
     "split_for_tiktoken",
     "cut_points",
 ]
@@ -89,6 +95,16 @@ REFERENCE_CONFIGS: Final[Mapping[str, str]] = {
 the July-2025 Kimi-K2-Instruct config, ``"k2.6"`` the (unverified) K2.6-derived one with the media
 and ``<think>`` tokens."""
 _REFERENCE_TIKTOKEN = "tokenizer/tiktoken.model"
+
+K3_CONFIG: Final[Mapping[str, Any]] = {
+    "added_tokens_decoder": {str(m.id): {"content": m.text, "special": True} for m in _M.K3_MARKERS},
+    "bos_token": _M.BOS.text,
+    "eos_token": _M.EOS.text,
+    "unk_token": _M.UNK.text,
+    "pad_token": _M.PAD.text,
+}
+"""The Kimi-K3 tokenizer config as PROVENANCE.md's oracle recipe builds it (the official
+``tokenizer_config.json`` was not found); load with ``num_special=K3_NUM_RESERVED_SPECIAL``."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -328,7 +344,9 @@ def _read_config(path: Path) -> dict[str, Any]:
     return cfg
 
 
-def _added_tokens(cfg: Mapping[str, Any], where: str, num_base: int) -> dict[int, AddedToken]:
+def _added_tokens(
+    cfg: Mapping[str, Any], where: str, num_base: int, num_special: int = NUM_RESERVED_SPECIAL + 2
+) -> dict[int, AddedToken]:
     dec = cfg.get("added_tokens_decoder")
     if dec is None:
         raise ReferenceDataError(f"{where}: tokenizer config has no 'added_tokens_decoder'")
@@ -336,7 +354,7 @@ def _added_tokens(cfg: Mapping[str, Any], where: str, num_base: int) -> dict[int
         raise ReferenceDataError(f"{where}: 'added_tokens_decoder' is {type(dec).__name__}, not an object")
     out: dict[int, AddedToken] = {}
     names: dict[str, int] = {}
-    hi = num_base + NUM_RESERVED_SPECIAL + 2
+    hi = num_base + num_special
     for k, v in dec.items():
         try:
             tid = int(k)
@@ -393,7 +411,7 @@ class KimiTokenizer:
     """Kimi-K2 tokenizer (``tiktoken`` underneath). Build it with :meth:`from_dir`, :meth:`from_files`
     or :meth:`from_reference`; loading is cached per file (path, size, mtime) within the process.
 
-    Attributes: ``vocab_size`` (163842: 163584 BPE ranks + 258 special ids), ``num_base_tokens``,
+    Attributes: ``vocab_size`` (163842: 163584 BPE ranks + 258 special ids; 163840 for K3), ``num_base_tokens``,
     ``special_ids`` (all 258 ids of the special range, named or reserved), ``special_tokens``
     (name -> id), ``added_tokens`` (the config entries with their ``special`` flag), ``bos_id``,
     ``eos_id``, ``unk_id``, ``pad_id``, ``model_path``, ``config_path``.
@@ -406,6 +424,7 @@ class KimiTokenizer:
         *,
         model_path: Path | None = None,
         config_path: Path | None = None,
+        num_special: int = NUM_RESERVED_SPECIAL + 2,
         _cache_key: Any = None,
     ):
         import tiktoken  # the optional `tokenizer` extra
@@ -414,19 +433,21 @@ class KimiTokenizer:
         self.model_path = model_path
         self.config_path = config_path
         self.num_base_tokens: int = len(mergeable_ranks)
-        self.added_tokens: Mapping[int, AddedToken] = _added_tokens(config, where, self.num_base_tokens)
+        self.added_tokens: Mapping[int, AddedToken] = _added_tokens(
+            config, where, self.num_base_tokens, num_special
+        )
         specials = {
             (self.added_tokens[i].content if i in self.added_tokens else reserved_token_name(i)): i
-            for i in range(self.num_base_tokens, self.num_base_tokens + NUM_RESERVED_SPECIAL + 2)
+            for i in range(self.num_base_tokens, self.num_base_tokens + num_special)
         }
-        if len(specials) != NUM_RESERVED_SPECIAL + 2:
+        if len(specials) != num_special:
             raise ReferenceDataError(f"{where}: an added token is named like a reserved token of another id")
         self.special_tokens: Mapping[str, int] = specials
         self._special_names: frozenset[str] = frozenset(specials)
         self.special_ids: frozenset[int] = frozenset(specials.values())
         self._id_to_special: dict[int, str] = {i: s for s, i in specials.items()}
         self._skip_ids: frozenset[int] = frozenset(i for i, t in self.added_tokens.items() if t.special)
-        self.vocab_size: int = self.num_base_tokens + NUM_RESERVED_SPECIAL + 2
+        self.vocab_size: int = self.num_base_tokens + num_special
 
         key = (_cache_key, tuple(sorted(specials.items(), key=lambda kv: kv[1])))
         with _lock:
@@ -461,19 +482,26 @@ class KimiTokenizer:
 
     @classmethod
     def from_files(
-        cls, tiktoken_model: PathLike, tokenizer_config: PathLike | Mapping[str, Any]
+        cls,
+        tiktoken_model: PathLike,
+        tokenizer_config: PathLike | Mapping[str, Any],
+        *,
+        num_special: int = NUM_RESERVED_SPECIAL + 2,
     ) -> "KimiTokenizer":
         """Load from an explicit ``tiktoken.model`` path and a ``tokenizer_config.json`` path (or the
-        already parsed config mapping). Raises :class:`ReferenceDataError` naming the file on a
-        missing or corrupt file."""
+        already parsed config mapping). ``num_special`` is the size of the special range: 258 for the
+        K2 line, :data:`~kimi_chat.markers.K3_NUM_RESERVED_SPECIAL` (256) for K3. Raises
+        :class:`ReferenceDataError` naming the file on a missing or corrupt file."""
         model_path = Path(tiktoken_model)
         ranks = _load_ranks(model_path)
         cache_key = _file_key(model_path)
         if isinstance(tokenizer_config, Mapping):
-            return cls(ranks, tokenizer_config, model_path=model_path, _cache_key=cache_key)
+            return cls(ranks, tokenizer_config, model_path=model_path, num_special=num_special, _cache_key=cache_key)
         config_path = Path(tokenizer_config)
         cfg = _read_config(config_path)
-        return cls(ranks, cfg, model_path=model_path, config_path=config_path, _cache_key=cache_key)
+        return cls(
+            ranks, cfg, model_path=model_path, config_path=config_path, num_special=num_special, _cache_key=cache_key
+        )
 
     @classmethod
     def from_dir(cls, path: PathLike, *, config: PathLike | Mapping[str, Any] | None = None) -> "KimiTokenizer":
@@ -497,14 +525,19 @@ class KimiTokenizer:
     @classmethod
     def from_reference(cls, config: str = "k2", *, reference_dir: PathLike | None = None) -> "KimiTokenizer":
         """Load from the reference data layout (``tokenizer/tiktoken.model`` plus the config named by
-        ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"`` or ``"k2.6"``). The directory is
-        ``reference_dir`` or :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``,
-        else ``../shared/reference``)."""
-        if config not in REFERENCE_CONFIGS:
-            raise ValueError(f"unknown reference config {config!r}; choose one of {sorted(REFERENCE_CONFIGS)}")
+        ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"`` or ``"k2.6"``; or ``"k3"``: the
+        Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
+        config was not found). The directory is ``reference_dir`` or
+        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``, else
+        ``../shared/reference``)."""
+        if config not in REFERENCE_CONFIGS and config != "k3":
+            known = sorted([*REFERENCE_CONFIGS, "k3"])
+            raise ValueError(f"unknown reference config {config!r}; choose one of {known}")
         d = Path(reference_dir) if reference_dir is not None else _reference_dir()
         if d is None:
             raise ReferenceDataError(_missing_reason())
+        if config == "k3":
+            return cls.from_files(d / _REFERENCE_TIKTOKEN, K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL)
         return cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
 
     # ---------------------------------------------------------------- encoding

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, note, strategies as st
 
-from kimi_chat import DIALECTS, RenderError, render, render_segments
+from kimi_chat import RenderError, render, render_segments
+from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # K3: no continue_final_message
 from kimi_chat.oracle import render_official
 from kimi_chat.testing.strategies import requests
 
@@ -102,7 +103,7 @@ def test_unknown_option_names_it():
     ("gpt-4o", None),
 ])
 def test_dialect_for_model(model, dialect):
-    from kimi_chat.dialects import DIALECTS as ALL, dialect_for_model
+    from kimi_chat.dialects import K2_DIALECTS as ALL, dialect_for_model
 
     assert dialect_for_model(model) == dialect
     assert dialect is None or dialect in ALL

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from kimi_chat import DIALECTS, render, render_segments
+from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
+from kimi_chat import render, render_segments
 from kimi_chat.render import render_layout
 from kimi_chat.testing.strategies import requests
 
@@ -121,8 +122,8 @@ def test_a_family_is_one_renderer_entry(monkeypatch):
             w.mark(-1, False)
             w.emit("<|open|>assistant<|sep|>")
 
-    monkeypatch.setitem(RENDERERS, "k3", fake)
-    d = dataclasses.replace(DIALECTS["kimi-k2-thinking@rev1"], name="fake-k3", family="k3")
+    monkeypatch.setitem(RENDERERS, "kx", fake)
+    d = dataclasses.replace(DIALECTS["kimi-k2-thinking@rev1"], name="fake-kx", family="kx")  # a made-up family
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     assert render(msgs, dialect=d) == "<|open|>user<|sep|>hi<|open|>assistant<|sep|>yo<|open|>assistant<|sep|>"
     assert render(msgs, dialect=d, continue_final_message=True) == "<|open|>user<|sep|>hi<|open|>assistant<|sep|>yo"

@@ -15,7 +15,8 @@ import re
 import pytest
 from hypothesis import given, note, strategies as st
 
-from kimi_chat import DIALECTS, RenderError, UnknownDialectError, get_dialect, render, tools_to_typescript
+from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
+from kimi_chat import RenderError, UnknownDialectError, get_dialect, render, tools_to_typescript
 from kimi_chat.oracle import deep_sort_dict, render_template
 from kimi_chat.templates import template_dirs, template_path, template_text
 from kimi_chat.testing.strategies import requests
@@ -107,7 +108,7 @@ def test_every_dialect_has_a_template():
     for alias in ("kimi-k2-instruct", "kimi-k2-thinking"):
         assert template_path(alias) == template_path(get_dialect(alias).name)
     with pytest.raises(UnknownDialectError):
-        template_path("kimi-k3")
+        template_path("kimi-k9")
 
 
 def test_template_copies_are_identical():
@@ -199,3 +200,8 @@ def test_rev2_regenerates_ids_so_a_missing_id_is_fine():
     assert out == render(msgs, dialect="kimi-k2-instruct@rev2")
     assert '<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>"{}"' in out
     assert "## Return of functions.f:0\\nr<|im_end|>" in out
+
+
+def test_k3_has_no_jinja_template_and_says_so():
+    with pytest.raises(FileNotFoundError, match="'kimi-k3' has no Jinja chat template"):
+        template_path("kimi-k3")

@@ -427,7 +427,7 @@ def test_missing_files(tmp_path, snapshot, monkeypatch):
     with pytest.raises(ReferenceDataError, match="reference directory not found"):
         KimiTokenizer.from_reference()
     with pytest.raises(ValueError, match="unknown reference config"):
-        KimiTokenizer.from_reference("k3")
+        KimiTokenizer.from_reference("k4")
 
 
 @pytest.mark.parametrize(

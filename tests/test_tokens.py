@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from kimi_chat import markers as M  # noqa: E402
-from kimi_chat.dialects import DIALECTS  # noqa: E402
+from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # noqa: E402
 from kimi_chat.errors import RenderError  # noqa: E402
 from kimi_chat.reference import reference_dir  # noqa: E402
 from kimi_chat.render import render, render_segments  # noqa: E402

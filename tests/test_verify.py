@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from kimi_chat import DIALECTS, UnknownDialectError, render
+from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
+from kimi_chat import UnknownDialectError, render
 from kimi_chat.cli import main
 from kimi_chat.known_problems import DIALECT_PROBLEMS, KNOWN_TEMPLATES, PROBLEMS
 from kimi_chat.oracle import OracleUnavailable, oracle_template, render_template
@@ -334,8 +335,8 @@ def test_cli_verify_bad_input_exit_2(capsys, tmp_path):
     assert status == 2 and "no such file" in err
     f = tmp_path / "t.jinja"
     f.write_text(CHATML, encoding="utf-8")
-    status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k3")
-    assert status == 2 and "unknown dialect 'kimi-k3'" in err
+    status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k9")
+    assert status == 2 and "unknown dialect 'kimi-k9'" in err
     status, _, err = _run(capsys, "verify", str(f), "-d", "kimi-k2.5", "-n", "0")
     assert status == 2 and "--examples" in err
     status, _, err = _run(capsys, "verify", str(f))

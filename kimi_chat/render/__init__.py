@@ -21,6 +21,7 @@ from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError
 from ..messages import normalize_messages, normalize_tools
 from .k2 import render_k2
+from .k3 import render_k3, render_k3_segments
 from .writer import Layout, Piece, Segment, Writer
 
 __all__ = ["render", "render_segments", "render_layout", "Segment", "Piece", "Layout", "RENDERERS"]
@@ -31,7 +32,9 @@ FamilyRenderer = Callable[
 
 RENDERERS: dict[str, FamilyRenderer] = {"k2": render_k2}
 """Format family (``Dialect.family``) -> its renderer ``(writer, dialect, messages, tools,
-add_generation_prompt, options)``; adding a family is adding an entry."""
+add_generation_prompt, options)``; adding a family is adding an entry. The K3 family is not here yet:
+its renderer (:mod:`kimi_chat.render.k3`) builds the official encoder's own segments, with the
+encoder's own input handling, and :func:`render` / :func:`render_segments` call it directly."""
 
 # what transformers appends to the message it continues, then cuts the prompt at
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
@@ -109,6 +112,27 @@ def _render(
     return add_generation_prompt
 
 
+def _k3_call(
+    dialect: str | Dialect,
+    add_generation_prompt: bool | None,
+    continue_final_message: bool,
+    options: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """For a K3-family dialect, the keyword arguments of :mod:`kimi_chat.render.k3`'s functions
+    (the XTML renderer builds its own segments, not through a :class:`Writer`); ``None`` for K2."""
+    d = get_dialect(dialect)
+    if d.family != "k3":
+        return None
+    d.check_options(options, require_bool=False)
+    _check_bool("continue_final_message", continue_final_message)
+    if continue_final_message:
+        raise RenderError(f"continue_final_message is not supported by {d.name}: the official K3 tokenizer "
+                          "has no such option")
+    if add_generation_prompt is None:
+        add_generation_prompt = True
+    return {"add_generation_prompt": add_generation_prompt, **options}
+
+
 def render(
     messages: Sequence[Any],
     *,
@@ -135,6 +159,9 @@ def render(
     :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and ``TypeError`` for an
     unknown option or a non-bool flag.
     """
+    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options)
+    if k3 is not None:
+        return render_k3(messages, tools, **k3)
     w = Writer(marked=False)
     _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
     return "".join(w.parts)
@@ -151,6 +178,9 @@ def render_segments(
 ) -> list[Segment]:
     """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
     to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``."""
+    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options)
+    if k3 is not None:
+        return [Segment(g.text, g.message_index, g.trainable) for g in render_k3_segments(messages, tools, **k3)]
     w = Writer(marked=True)
     _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
     return w.segments()
@@ -168,6 +198,9 @@ def render_layout(
     """:func:`render` as the renderer wrote it: a :class:`Layout` of parts, attribution marks and
     the parts that are input text (all others are template literals); ``layout.text == render(...)``
     and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from."""
+    if get_dialect(dialect).family not in RENDERERS:
+        raise NotImplementedError(f"render_layout covers the families of RENDERERS; for {get_dialect(dialect).name} "
+                                  "use kimi_chat.render.k3.render_k3_segments / render_k3_ids")
     w = Writer(marked=True)
     _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
     return w.layout()

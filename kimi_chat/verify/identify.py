@@ -8,7 +8,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..dialects import DIALECTS, Dialect, Status, get_dialect
+from ..dialects import K2_DIALECTS as DIALECTS, Dialect, Status, get_dialect
 from ..errors import KimiChatError
 from ..known_problems import KnownProblem, KnownTemplate, known_template, problems_of
 from ..oracle import OracleUnavailable
