@@ -382,3 +382,12 @@ def test_identify_tells_k25_from_k26_by_behaviour(dialect, other):
     assert ident.scores[dialect] == 1.0 > ident.scores[other]
     other_diffs = [d.probe for d in identify(oracle_template(other)).differences]
     assert other_diffs == []  # exact matches carry no differences
+
+
+@needs_reference
+def test_superseded_k25_file_is_the_k26_template():
+    """The file once used as the K2.5 oracle has K2.6's bytes (PROVENANCE.md): identified as K2.6."""
+    ident = identify(_ref("unverified/Kimi-K2.5.chat_template.reconstructed.jinja"))
+    assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2.6", "official", "exact")
+    v2 = identify(_ref("unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja"))
+    assert (v2.dialect, v2.kind, v2.match) == ("kimi-k2.5", "official", "exact")
