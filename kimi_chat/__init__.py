@@ -3,7 +3,7 @@
 Public API, re-exported here:
 
 * formatter: :func:`render`, :func:`render_segments`, dialects (:func:`get_dialect`, :data:`DIALECTS`),
-  message models and their errors, :func:`tools_to_typescript` (K2.5), :func:`template_path`;
+  message models and their errors, :func:`tools_to_typescript` (K2.5, K2.6), :func:`template_path`;
 * parser: :func:`parse`, :class:`StreamParser` and their results;
 * tokens: :class:`KimiTokenizer`, :func:`render_tokens`, :func:`extend_tokens`;
 * checks: :func:`identify`, :func:`verify`, :func:`inspect_path`, :func:`lint`,

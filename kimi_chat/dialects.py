@@ -87,7 +87,15 @@ class Dialect:
     newline, except in ``rev1`` content style); video parts render as nothing. ``k25``: parts are told
     by their type: images ``<|media_begin|>...`` and videos the K2.5 placeholder, each plus a newline."""
     think: Literal["none", "history_split", "k25"] = "none"
-    """``<think>`` policy for assistant turns."""
+    """``<think>`` policy for assistant turns. ``history_split``: assistant turns up to the last one
+    without tool calls get ``<think></think>``, later ones their reasoning. ``k25`` (K2.5, K2.6): the
+    same, plus the generation prompt opens ``<think>`` (or ``<think></think>`` with ``thinking=False``)
+    and later turns get ``<think></think>`` with ``thinking=False`` (K2.6: unless ``preserve_thinking``,
+    which also drops the history split, when the dialect reads it, see :attr:`options`)."""
+    reasoning_key: Literal["reasoning_content", "reasoning"] = "reasoning_content"
+    """The key a kept turn's reasoning is read from first. ``reasoning_content``: the template reads
+    only it, which transformers fills from ``reasoning_content``, ``thinking`` or ``reasoning`` (the
+    first given); ``reasoning`` (K2.6): ``reasoning`` when the message has it, else the former."""
     omit_last_im_end_without_generation_prompt: bool = False
     """0905: without a generation prompt, the last message gets no ``<|im_end|>`` (prefill mode)."""
     options: tuple[str, ...] = ()
@@ -97,6 +105,12 @@ class Dialect:
     """The format family: which renderer (:mod:`kimi_chat.render`) and output format serve it. ``k2``:
     ``<|im_*|>`` turns and tool-call sections (every K2 revision); ``k3``: XTML, rendered in Python by the
     official ``encoding_k3`` (the K2 fields above do not apply to it)."""
+
+    @property
+    def reads_preserve_thinking(self) -> bool:
+        """Whether the template reads ``preserve_thinking`` (K2.6): with it true, every assistant
+        turn keeps its reasoning."""
+        return "preserve_thinking" in self.options
 
     @property
     def reasoning(self) -> bool:
@@ -119,7 +133,7 @@ class Dialect:
 
     def prefills_think(self, **options: object) -> bool:
         """Whether the generation prompt already opens ``<think>``, so the model's output starts
-        inside reasoning (K2.5 with ``thinking`` on)."""
+        inside reasoning (K2.5 and K2.6 with ``thinking`` on)."""
         return self.think == "k25" and options.get("thinking", True) is not False
 
 
@@ -182,9 +196,10 @@ DIALECTS: dict[str, Dialect] = {
         Dialect(
             name="kimi-k2.5",
             status=Status.RECONSTRUCTED,
-            oracle="unverified/Kimi-K2.5.chat_template.reconstructed.jinja",
+            oracle="unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
             summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
-            "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system",
+            "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system; "
+            "reasoning from reasoning_content; no preserve_thinking",
             default_system=None,
             tools_separators=(",", ":"),
             tools_typescript=True,
@@ -193,6 +208,23 @@ DIALECTS: dict[str, Dialect] = {
             content_style="macro",
             media="k25",
             think="k25",
+            options=("thinking",),
+        ),
+        Dialect(
+            name="kimi-k2.6",
+            status=Status.RECONSTRUCTED,
+            oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
+            summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
+            "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
+            default_system=None,
+            tools_separators=(",", ":"),
+            tools_typescript=True,
+            sort_tool_keys=True,
+            role_names="name_or_role",
+            content_style="macro",
+            media="k25",
+            think="k25",
+            reasoning_key="reasoning",
             options=("thinking", "preserve_thinking"),
         ),
     )
@@ -245,11 +277,13 @@ def dialect_for_model(model: str) -> str | None:
     """The canonical dialect a model name implies (a Hugging Face id such as
     ``moonshotai/Kimi-K2-Thinking``, an API model name such as ``kimi-k2.5``, a GGUF ``general.name``),
     or ``None`` when the name is not a Kimi model or does not tell which template revision it uses
-    (``Kimi-K2-Instruct`` had several). K2.6 names map to ``kimi-k2.5`` (same chat format)."""
+    (``Kimi-K2-Instruct`` had several)."""
     n = model.lower().replace("_", "-").replace(" ", "-")
     if "kimi" not in n and "k2" not in n:
         return None
-    if any(k in n for k in ("k2.5", "k2-5", "k25", "k2.6", "k2-6", "k26")):
+    if any(k in n for k in ("k2.6", "k2-6", "k26")):
+        return "kimi-k2.6"
+    if any(k in n for k in ("k2.5", "k2-5", "k25")):
         return "kimi-k2.5"
     if "thinking" in n:
         return "kimi-k2-thinking@rev1"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import markers as M
-from .dialects import dialect_for_model, get_dialect
+from .dialects import DIALECTS, dialect_for_model, get_dialect
 from .errors import KimiChatError
 from .verify import Identification, identify, own_template_path, template_sha256
 
@@ -169,7 +169,7 @@ _K2_MARKERS = (M.BOS, M.EOS, M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.START_HEADER
                M.TOOL_CALL_ARGUMENT_BEGIN, M.TOOL_CALL_END, M.IM_MIDDLE, M.UNK, M.PAD)
 """Markers of the July-2025 official tokenizer_config.json (every K2 model)."""
 _K25_MARKERS = (M.MEDIA_BEGIN, M.MEDIA_CONTENT, M.MEDIA_END, M.MEDIA_PAD, M.THINK_BEGIN, M.THINK_END)
-"""Markers added by the K2.5/K2.6 line (checked for kimi-k2.5 only)."""
+"""Markers added by the K2.5/K2.6 line (checked for the dialects with K2.5 media, K2.5 and K2.6)."""
 _TOKEN_TYPE = {1: "normal", 2: "unknown", 3: "control", 4: "user-defined", 5: "unused", 6: "byte"}
 
 
@@ -189,7 +189,8 @@ class TokenizerFact:
 
 
 def _markers_for(dialect: str | None) -> tuple[M.Marker, ...]:
-    return _K2_MARKERS + (_K25_MARKERS if dialect == "kimi-k2.5" else ())
+    k25_line = dialect is not None and dialect in DIALECTS and DIALECTS[dialect].media == "k25"
+    return _K2_MARKERS + (_K25_MARKERS if k25_line else ())
 
 
 def _gguf_facts(meta: dict[str, Any], dialect: str | None) -> list[TokenizerFact]:

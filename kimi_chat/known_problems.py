@@ -164,6 +164,7 @@ DIALECT_PROBLEMS: dict[str, tuple[str, ...]] = {
     "kimi-k2-instruct-0905": ("missing-final-im-end",),
     "kimi-k2-thinking@rev1": ("superseded-revision",),
     "kimi-k2.5": ("needs-tools-ts-str",),
+    "kimi-k2.6": ("needs-tools-ts-str",),
 }
 """Known problems of each official revision (dialect name -> problem codes)."""
 
@@ -216,15 +217,21 @@ KNOWN_TEMPLATES: tuple[KnownTemplate, ...] = (
         DIALECT_PROBLEMS["kimi-k2-thinking@rev1"],
     ),
     KnownTemplate(
-        "8bf859698fd4781c0e1e1c63ce74422aab27e53ccc5f47116317c64cda06132f",
-        "Kimi-K2.5 chat template (reconstructed)",
-        "official", "kimi-k2.5", "unverified/Kimi-K2.5.chat_template.reconstructed.jinja",
+        "5bedbcf938aa8bd589432bed04281eab86e2376921f8d919b9790420335ee14c",
+        "Kimi-K2.5 chat template (reconstructed: miles' copy without miles' preserve_thinking patch)",
+        "official", "kimi-k2.5", "unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
         DIALECT_PROBLEMS["kimi-k2.5"],
+    ),
+    KnownTemplate(
+        "8bf859698fd4781c0e1e1c63ce74422aab27e53ccc5f47116317c64cda06132f",
+        "Kimi-K2.6 chat template (reconstructed; the text once taken for K2.5's)",
+        "official", "kimi-k2.6", "unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
+        DIALECT_PROBLEMS["kimi-k2.6"],
     ),
     KnownTemplate(
         "345ca6238f38c22aa4ade14a9bba5a7e4d1c4ae1a1fc040a267bed55509a505b",
         "Kimi-K2.6 chat template, renamed copy (kite1.0)",
-        "variant", "kimi-k2.5", "unverified/Kimi-K2.6-derived.chat_template.jinja",
+        "variant", "kimi-k2.6", "unverified/Kimi-K2.6-derived.chat_template.jinja",
         ("renamed-video-placeholder", "needs-tools-ts-str"),
     ),
     KnownTemplate(

@@ -147,7 +147,7 @@ def lint(
 
     if d.reasoning:
         thinking = options.get("thinking", True)
-        preserve = options.get("preserve_thinking", False)
+        preserve = options.get("preserve_thinking", False) if d.reads_preserve_thinking else False
         if d.think == "k25" and thinking is False and not preserve:
             return out
         start = -1 if (d.think == "k25" and preserve) else _history_split(msgs)

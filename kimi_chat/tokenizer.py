@@ -44,7 +44,7 @@ from typing import Any, Final, Union
 
 from .errors import ReferenceDataError
 from . import markers as _M
-from .markers import NUM_RESERVED_SPECIAL, reserved_token_name
+from .markers import IM_END, NUM_RESERVED_SPECIAL, reserved_token_name
 from .reference import missing_reason as _missing_reason
 from .reference import reference_dir as _reference_dir
 
@@ -58,6 +58,7 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "REFERENCE_CONFIGS",
     "K3_CONFIG",
+    "REFERENCE_EOS",
     "split_for_tiktoken",
     "cut_points",
 ]
@@ -89,11 +90,16 @@ TOKENIZER_CONFIG_FILE: Final = "tokenizer_config.json"
 
 REFERENCE_CONFIGS: Final[Mapping[str, str]] = {
     "k2": "Kimi-K2-Instruct/tokenizer_config.json",
+    "k2.5": "unverified/Kimi-K2.6-derived.tokenizer_config.json",
     "k2.6": "unverified/Kimi-K2.6-derived.tokenizer_config.json",
 }
 """Configs of the reference directory loadable by :meth:`KimiTokenizer.from_reference`: ``"k2"`` is
-the July-2025 Kimi-K2-Instruct config, ``"k2.6"`` the (unverified) K2.6-derived one with the media
-and ``<think>`` tokens."""
+the July-2025 Kimi-K2-Instruct config; ``"k2.5"`` and ``"k2.6"`` the (unverified) K2.6-derived one
+with the media and ``<think>`` tokens (K2.6's tokenizer files are byte-identical to K2.5's; only
+the eos differs, see :data:`REFERENCE_EOS`)."""
+REFERENCE_EOS: Final[Mapping[str, str]] = {"k2.6": IM_END.text}
+"""The eos token of a reference config where the model's ``eos_token_id`` is not the config's
+``eos_token``: Kimi-K2.6 ends generation at ``<|im_end|>`` (163586), K2.5 and K2 at ``[EOS]`` (163585)."""
 _REFERENCE_TIKTOKEN = "tokenizer/tiktoken.model"
 
 K3_CONFIG: Final[Mapping[str, Any]] = {
@@ -525,11 +531,12 @@ class KimiTokenizer:
     @classmethod
     def from_reference(cls, config: str = "k2", *, reference_dir: PathLike | None = None) -> "KimiTokenizer":
         """Load from the reference data layout (``tokenizer/tiktoken.model`` plus the config named by
-        ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"`` or ``"k2.6"``; or ``"k3"``: the
-        Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
-        config was not found). The directory is ``reference_dir`` or
+        ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"``, ``"k2.5"`` or ``"k2.6"``; or ``"k3"``:
+        the Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
+        config was not found. The directory is ``reference_dir`` or
         :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``, else
-        ``../shared/reference``)."""
+        ``../shared/reference``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
+        (163586) for ``"k2.6"`` (:data:`REFERENCE_EOS`)."""
         if config not in REFERENCE_CONFIGS and config != "k3":
             known = sorted([*REFERENCE_CONFIGS, "k3"])
             raise ValueError(f"unknown reference config {config!r}; choose one of {known}")
@@ -538,7 +545,11 @@ class KimiTokenizer:
             raise ReferenceDataError(_missing_reason())
         if config == "k3":
             return cls.from_files(d / _REFERENCE_TIKTOKEN, K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL)
-        return cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
+        tok = cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
+        eos = REFERENCE_EOS.get(config)
+        if eos is not None:
+            tok.eos_id = tok.token_to_id(eos)
+        return tok
 
     # ---------------------------------------------------------------- encoding
 

@@ -1,8 +1,8 @@
-"""TypeScript-style tool declarations of Kimi-K2.5 (the tokenizer's ``tools_ts_str``).
+"""TypeScript-style tool declarations of Kimi-K2.5 and Kimi-K2.6 (the tokenizer's ``tools_ts_str``).
 
-The K2.5 tokenizer does not hand the OpenAI ``tools`` list to the chat template as JSON: its
-``apply_chat_template`` first encodes the function tools as a TypeScript namespace and passes that
-string to the template as ``tools_ts_str``. :func:`tools_to_typescript` reproduces that encoder byte
+The K2.5 tokenizer (K2.6 ships the same files) does not hand the OpenAI ``tools`` list to the chat
+template as JSON: its ``apply_chat_template`` first encodes the function tools as a TypeScript
+namespace and passes that string to the template as ``tools_ts_str``. :func:`tools_to_typescript` reproduces that encoder byte
 for byte (checked against the 20 input/output pairs of a port of the official encoder in the
 reference data, ``unverified/k25_tools_ts.golden.jsonl``; see its PROVENANCE.md).
 
@@ -552,7 +552,7 @@ def _encode_function(function: dict, ctx: _Ctx) -> str:
 
 
 def tools_to_typescript(tools: Union[list[dict[str, Any]], None]) -> str:
-    """The ``tools_ts_str`` the Kimi-K2.5 tokenizer computes from an OpenAI ``tools`` list.
+    """The ``tools_ts_str`` the Kimi-K2.5 and Kimi-K2.6 tokenizer computes from an OpenAI ``tools`` list.
 
     Returns ``""`` when there is no function tool. Raises :class:`ToolSchemaError` (naming the tool
     and a JSON pointer into its entry) for a declaration the official encoder cannot encode; emits a

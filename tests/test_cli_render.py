@@ -26,7 +26,7 @@ def test_render_example_default_dialect_is_the_official_prompt(capsysbinary):
     assert out == (GOLDEN / "kimi-k2-instruct-0905" / "tool_loop.txt").read_bytes()
 
 
-@pytest.mark.parametrize("dialect", ["kimi-k2-thinking@rev1", "kimi-k2-instruct@rev2", "kimi-k2.5"])
+@pytest.mark.parametrize("dialect", ["kimi-k2-thinking@rev1", "kimi-k2-instruct@rev2", "kimi-k2.5", "kimi-k2.6"])
 def test_render_example_other_dialects(capsysbinary, dialect):
     status, out, _ = _run(capsysbinary, "render", "--dialect", dialect, str(EXAMPLE))
     assert status == 0
@@ -49,6 +49,16 @@ def test_tools_file_and_kwargs(capsysbinary, tmp_path):
                           "-d", "kimi-k2.5", "--kwargs", '{"thinking": false}')
     assert status == 0
     assert out == (GOLDEN / "kimi-k2.5" / "k25_thinking_off.txt").read_bytes()
+
+
+def test_k26_preserve_thinking_kwargs(capsysbinary, tmp_path):
+    req = json.loads((GOLDEN / "kimi-k2.6" / "k25_preserve_thinking.json").read_text())
+    (tmp_path / "req.json").write_text(json.dumps({"messages": req["messages"]}))
+    status, out, _ = _run(capsysbinary, "render", str(tmp_path / "req.json"), "-d", "kimi-k2.6",
+                          "--kwargs", '{"preserve_thinking": true}')
+    assert status == 0
+    assert out == (GOLDEN / "kimi-k2.6" / "k25_preserve_thinking.txt").read_bytes()
+    assert b"<think>7*13</think>" in out
 
 
 def test_bad_json_reports_line_and_column(capsysbinary, tmp_path):
@@ -87,6 +97,9 @@ def test_dialects_lists_status_and_oracle(capsysbinary):
     rows = {r["name"]: r for r in json.loads(out)}
     assert rows["kimi-k2-instruct@rev1"]["status"] == "verified"
     assert rows["kimi-k2.5"]["status"] == "reconstructed"
+    assert rows["kimi-k2.5"]["oracle"] == "unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja"
+    assert rows["kimi-k2.6"]["status"] == "reconstructed"
+    assert rows["kimi-k2.6"]["oracle"] == "unverified/Kimi-K2.6.chat_template.reconstructed.jinja"
     assert rows["kimi-k2-instruct-0905"]["aliases"] == ["kimi-k2-instruct"]
     assert rows["kimi-k2-thinking@rev1"]["oracle"] == "Kimi-K2-Thinking/chat_template.rev1.jinja"
 

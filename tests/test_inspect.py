@@ -132,12 +132,13 @@ def test_gguf_with_each_known_template_is_identified(tmp_path, known):
     assert ins.needs_fix == (known.kind != "official")
 
 
-def test_gguf_with_our_own_template(tmp_path):
+@pytest.mark.parametrize("dialect, name", [("kimi-k2.5", "Kimi-K2.5"), ("kimi-k2.6", "Kimi-K2.6")])
+def test_gguf_with_our_own_template(tmp_path, dialect, name):
     from kimi_chat.verify import own_template_text
 
-    text = own_template_text("kimi-k2.5")
-    ins = inspect_path(write_gguf(tmp_path / "model.gguf", text, name="Kimi-K2.5"))
-    assert (ins.identification.dialect, ins.identification.kind) == ("kimi-k2.5", "ours")
+    text = own_template_text(dialect)
+    ins = inspect_path(write_gguf(tmp_path / "model.gguf", text, name=name))
+    assert (ins.identification.dialect, ins.identification.kind) == (dialect, "ours")
     assert not ins.needs_fix and "use:       llama-server" in ins.format_text()
 
 

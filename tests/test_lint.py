@@ -102,22 +102,26 @@ def test_undeclared_tool():
 
 def test_missing_reasoning_in_thinking_tool_loop():
     msgs = tool_loop("functions.get_weather:0")
-    for dialect in ("kimi-k2-thinking", "kimi-k2.5"):
+    for dialect in ("kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6"):
         assert [(x.code, x.message_index) for x in lint(msgs, dialect=dialect)] == [("missing-reasoning", 1)]
     assert lint(msgs, dialect="kimi-k2-instruct-0905") == []
     assert lint(tool_loop("functions.get_weather:0", reasoning="Look it up."), dialect="kimi-k2-thinking") == []
-    # K2.5 with thinking off does not render the reasoning: nothing is missing
+    # K2.5 / K2.6 with thinking off do not render the reasoning: nothing is missing
     assert lint(msgs, dialect="kimi-k2.5", thinking=False) == []
-    assert codes(lint(msgs, dialect="kimi-k2.5", thinking=False, preserve_thinking=True)) == ["missing-reasoning"]
+    assert lint(msgs, dialect="kimi-k2.6", thinking=False) == []
+    # ... unless K2.6's preserve_thinking keeps it (K2.5's template does not read that flag)
+    assert codes(lint(msgs, dialect="kimi-k2.6", thinking=False, preserve_thinking=True)) == ["missing-reasoning"]
+    assert "missing-reasoning" not in codes(lint(msgs, dialect="kimi-k2.5", thinking=False, preserve_thinking=True))
 
 
 def test_missing_reasoning_only_after_the_last_plain_assistant_turn():
     old = tool_loop("functions.get_weather:0")  # no reasoning, but in the history the template empties
     msgs = old + [{"role": "assistant", "content": "18 °C."}, {"role": "user", "content": "Thanks"}]
     assert lint(msgs, dialect="kimi-k2-thinking") == []
-    # K2.5's preserve_thinking keeps every turn's reasoning
-    assert [(x.code, x.message_index) for x in lint(msgs, dialect="kimi-k2.5", preserve_thinking=True)] == [
+    # K2.6's preserve_thinking keeps every turn's reasoning; K2.5 does not read it
+    assert [(x.code, x.message_index) for x in lint(msgs, dialect="kimi-k2.6", preserve_thinking=True)] == [
         ("missing-reasoning", 1)]
+    assert "missing-reasoning" not in codes(lint(msgs, dialect="kimi-k2.5", preserve_thinking=True))
 
 
 def test_lint_validates_messages():

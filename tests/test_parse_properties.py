@@ -276,7 +276,7 @@ def test_well_formed_turn_parses_to_its_parts(item):
 # ------------------------------------------------------------------------------------- round trip
 
 ROUND_TRIP_DIALECTS = ["kimi-k2-instruct@rev1", "kimi-k2-instruct@rev2", "kimi-k2-instruct-0905",
-                       "kimi-k2-thinking@rev1", "kimi-k2.5"]
+                       "kimi-k2-thinking@rev1", "kimi-k2.5", "kimi-k2.6"]
 
 
 @st.composite

@@ -98,7 +98,8 @@ def test_unknown_option_names_it():
     ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-instruct-0905"),
     ("kimi-k2-0905-preview", "kimi-k2-instruct-0905"),
     ("moonshotai/Kimi-K2.5", "kimi-k2.5"),
-    ("Kimi K2.6", "kimi-k2.5"),
+    ("Kimi K2.6", "kimi-k2.6"),
+    ("moonshotai/Kimi-K2.6", "kimi-k2.6"),
     ("moonshotai/Kimi-K2-Instruct", None),  # several template revisions: not told by the name
     ("gpt-4o", None),
 ])

@@ -3,7 +3,7 @@ what :func:`kimi_chat.render` renders.
 
 The templates are rendered with ``kimi_chat.oracle.render_template(..., sort_tool_keys=False)``: the
 templates of dialects whose official tokenizer sorts tool keys must sort them themselves. For
-``kimi-k2.5`` the caller passes ``tools_ts_str`` as the official tokenizer does. No reference data is
+``kimi-k2.5`` and ``kimi-k2.6`` the caller passes ``tools_ts_str`` as the official tokenizer does. No reference data is
 needed (transformers and the templates are always available), so nothing here skips.
 """
 
@@ -130,7 +130,8 @@ def test_no_constructs_that_break_sandboxes_or_llama_cpp(dialect):
 @pytest.mark.parametrize("dialect", ALL)
 @pytest.mark.parametrize("agp", [True, False])
 def test_realistic_conversation(dialect, agp):
-    for options in ({}, {"thinking": False}, {"preserve_thinking": True}) if DIALECTS[dialect].options else ({},):
+    choices = ({}, {"thinking": False}, {"preserve_thinking": True}, {"thinking": False, "preserve_thinking": True})
+    for options in (o for o in choices if set(o) <= set(DIALECTS[dialect].options)):
         expected = render(CONVERSATION, tools=UNSORTED_TOOLS, dialect=dialect, add_generation_prompt=agp, **options)
         assert ours(dialect, CONVERSATION, UNSORTED_TOOLS, agp, **options) == expected
 
@@ -174,12 +175,13 @@ def test_sorted_json_matches_json_dumps_byte_for_byte(dialect):
         assert out == render(msgs, tools=tools, dialect=dialect)
 
 
-def test_k25_tools_ts_str_is_used_when_given():
+@pytest.mark.parametrize("dialect", ["kimi-k2.5", "kimi-k2.6"])
+def test_k25_tools_ts_str_is_used_when_given(dialect):
     msgs = [{"role": "user", "content": "hi"}]
     ts = tools_to_typescript(UNSORTED_TOOLS)
     assert ts
-    assert ours("kimi-k2.5", msgs, UNSORTED_TOOLS).startswith("<|im_system|>tool_declare<|im_middle|>" + ts + "<|im_end|>")
-    assert ours("kimi-k2.5", msgs, UNSORTED_TOOLS) == render(msgs, tools=UNSORTED_TOOLS, dialect="kimi-k2.5")
+    assert ours(dialect, msgs, UNSORTED_TOOLS).startswith("<|im_system|>tool_declare<|im_middle|>" + ts + "<|im_end|>")
+    assert ours(dialect, msgs, UNSORTED_TOOLS) == render(msgs, tools=UNSORTED_TOOLS, dialect=dialect)
 
 
 @pytest.mark.parametrize("dialect", [n for n, d in DIALECTS.items() if d.tool_calls and d.tool_call_ids == "given"])

@@ -132,10 +132,13 @@ def test_ranks(k2):
 @pytest.mark.oracle
 @needs_ref
 def test_special_ids_and_names(k2, k26):
-    for tk in (k2, k26):
+    k25 = KimiTokenizer.from_reference("k2.5")
+    for tk in (k2, k25, k26):
         assert tk.special_ids == frozenset(range(163_584, 163_842))
         assert tk.vocab_size == len(tk) == 163_842 == tk.encoding.n_vocab
-        assert (tk.bos_id, tk.eos_id, tk.unk_id, tk.pad_id) == (163584, 163585, 163838, 163839)
+        # K2.6's eos_token_id is <|im_end|> (163586); K2 and K2.5 end at [EOS] (163585)
+        eos = 163586 if tk is k26 else 163585
+        assert (tk.bos_id, tk.eos_id, tk.unk_id, tk.pad_id) == (163584, eos, 163838, 163839)
         for i, name in [(163584, "[BOS]"), (163585, "[EOS]"), (163586, "<|im_end|>"), (163601, "<|im_middle|>")]:
             assert tk.id_to_token(i) == name and tk.token_to_id(name) == i
         for i in (163589, 163592, 163600, 163608, 163837, 163840, 163841):
@@ -143,6 +146,8 @@ def test_special_ids_and_names(k2, k26):
             assert tk.id_to_token(i) == name and tk.token_to_id(name) == i
             assert tk.encode(name) == [i]
         assert tk.is_special(163841) and not tk.is_special(163583)
+    # the same special-token config for K2.5 and K2.6
+    assert k25.special_tokens == k26.special_tokens and k25.config_path == k26.config_path
     # The July-2025 config has no media / think tokens: their ids are reserved names there.
     for m in (markers.MEDIA_BEGIN, markers.MEDIA_CONTENT, markers.MEDIA_END, markers.MEDIA_PAD,
               markers.THINK_BEGIN, markers.THINK_END):

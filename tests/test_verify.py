@@ -74,12 +74,13 @@ def test_probes_render_in_every_dialect():
     for d in DIALECTS:
         for p in PROBES:
             render(list(p.messages), tools=list(p.tools) if p.tools else None, dialect=d,
-                   add_generation_prompt=p.add_generation_prompt)
+                   add_generation_prompt=p.add_generation_prompt, **p.options_for(DIALECTS[d]))
 
 
 def test_probes_tell_every_dialect_apart():
     outputs = {d: tuple(render(list(p.messages), tools=list(p.tools) if p.tools else None, dialect=d,
-                               add_generation_prompt=p.add_generation_prompt) for p in PROBES) for d in DIALECTS}
+                               add_generation_prompt=p.add_generation_prompt, **p.options_for(DIALECTS[d]))
+                        for p in PROBES) for d in DIALECTS}
     assert len(set(outputs.values())) == len(DIALECTS)
 
 
@@ -146,7 +147,7 @@ def test_identify_variants():
     assert (b.dialect, b.kind) == ("kimi-k2-instruct-0905", "variant")
     assert b.renders_in_sandbox is True and b.differences
     k26 = identify(_ref("unverified/Kimi-K2.6-derived.chat_template.jinja"))
-    assert (k26.dialect, k26.kind) == ("kimi-k2.5", "variant")
+    assert (k26.dialect, k26.kind) == ("kimi-k2.6", "variant")
 
 
 @pytest.mark.parametrize("dialect", list(DIALECTS))
@@ -187,7 +188,9 @@ def test_identify_edited_adaptation_is_still_an_adapted_copy():
     assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2-thinking@rev1", "adapted", "behavioural")
     assert ident.renders_in_sandbox is False
     assert [p.code for p in ident.problems] == ["sandbox-security-error"]
-    assert {d.probe for d in ident.differences} == {"tool results out of order", "reasoning in history"}
+    # the preserve_thinking probe has the same messages (K2-Thinking does not read the flag)
+    assert {d.probe for d in ident.differences} == {"tool results out of order", "reasoning in history",
+                                                   "reasoning in history, preserve_thinking"}
 
 
 def test_identify_unknown_template():
@@ -366,3 +369,26 @@ def test_strict_verify_that_falls_back_reports_lenient_false(capsys, tmp_path):
     status, out, _ = _run(capsys, "verify", str(f), "-d", "kimi-k2-instruct-0905", "-n", "5", "--seed", "3", "--json")
     data = json.loads(out)
     assert status == 1 and data["lenient"] is False and data["lenient_diff"] == ""
+
+
+@needs_reference
+@pytest.mark.parametrize("dialect, other", [("kimi-k2.5", "kimi-k2.6"), ("kimi-k2.6", "kimi-k2.5")])
+def test_identify_tells_k25_from_k26_by_behaviour(dialect, other):
+    """A renamed-variable copy of each oracle (no exact match) is told apart by the preserve_thinking
+    probe: K2.6 keeps every turn's reasoning with it, K2.5 (which does not read it) does not."""
+    text = oracle_template(dialect).replace("hist_msgs", "history_msgs")
+    assert text != oracle_template(dialect)
+    ident = identify(text)
+    assert (ident.dialect, ident.kind, ident.match) == (dialect, "equivalent", "behavioural")
+    assert ident.scores[dialect] == 1.0 > ident.scores[other]
+    other_diffs = [d.probe for d in identify(oracle_template(other)).differences]
+    assert other_diffs == []  # exact matches carry no differences
+
+
+@needs_reference
+def test_superseded_k25_file_is_the_k26_template():
+    """The file once used as the K2.5 oracle has K2.6's bytes (PROVENANCE.md): identified as K2.6."""
+    ident = identify(_ref("unverified/Kimi-K2.5.chat_template.reconstructed.jinja"))
+    assert (ident.dialect, ident.kind, ident.match) == ("kimi-k2.6", "official", "exact")
+    v2 = identify(_ref("unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja"))
+    assert (v2.dialect, v2.kind, v2.match) == ("kimi-k2.5", "official", "exact")

@@ -30,7 +30,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="the prompt already opened <think>: the output starts inside reasoning")
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="the dialect template options the prompt was rendered with, e.g. '{\"thinking\": false}' "
-                   "for a kimi-k2.5 request with thinking off (its output then does not start inside reasoning)")
+                   "for a kimi-k2.5 or kimi-k2.6 request with thinking off (its output then does not start inside reasoning)")
     p.set_defaults(func=run)
 
 

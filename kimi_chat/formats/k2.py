@@ -95,7 +95,7 @@ _CLOSE_BY_NEW = "closed by the start of another message"
 GRAMMAR: Final[dict[str, Expr]] = {
     # Reasoning dialects (K2-Thinking): the output may open with <think>, after whitespace.
     "message": seq(Text("content", ws_only=True), opt("reasoning"), "body", opt("end")),
-    # The prompt already opened <think> (K2.5 with thinking on): the output starts inside reasoning.
+    # The prompt already opened <think> (K2.5 and K2.6 with thinking on): the output starts inside reasoning.
     # A redundant <think> at the very start is accepted silently.
     "message_prefilled": seq("reasoning_prefilled", "body", opt("end")),
     # Instruct dialects: <think> is not a marker at all (literal text).

@@ -185,7 +185,8 @@ def render_k2(
     emit_text = w.emit_text
     think = d.think
     thinking = options.get("thinking", True)
-    preserve = options.get("preserve_thinking", False)
+    # a dialect that does not read preserve_thinking (K2.5) ignores it, as its template does
+    preserve = options.get("preserve_thinking", False) if d.reads_preserve_thinking else False
 
     # -- tool declarations
     if tool_list:
@@ -211,7 +212,7 @@ def render_k2(
 
     # -- history split: reasoning is kept only after the last assistant turn without tool calls
     split = -1
-    if think != "none" and not (think == "k25" and preserve):
+    if think != "none" and not preserve:
         for i in range(len(msgs) - 1, -1, -1):
             m = msgs[i]
             if m["role"] == "assistant" and not m.get("tool_calls"):
@@ -260,7 +261,7 @@ def render_k2(
                 elif think == "k25" and thinking is False and preserve is False:
                     emit(_EMPTY_THINK)
                 else:
-                    rc = msg["reasoning"] if think == "k25" and "reasoning" in msg else _reasoning(msg)
+                    rc = msg["reasoning"] if d.reasoning_key == "reasoning" and "reasoning" in msg else _reasoning(msg)
                     emit(_THINK)
                     emit_text(_jinja_str(rc))
                     emit(_UNTHINK)

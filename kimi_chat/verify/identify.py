@@ -137,7 +137,7 @@ _SANDBOX = problems_of(["sandbox-security-error"])[0]
 def _render_probe(template: str, probe: Probe, d: Dialect) -> tuple[str | None, str | None, bool]:
     """(text, error, lenient) for a probe rendered through ``template`` with ``d``'s pre-processing."""
     args = dict(tools=list(probe.tools) if probe.tools is not None else None,
-                add_generation_prompt=probe.add_generation_prompt)
+                add_generation_prompt=probe.add_generation_prompt, **probe.options)
     msgs = [dict(m) for m in probe.messages]
     try:
         return render_with_dialect(template, msgs, d, **args), None, False
@@ -153,9 +153,10 @@ def _render_probe(template: str, probe: Probe, d: Dialect) -> tuple[str | None, 
 
 
 def _expected(probe: Probe, d: Dialect) -> str | None:
+    read = probe.options_for(d)
     try:
         return render([dict(m) for m in probe.messages], tools=list(probe.tools) if probe.tools else None,
-                      dialect=d, add_generation_prompt=probe.add_generation_prompt)
+                      dialect=d, add_generation_prompt=probe.add_generation_prompt, **read)
     except (ValueError, KimiChatError):
         return None
 

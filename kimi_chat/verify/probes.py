@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from ..dialects import Dialect
 
 __all__ = ["Probe", "PROBES"]
 
@@ -17,6 +20,14 @@ class Probe:
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...] | None = None
     add_generation_prompt: bool = True
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Template kwargs passed to the template; a dialect that does not read one renders as its
+    template does, ignoring it (e.g. ``preserve_thinking``, read by Kimi-K2.6 and not by K2.5)."""
+
+    def options_for(self, dialect: Dialect) -> dict[str, Any]:
+        """The probe's options that ``dialect`` reads: what its expected rendering is rendered with
+        (the template ignores the others)."""
+        return {k: v for k, v in self.options.items() if k in dialect.options}
 
 
 _WEATHER_TOOL = {
@@ -34,6 +45,17 @@ def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
 
 
 _USER = {"role": "user", "content": "What's the weather in Paris?"}
+
+_REASONING_HISTORY = (
+    {"role": "user", "content": "2+2?"},
+    {"role": "assistant", "reasoning_content": "Add them.", "content": "4"},
+    {"role": "user", "content": "And 3+3?"},
+    {"role": "assistant", "reasoning_content": "Add again.", "content": "6"},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "reasoning_content": "Use the tool.", "content": "", "tool_calls": [
+        _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')]},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
+)
 
 PROBES: tuple[Probe, ...] = (
     Probe("user turn", ({"role": "user", "content": "Hello"},)),
@@ -76,16 +98,9 @@ PROBES: tuple[Probe, ...] = (
         {"role": "tool", "tool_call_id": "functions.get_weather:1", "content": "20 °C"},
         {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
     )),
-    Probe("reasoning in history", (
-        {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "reasoning_content": "Add them.", "content": "4"},
-        {"role": "user", "content": "And 3+3?"},
-        {"role": "assistant", "reasoning_content": "Add again.", "content": "6"},
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "reasoning_content": "Use the tool.", "content": "", "tool_calls": [
-            _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')]},
-        {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
-    )),
+    Probe("reasoning in history", _REASONING_HISTORY),
+    # Kimi-K2.6 keeps every turn's reasoning; K2.5 (which does not read the flag) still splits
+    Probe("reasoning in history, preserve_thinking", _REASONING_HISTORY, options={"preserve_thinking": True}),
     Probe("names", (
         {"role": "user", "name": "alice", "content": "Hi"},
         {"role": "assistant", "name": "kimi", "content": "Hello, Alice."},

@@ -126,7 +126,7 @@ def render_with_dialect(
     **options: Any,
 ) -> str:
     """Render ``template`` as the official tokenizer of ``dialect`` would: transformers' machinery,
-    tool keys sorted when the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5.
+    tool keys sorted when the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 and K2.6.
 
     ``lenient=True`` renders in a sandbox that allows mutating lists (what llama.cpp-like engines
     accept). Template errors propagate.

@@ -172,7 +172,7 @@ def verify(
 
     Conversations come from :func:`kimi_chat.testing.strategies.requests` (hypothesis); the template
     is rendered the transformers way with the dialect's tokenizer pre-processing (tool keys sorted,
-    ``tools_ts_str`` for K2.5) and compared with :func:`kimi_chat.render`. The first difference is
+    ``tools_ts_str`` for K2.5 and K2.6) and compared with :func:`kimi_chat.render`. The first difference is
     shrunk to a minimal conversation. ``seed`` makes the search reproducible (the report carries the
     seed used). Needs transformers and hypothesis (``pip install 'kimi-chat[verify]'``); raises
     :class:`~kimi_chat.oracle.OracleUnavailable` without them.

@@ -80,7 +80,7 @@ TOOLS = [
      "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}},
 ]
 
-DIALECTS = {"instruct": "kimi-k2-instruct", "thinking": "kimi-k2-thinking", "k25": "kimi-k2.5"}
+DIALECTS = {"instruct": "kimi-k2-instruct", "thinking": "kimi-k2-thinking", "k25": "kimi-k2.5", "k26": "kimi-k2.6"}
 """Model kind -> the kimi_chat dialect that renders its prompt."""
 
 USER = ({"role": "user", "content": "What's the weather in Paris? Also search for kimi."},)
@@ -147,6 +147,13 @@ CASES: list[Case] = [
     Case("k25_reasoning_closed_by_section", "k25", f"Need data.{SB}{call('functions.search:0', KIMI_Q)}{SE}",
          (None, "Need data.", [("functions.search:0", "search", '{"query": "kimi"}')])),
     Case("k25_thinking_off", "k25", "Plain answer.", ("Plain answer.", None, []), options=(("thinking", False),)),
+    Case("k26_prefilled_think", "k26", f"The user wants the weather.{UNTHINK}Let me look.{SB}{call('functions.get_weather:0', PARIS)}{SE}",
+         ("Let me look.", "The user wants the weather.", [("functions.get_weather:0", "get_weather", PARIS)])),
+    Case("k26_preserve_thinking", "k26", f"Recall.{UNTHINK}Answer.", ("Answer.", "Recall.", []),
+         messages=USER + ({"role": "assistant", "content": "A1", "reasoning_content": "r1"},
+                          {"role": "user", "content": "Again?"}),
+         options=(("preserve_thinking", True),)),
+    Case("k26_thinking_off", "k26", "Plain answer.", ("Plain answer.", None, []), options=(("thinking", False),)),
     Case("dotted_hyphenated_names", "instruct",
          f"{SB}{call('functions.mcp.github:list-issues:3', REPO_X)}{call('functions.web-search:4', Q_Y)}{SE}",
          (None, None, [("functions.mcp.github:list-issues:3", "mcp.github:list-issues", '{"repo": "x"}'),

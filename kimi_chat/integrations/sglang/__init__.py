@@ -17,7 +17,7 @@ How the two halves meet (SGLang 0.5.23 ``serving_chat``): the reasoning detector
 first; once reasoning has ended it returns the raw rest as ``normal_text``, which SGLang hands to the
 tool-call detector; at the end both are flushed (``finish``). SGLang gives the reasoning detector no
 prompt: ``force_reasoning`` (SGLang sets it unless ``chat_template_kwargs`` has ``thinking: false``)
-means the output starts inside reasoning, a leading ``<think>`` being accepted (K2.5 with its
+means the output starts inside reasoning, a leading ``<think>`` being accepted (K2.5 and K2.6 with their
 prefilled ``<think>``, and K2-Thinking, which opens with ``<think>``).
 
 Diagnostics go to the logger ``kimi_chat.integrations.sglang`` (levels: see

@@ -75,7 +75,7 @@ _THINK_KNOWN: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def _has_think_token(tokenizer: Any) -> bool:
-    """The tokenizer has ``<think>`` as a token: a reasoning model (K2-Thinking, K2.5). The July-2025
+    """The tokenizer has ``<think>`` as a token: a reasoning model (K2-Thinking, K2.5, K2.6). The July-2025
     Kimi-K2-Instruct tokenizer does not, and there ``<think>`` is plain text. (Cached per tokenizer:
     vLLM builds parsers per request, and ``get_vocab()`` of a 163k vocabulary costs ~0.2 s.)"""
     try:
