@@ -8,6 +8,7 @@ __all__ = [
     "UnknownDialectError",
     "ReferenceDataError",
     "ToolSchemaError",
+    "StrictModeError",
 ]
 
 
@@ -64,3 +65,13 @@ class ToolSchemaError(KimiChatError, ValueError):
         self.path = path
         self.tool_index = tool_index
         self.reason = message
+
+
+class StrictModeError(KimiChatError, ValueError):
+    """``strict=True`` refused a request the official template renders: ``problems`` are the
+    :func:`kimi_chat.lint` findings of severity ``"error"`` (each with its code, message index and
+    field); the text lists them, e.g. ``unknown-role: messages[0].role: ...``."""
+
+    def __init__(self, problems: list) -> None:  # list[kimi_chat.lint.LintWarning]
+        self.problems = list(problems)
+        super().__init__("strict mode refuses this request: " + "; ".join(str(p) for p in self.problems))

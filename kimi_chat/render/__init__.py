@@ -19,6 +19,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError
+from ..lint import check_strict
 from ..messages import normalize_messages, normalize_tools
 from .k2 import render_k2
 from .writer import Layout, Piece, Segment, Writer
@@ -87,10 +88,11 @@ def _render(
     add_generation_prompt: bool | None,
     continue_final_message: bool,
     options: Mapping[str, Any],
+    strict: bool = False,
 ) -> bool:
     """Render into ``w``; return the ``add_generation_prompt`` used."""
     d = get_dialect(dialect)
-    d.check_options(options)
+    _check_bool("strict", strict)
     _check_bool("continue_final_message", continue_final_message)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
@@ -102,8 +104,12 @@ def _render(
     if not msgs:
         raise RenderError("cannot render an empty conversation (the official tokenizer refuses it too)")
     tool_list = normalize_tools(tools)
+    if strict:
+        check_strict(d, msgs, tool_list, add_generation_prompt, options)
     final = _tag_final_message(msgs) if continue_final_message else None
-    RENDERERS[d.family](w, d, msgs, tool_list, add_generation_prompt, options)
+    # template kwargs the dialect's template does not read are ignored, as the template ignores them
+    read = options if options.keys() <= set(d.options) else {k: v for k, v in options.items() if k in d.options}
+    RENDERERS[d.family](w, d, msgs, tool_list, add_generation_prompt, read)
     if final is not None:
         _cut_at_tag(w, final, len(msgs) - 1)
     return add_generation_prompt
@@ -116,6 +122,7 @@ def render(
     dialect: str | Dialect = DEFAULT_DIALECT,
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> str:
     """The prompt the official template of ``dialect`` renders for ``messages`` and ``tools``.
@@ -126,17 +133,25 @@ def render(
     is not asked to answer. ``continue_final_message=True`` does what transformers'
     ``apply_chat_template(continue_final_message=True)`` does: the prompt ends right after the final
     message's text (no ``<|im_end|>``), so the model continues it (a prefill such as
-    ``{"role": "assistant", "content": "Sure, "}``). ``options`` are the dialect's template options
-    (e.g. ``thinking=False`` for ``kimi-k2.5``); others are refused.
+    ``{"role": "assistant", "content": "Sure, "}``). ``options`` are template kwargs (e.g.
+    ``thinking=False`` for ``kimi-k2.5``); those the dialect's template does not read are ignored,
+    as the template ignores them (``enable_thinking`` does nothing: :func:`~kimi_chat.lint` says so).
 
-    Raises :class:`~kimi_chat.messages.InvalidMessagesError` for invalid input (naming the message
-    index and field), :class:`~kimi_chat.errors.RenderError` where the official template cannot
-    render the input (or both ``continue_final_message`` and ``add_generation_prompt`` are set),
-    :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and ``TypeError`` for an
-    unknown option or a non-bool flag.
+    Official parity (the default): every input the official template renders gives its bytes, odd
+    ones too (a ``developer`` role, a tool call without ``id``, a message without ``content``, extra
+    fields, unknown content parts). ``strict=True`` refuses, with
+    :class:`~kimi_chat.errors.StrictModeError` (a ``ValueError``) naming message index and field,
+    everything :func:`~kimi_chat.lint` reports as an error (unknown roles, missing ids or content,
+    unknown fields, unread or non-bool kwargs).
+
+    Raises :class:`~kimi_chat.messages.InvalidMessagesError` for input the official template
+    cannot take (naming the message index and field), :class:`~kimi_chat.errors.RenderError` where
+    it cannot render the input (or both ``continue_final_message`` and ``add_generation_prompt``
+    are set), :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and
+    ``TypeError`` for a non-bool flag.
     """
     w = Writer(marked=False)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return "".join(w.parts)
 
 
@@ -147,12 +162,13 @@ def render_segments(
     dialect: str | Dialect = DEFAULT_DIALECT,
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> list[Segment]:
     """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
     to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``."""
     w = Writer(marked=True)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.segments()
 
 
@@ -163,11 +179,12 @@ def render_layout(
     dialect: str | Dialect = DEFAULT_DIALECT,
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> Layout:
     """:func:`render` as the renderer wrote it: a :class:`Layout` of parts, attribution marks and
     the parts that are input text (all others are template literals); ``layout.text == render(...)``
     and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from."""
     w = Writer(marked=True)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.layout()
