@@ -1,5 +1,6 @@
-"""Property: for every dialect, render() == the official template rendered by transformers, and where
-the official template refuses an input, render refuses it too, with its own error."""
+"""Property: for every dialect, render() == the official template rendered by transformers (for
+ordinary requests and for the odd-but-real ones real clients send: official parity), and where the
+official template refuses an input, render refuses it too, with its own error."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import event, given, note, settings, strategies as st
 from kimi_chat import DIALECTS, render
 from kimi_chat.errors import KimiChatError
 from kimi_chat.oracle import render_official
-from kimi_chat.testing.strategies import DEFECTS, defective_requests, requests
+from kimi_chat.testing.strategies import DEFECTS, defective_requests, odd_requests, requests
 
 from conftest import needs_reference
 
@@ -70,12 +71,27 @@ def check_parity(req, dialect) -> str:
     return branch
 
 
+def _requests_and_odd(dialect):
+    """Ordinary requests and odd-but-real ones (official parity covers both)."""
+    return st.one_of(requests(dialect), odd_requests(dialect))
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 @given(data=st.data())
 def test_render_equals_official(dialect, data):
-    req = data.draw(requests(dialect))
+    req = data.draw(_requests_and_odd(dialect))
     note(repr(req))
-    check_parity(req, dialect)
+    assert check_parity(req, dialect) == RENDERED
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@given(data=st.data())
+def test_odd_requests_render_as_official(dialect, data):
+    """Every odd-but-real input (developer / other roles, missing ids and content, extra fields,
+    unknown content parts, unread kwargs) renders the official bytes, never a refusal."""
+    req = data.draw(odd_requests(dialect))
+    note(repr(req))
+    assert check_parity(req, dialect) == RENDERED
 
 
 # A fixed-seed run (derandomized): the same examples every time, so the branch check is deterministic.
@@ -85,12 +101,12 @@ REFUSAL_EXAMPLES = 60
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_refusal_parity_takes_every_branch(dialect):
     """The property on inputs the official template refuses or mangles (defective_requests) mixed
-    with ordinary ones, and a check that every branch of it ran: a change that makes the refusal
+    with ordinary and odd-but-real ones, and a check that every branch of it ran: a change that makes the refusal
     branch (or the equality branch) unreachable fails here instead of passing unseen."""
     seen: Counter[str] = Counter()
 
     @settings(derandomize=True, database=None, max_examples=REFUSAL_EXAMPLES)
-    @given(req=st.one_of(requests(dialect), defective_requests(dialect)))
+    @given(req=st.one_of(requests(dialect), odd_requests(dialect), defective_requests(dialect), defective_requests(dialect)))
     def parity(req):
         note(repr(req))
         seen[check_parity(req, dialect)] += 1
