@@ -13,7 +13,7 @@ templates render (official parity: ``render`` gives the same bytes): a ``develop
 (``function``, ``moderator``, ``""``...), a tool result without ``tool_call_id``, a tool call without
 ``id``, a system / user / tool message without ``content``, extra message fields, content parts of
 unknown types, template kwargs the template does not read (``enable_thinking``,
-``reasoning_effort``...). ``"odd"`` lists ``(kind, location)`` of each (see :data:`ODD_KINDS`).
+``reasoning_effort``...), a read option that is not a bool (``thinking="false"``). ``"odd"`` lists ``(kind, location)`` of each (see :data:`ODD_KINDS`).
 
 ``defective_requests()`` (opt-in) draws the inputs the official templates refuse (an empty
 conversation, a message that is not an object, content that is neither text nor a list, a tool call
@@ -233,6 +233,7 @@ ODD_KINDS = (
     "extra message field",
     "unknown content part",
     "unread kwarg",
+    "non-bool option",
 )
 """The kinds of odd input :func:`odd_requests` puts in a request."""
 
@@ -305,6 +306,14 @@ def _odd_kind(draw: st.DrawFn, kind: str, req: dict[str, Any], dialect: str | No
             return None
         key = draw(st.sampled_from(unread))
         req["options"][key] = draw(_UNREAD_KWARGS[key])
+        return None, key
+    if kind == "non-bool option":
+        read = get_dialect(dialect).options if dialect is not None else ()
+        if not read:
+            return None
+        key = draw(st.sampled_from(read))
+        # what a JSON client may send: the template tests `is false` / truthiness, as the renderer does
+        req["options"][key] = draw(st.sampled_from(["false", "true", 0, 1, "", None]))
         return None, key
     raise ValueError(f"unknown odd kind {kind!r}")
 
