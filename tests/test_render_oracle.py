@@ -140,3 +140,24 @@ def test_openai_sdk_style_inputs_match_official():
               "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
     for dialect in DIALECTS:
         assert render(msgs, tools=tools, dialect=dialect) == render_official(msgs, tools=tools, dialect=dialect), dialect
+
+
+ISSUE_12_EXAMPLES = [
+    # (what a real client sends, options): each refused before official parity, each rendered officially
+    ([{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "hi"}], {}),
+    ([{"role": "user", "content": "hi"}], {"enable_thinking": False}),
+    ([{"role": "user", "content": "go"},
+      {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "content": "r"}], {}),
+    ([{"role": "system", "content": "s"}, {"role": "user"}], {}),
+    ([{"role": "user", "content": "hi", "metadata": {"trace": 1}, "id": "msg_1"}], {}),
+    ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA"}}, {"type": "text", "text": "t"}]}],
+     {"reasoning_effort": "low"}),
+    ([{"role": "function", "name": "f", "content": "42"}, {"role": "user", "content": "and?"}], {"preserve_thinking": True}),
+]
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize("messages, options", ISSUE_12_EXAMPLES)
+def test_issue_12_examples_render_as_official(dialect, messages, options):
+    assert render(messages, dialect=dialect, **options) == render_official(messages, dialect=dialect, **options)
