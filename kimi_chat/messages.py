@@ -256,7 +256,7 @@ _TOOLS = TypeAdapter(list[Tool])
 
 class InvalidMessagesError(KimiChatError, ValueError):
     """Messages that do not validate. ``errors`` lists ``(message_index, field, problem)``; the text
-    names each, e.g. ``messages[2].tool_call_id: Field required``."""
+    names each, e.g. ``messages[2].content: Input should be a valid string``."""
 
     def __init__(self, errors: list[tuple[int | None, str, str]], what: str = "messages"):
         self.errors = errors

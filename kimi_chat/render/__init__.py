@@ -2,7 +2,9 @@
 
 One renderer per format family, picked by the dialect's ``family`` (:data:`RENDERERS`; the K2 family:
 :mod:`kimi_chat.render.k2`). This module does what every family shares: it validates and normalises
-the input (:mod:`kimi_chat.messages`), checks the options, and implements ``continue_final_message``
+the input (:mod:`kimi_chat.messages`), keeps the template kwargs the dialect reads (the others are
+ignored, as the template ignores them), applies ``strict=True`` (:func:`kimi_chat.lint.check_strict`:
+lint errors raise), and implements ``continue_final_message``
 the way transformers does. For every dialect the output is byte-identical to what the official
 tokenizer's ``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)``
 returns with that dialect's oracle template.
@@ -166,7 +168,8 @@ def render_segments(
     **options: Any,
 ) -> list[Segment]:
     """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
-    to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``."""
+    to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``.
+    ``strict`` and the other arguments are :func:`render`'s."""
     w = Writer(marked=True)
     _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.segments()
@@ -184,7 +187,8 @@ def render_layout(
 ) -> Layout:
     """:func:`render` as the renderer wrote it: a :class:`Layout` of parts, attribution marks and
     the parts that are input text (all others are template literals); ``layout.text == render(...)``
-    and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from."""
+    and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from.
+    ``strict`` and the other arguments are :func:`render`'s."""
     w = Writer(marked=True)
     _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.layout()
