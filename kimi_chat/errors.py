@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lint import LintWarning
+
 __all__ = [
     "KimiChatError",
     "RenderError",
@@ -72,6 +78,6 @@ class StrictModeError(KimiChatError, ValueError):
     :func:`kimi_chat.lint` findings of severity ``"error"`` (each with its code, message index and
     field); the text lists them, e.g. ``unknown-role: messages[0].role: ...``."""
 
-    def __init__(self, problems: list) -> None:  # list[kimi_chat.lint.LintWarning]
-        self.problems = list(problems)
+    def __init__(self, problems: Sequence[LintWarning]) -> None:
+        self.problems: list[LintWarning] = list(problems)
         super().__init__("strict mode refuses this request: " + "; ".join(str(p) for p in self.problems))
