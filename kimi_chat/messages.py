@@ -434,6 +434,13 @@ def schema_problems(msgs: list[dict[str, Any]]) -> list[tuple[int | None, str, s
             if kind == "unknown-role" and field != "role":
                 kind = "invalid-field"  # a content part of an unknown type
             out.append((index, field, kind, problem))
+            if kind == "unknown-role" and index is not None:
+                # the rest of the message, checked as the system message the name-or-role templates make of it
+                as_system = [{**msgs[index], "role": "system"}]
+                try:
+                    _MESSAGES.validate_python(as_system, strict=True)
+                except ValidationError as e2:
+                    out.extend((index, f, kinds.get(t, "invalid-field"), p) for _, f, p, t in _typed_errors_of(e2, as_system))
         return out
     return []
 
