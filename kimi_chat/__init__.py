@@ -17,7 +17,7 @@ imported from their modules: they need optional extras.
 from __future__ import annotations
 
 from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
-from .errors import KimiChatError, ReferenceDataError, RenderError, ToolSchemaError, UnknownDialectError
+from .errors import KimiChatError, ReferenceDataError, RenderError, StrictModeError, ToolSchemaError, UnknownDialectError
 from .messages import InvalidMessagesError, InvalidToolsError, Message, Tool
 from .parse import (
     Delta,
@@ -60,6 +60,7 @@ __all__ = [
     "ReferenceDataError",
     "RenderedTokens",
     "RenderError",
+    "StrictModeError",
     "Segment",
     "Span",
     "Status",

@@ -119,7 +119,8 @@ class Dialect:
 
     def check_options(self, options: Mapping[str, object], *, what: str = "option", require_bool: bool = True) -> None:
         """Refuse template options this dialect does not read (and, with ``require_bool``, non-bool
-        values): the one check of :func:`~kimi_chat.render.render` and :func:`~kimi_chat.parse.parse`.
+        values): the check of :func:`~kimi_chat.parse.parse` (``render`` ignores unread kwargs, as the
+        templates do, and :func:`kimi_chat.lint` reports them).
 
         ``what`` is how the message calls an option (``"option"``, ``"render option"``). Raises
         ``TypeError`` naming the option and listing the dialect's options.

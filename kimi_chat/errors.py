@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lint import LintWarning
+
 __all__ = [
     "KimiChatError",
     "RenderError",
     "UnknownDialectError",
     "ReferenceDataError",
     "ToolSchemaError",
+    "StrictModeError",
 ]
 
 
@@ -64,3 +71,13 @@ class ToolSchemaError(KimiChatError, ValueError):
         self.path = path
         self.tool_index = tool_index
         self.reason = message
+
+
+class StrictModeError(KimiChatError, ValueError):
+    """``strict=True`` refused a request the official template renders: ``problems`` are the
+    :func:`kimi_chat.lint` findings of severity ``"error"`` (each with its code, message index and
+    field); the text lists them, e.g. ``unknown-role: messages[0].role: ...``."""
+
+    def __init__(self, problems: Sequence[LintWarning]) -> None:
+        self.problems: list[LintWarning] = list(problems)
+        super().__init__("strict mode refuses this request: " + "; ".join(str(p) for p in self.problems))

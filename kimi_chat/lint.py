@@ -15,21 +15,40 @@ The prompt still renders; these are requests the model will likely answer badly:
 * ``undeclared-tool``: a call to a function that is not in ``tools`` (when tools are given);
 * ``missing-reasoning``: a Thinking dialect given a tool loop (assistant turns with tool calls after
   the last plain assistant turn, whose reasoning the template keeps) without ``reasoning_content``.
+
+Requests the official template renders but that are not what the caller likely meant (severity
+``"error"``: ``render(..., strict=True)`` refuses exactly these; the default renders them as the
+official template does):
+
+* ``unknown-role``: a role the templates have no branch for (``function``, ``moderator``...); the text
+  says how the dialect's template writes it; ``developer-role``: the same for ``developer`` (what
+  newer OpenAI clients send in place of ``system``);
+* ``missing-content``: a system / user / tool message without ``content`` (rendered empty);
+* ``missing-tool-call-id``: a tool call without ``id`` where the dialect writes ids (rendered empty),
+  or a tool result without ``tool_call_id`` (``## Return of `` followed by nothing);
+* ``unknown-field``: a message field the OpenAI schema has not (the template ignores it: a typo such
+  as ``tool_call`` silently drops the calls);
+* ``invalid-field``: any other departure from the OpenAI schema (a content part of an unknown type...);
+* ``unread-kwarg``: a template kwarg the dialect's template does not read (ignored);
+  ``unread-thinking-kwarg``: ``enable_thinking`` / ``reasoning_effort`` given to a dialect that reads
+  ``thinking`` (thinking stays on); ``unread-preserve-thinking``: ``preserve_thinking`` given to a
+  dialect without it; ``non-bool-option``: a read option that is not a bool.
 """
 
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from .messages import normalize_messages, normalize_tools
+from .errors import StrictModeError
+from .messages import normalize_messages, normalize_tools, schema_problems
 
-__all__ = ["LintWarning", "lint", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID"]
+__all__ = ["LintWarning", "lint", "check_strict", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES"]
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
 """The id form the models were trained on: ``functions.NAME:IDX``."""
@@ -37,20 +56,38 @@ CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<nam
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 
+ERROR_CODES = frozenset({
+    "unknown-role", "developer-role", "missing-content", "missing-tool-call-id", "unknown-field",
+    "invalid-field", "unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option",
+})
+"""The codes of severity ``"error"``: what ``strict=True`` refuses (see the module doc)."""
+
+
 @dataclass(frozen=True)
 class LintWarning:
-    """One warning. ``message_index`` is the message it is about (``None``: the whole request)."""
+    """One finding. ``message_index`` is the message it is about (``None``: the whole request),
+    ``field`` the field within it (``tool_calls[0].id``) or the template kwarg (``enable_thinking``)."""
 
     code: str
     message_index: int | None
     text: str
+    field: str | None = None
+
+    @property
+    def severity(self) -> str:
+        """``"error"`` (refused under ``strict=True``, see :data:`ERROR_CODES`) or ``"warning"``."""
+        return "error" if self.code in ERROR_CODES else "warning"
 
     def __str__(self) -> str:
-        where = f"messages[{self.message_index}]: " if self.message_index is not None else ""
+        if self.message_index is not None:
+            where = f"messages[{self.message_index}]" + (f".{self.field}" if self.field else "") + ": "
+        else:
+            where = f"{self.field}: " if self.field else ""
         return f"{self.code}: {where}{self.text}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message_index": self.message_index, "text": self.text}
+        return {"code": self.code, "message_index": self.message_index, "field": self.field,
+                "severity": self.severity, "text": self.text}
 
 
 def _is_canonical(call_id: Any, name: Any) -> bool:
@@ -67,6 +104,81 @@ def _history_split(msgs: Sequence[Mapping[str, Any]]) -> int:
     return -1
 
 
+def _role_rendering(d: Dialect, role: str) -> str:
+    """How ``d``'s template writes a message of a role it has no branch for."""
+    if d.role_names == "fixed":
+        return "the template writes no header for it: its text runs into the previous turn"
+    return (f"the template writes it as a system turn, {M.IM_SYSTEM.text}{role}{M.IM_MIDDLE.text}"
+            + ("" if d.default_system is None else ", and a first such message does not replace the default system prompt"))
+
+
+def _schema_findings(d: Dialect, msgs: list[dict[str, Any]]) -> list[LintWarning]:
+    out: list[LintWarning] = []
+    for index, field, kind, problem in schema_problems(msgs):
+        m = msgs[index] if index is not None else {}
+        if kind == "unknown-role":
+            role = m.get("role")
+            code = "developer-role" if role == "developer" else "unknown-role"
+            text = f"role {role!r} is not an OpenAI chat role the template has a branch for: {_role_rendering(d, str(role))}"
+        elif kind == "missing-field" and field == "content":
+            code, text = "missing-content", f"a {m.get('role')} message without content: the template renders an empty body"
+        elif kind == "missing-field" and field == "tool_call_id":
+            if d.tool_result_header is None:
+                continue  # the dialect does not write it
+            code, text = "missing-tool-call-id", "a tool result without tool_call_id: the template writes '## Return of ' and no id"
+        elif kind == "unknown-field":
+            code, text = "unknown-field", "not a field of an OpenAI chat message of this role: the template ignores it"
+        else:
+            code, text = "invalid-field", problem
+        out.append(LintWarning(code, index, text, field))
+    return out
+
+
+_BOOL_OPTIONS = frozenset({"thinking", "preserve_thinking"})
+"""Template options whose templates test a bool (K3's ``thinking_effort`` etc. are strings/objects)."""
+
+_K3_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def check_strict_k3(d: Dialect, messages: Sequence[Any], options: Mapping[str, Any]) -> None:
+    """What ``strict=True`` refuses for a K3-family dialect: template kwargs the official encoder
+    does not read (it ignores them) and messages whose role it drops (``developer`` included)."""
+    errors = [w for w in _option_findings(d, options) if w.severity == "error"]
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "role", None)
+        if role not in _K3_ROLES:
+            errors.append(LintWarning("unknown-role", i, f"{d.name}'s official encoder drops {role!r} messages "
+                                      "(they are not in the prompt)", "role"))
+    if errors:
+        raise StrictModeError(errors)
+
+
+def _option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]:
+    out: list[LintWarning] = []
+    for key, value in options.items():
+        if key in d.options:
+            if key in _BOOL_OPTIONS and type(value) is not bool:
+                out.append(LintWarning("non-bool-option", None, f"{d.name} option {key!r} should be a bool, got {value!r}", key))
+            continue
+        reads = ", ".join(d.options) or "none"
+        if key in ("enable_thinking", "reasoning_effort") and "thinking" in d.options:
+            out.append(LintWarning(
+                "unread-thinking-kwarg", None,
+                f"{d.name}'s template reads 'thinking', not {key!r}: it is ignored and thinking stays "
+                f"{'on' if options.get('thinking', True) is not False else 'off'} (pass thinking=...)", key,
+            ))
+        elif key == "preserve_thinking":
+            out.append(LintWarning(
+                "unread-preserve-thinking", None,
+                f"{d.name} has no preserve_thinking: it is ignored and earlier reasoning is rendered as the "
+                f"template always does (options it reads: {reads})", key,
+            ))
+        else:
+            out.append(LintWarning("unread-kwarg", None, f"{d.name}'s template does not read {key!r}: it is ignored "
+                                   f"(options it reads: {reads})", key))
+    return out
+
+
 def lint(
     messages: Sequence[Any],
     *,
@@ -75,13 +187,37 @@ def lint(
     add_generation_prompt: bool = True,
     **options: Any,
 ) -> list[LintWarning]:
-    """Warnings about ``messages`` as ``dialect`` would render them (see the module doc for the
-    codes). ``options`` are the dialect's template options (``thinking=False`` for K2.5 silences
-    ``missing-reasoning``). Invalid messages raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
+    """Findings about ``messages`` as ``dialect`` would render them (see the module doc for the
+    codes; each has a ``severity``, and ``render(..., strict=True)`` refuses the errors).
+    ``options`` are template kwargs as given to :func:`~kimi_chat.render` (``thinking=False`` for
+    K2.5 silences ``missing-reasoning``; kwargs the template does not read are reported). Messages
+    the official template cannot render raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
-    msgs = normalize_messages(messages)
-    tool_list = normalize_tools(tools)
-    out: list[LintWarning] = []
+    return _lint(d, normalize_messages(messages), normalize_tools(tools), add_generation_prompt, options)
+
+
+def check_strict(
+    d: Dialect,
+    msgs: list[dict[str, Any]],
+    tool_list: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> None:
+    """What ``strict=True`` does (normalised input): raise :class:`~kimi_chat.errors.StrictModeError`
+    listing the :func:`lint` findings of severity ``"error"``, if any."""
+    errors = [w for w in _lint(d, msgs, tool_list, add_generation_prompt, options) if w.severity == "error"]
+    if errors:
+        raise StrictModeError(errors)
+
+
+def _lint(
+    d: Dialect,
+    msgs: list[dict[str, Any]],
+    tool_list: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    out = _option_findings(d, options) + _schema_findings(d, msgs)
 
     if msgs and not add_generation_prompt and msgs[-1]["role"] != "assistant":
         out.append(LintWarning(
@@ -95,8 +231,9 @@ def lint(
         declared = {t.get("function", {}).get("name") for t in tool_list if isinstance(t.get("function"), Mapping)}
 
     seen: dict[str, int] = {}  # call id -> index of the assistant message that made it
+    pending: Counter[str] = Counter()  # call ids not answered yet
     regenerated: dict[str, str] = {}  # given id -> id the template writes (rev2)
-    non_canonical = 0
+    writes_ids = d.tool_calls and d.tool_call_ids == "given"
     for i, m in enumerate(msgs):
         role = m["role"]
         calls = (m.get("tool_calls") or []) if role == "assistant" else []
@@ -113,6 +250,9 @@ def lint(
             if declared is not None and name not in declared:
                 out.append(LintWarning("undeclared-tool", i, f"tool_calls[{j}] calls {name!r}, which is not in tools"))
             if call_id is None:
+                if writes_ids:
+                    out.append(LintWarning("missing-tool-call-id", i, f"{d.name} writes each tool call's id into "
+                                           "the prompt; this call has none (rendered empty)", f"tool_calls[{j}].id"))
                 continue
             if call_id in seen:
                 out.append(LintWarning(
@@ -121,24 +261,25 @@ def lint(
                     "tool results cannot tell the calls apart",
                 ))
             seen[call_id] = i
+            pending[call_id] += 1
             if d.tool_call_ids == "regenerate":
                 regenerated[call_id] = M.tool_call_id(name, j)
             elif d.tool_calls and not _is_canonical(call_id, name):
-                non_canonical += 1
                 out.append(LintWarning(
                     "non-canonical-tool-call-id", i,
                     f"tool_calls[{j}].id {call_id!r} is not of the form functions.{name}:IDX; the model imitates "
                     "the ids in its history and may emit headers parsers cannot read "
                     "(kimi_chat.normalize_tool_call_ids rewrites calls and results consistently)",
                 ))
-        if role == "tool":
-            tid = m.get("tool_call_id")
-            if tid not in seen:
-                out.append(LintWarning(
-                    "unknown-tool-call-id", i,
-                    f"tool_call_id {tid!r} matches no earlier tool call",
-                ))
-            elif tid in regenerated and regenerated[tid] != tid:
+        if role == "tool" and "tool_call_id" in m:
+            tid = m["tool_call_id"]
+            if pending[tid] <= 0:
+                why = ("answers a call that already has its result" if tid in seen
+                       else "matches no earlier tool call")
+                out.append(LintWarning("unknown-tool-call-id", i, f"tool_call_id {tid!r} {why}", "tool_call_id"))
+            else:
+                pending[tid] -= 1
+            if tid in regenerated and regenerated[tid] != tid:
                 out.append(LintWarning(
                     "tool-result-id-rewritten", i,
                     f"{d.name} writes the call as {regenerated[tid]!r} but this result as {tid!r}: "
@@ -146,8 +287,9 @@ def lint(
                 ))
 
     if d.reasoning:
-        thinking = options.get("thinking", True)
-        preserve = options.get("preserve_thinking", False) if d.reads_preserve_thinking else False
+        read = {k: v for k, v in options.items() if k in d.options}
+        thinking = read.get("thinking", True)
+        preserve = read.get("preserve_thinking", False)
         if d.think == "k25" and thinking is False and not preserve:
             return out
         start = -1 if (d.think == "k25" and preserve) else _history_split(msgs)

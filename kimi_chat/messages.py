@@ -7,6 +7,16 @@ the renderer uses: it converts message objects (pydantic models such as the Open
 too) to dicts, drops ``None``-valued keys (as transformers does
 before rendering), validates, and returns the normalised plain dicts the templates would see.
 
+Two schemas:
+
+* the **render schema** (what :func:`normalize_messages` checks): only what the official template
+  cannot render. Any role (``developer``, ``function``...), missing ``content`` / ``tool_call_id`` /
+  tool-call ``id``, extra fields and content parts of any type pass, as the official template takes
+  them (official parity);
+* the **OpenAI schema** (:data:`Message` and the typed dicts): roles ``system`` / ``user`` /
+  ``assistant`` / ``tool`` with their fields, nothing else. :func:`schema_problems` lists where
+  messages leave it; :func:`kimi_chat.lint` reports those and ``render(..., strict=True)`` refuses them.
+
 Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the message index and field.
 """
 
@@ -17,7 +27,7 @@ import marshal
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
 from .errors import KimiChatError
@@ -43,6 +53,7 @@ __all__ = [
     "InvalidToolsError",
     "normalize_messages",
     "normalize_tools",
+    "schema_problems",
     "to_plain",
 ]
 
@@ -190,12 +201,62 @@ class Tool(TypedDict):
 
 
 _MESSAGES = TypeAdapter(list[Message])
+
+# -- the render schema: only what the official templates cannot take (see the module doc)
+_LENIENT = ConfigDict(extra="allow")
+_LContent = Union[str, list[dict[str, Any]]]
+
+
+class _LFunctionCall(TypedDict):
+    __pydantic_config__ = _LENIENT  # type: ignore[misc]
+    name: str
+    arguments: JSONValue
+
+
+class _LToolCall(TypedDict):
+    __pydantic_config__ = _LENIENT  # type: ignore[misc]
+    id: NotRequired[str]
+    type: NotRequired[str]
+    function: _LFunctionCall
+
+
+class _LMessage(TypedDict):
+    """Any role but assistant: the templates read ``role``, ``name``, ``content``, ``tool_call_id``."""
+
+    __pydantic_config__ = _LENIENT  # type: ignore[misc]
+    role: str
+    content: NotRequired[_LContent]
+    name: NotRequired[str]
+
+
+class _LAssistant(TypedDict):
+    __pydantic_config__ = _LENIENT  # type: ignore[misc]
+    role: Literal["assistant"]
+    content: NotRequired[_LContent]
+    name: NotRequired[str]
+    tool_calls: NotRequired[list[_LToolCall]]
+    reasoning_content: NotRequired[str]
+    reasoning: NotRequired[str]
+    thinking: NotRequired[str]
+
+
+def _lenient_tag(message: Any) -> str:
+    return "assistant" if isinstance(message, dict) and message.get("role") == "assistant" else _ANY_ROLE
+
+
+_ANY_ROLE = "any role"
+_RENDERABLE = TypeAdapter(
+    list[Annotated[
+        Union[Annotated[_LAssistant, Tag("assistant")], Annotated[_LMessage, Tag(_ANY_ROLE)]],
+        Discriminator(_lenient_tag),
+    ]]
+)
 _TOOLS = TypeAdapter(list[Tool])
 
 
 class InvalidMessagesError(KimiChatError, ValueError):
     """Messages that do not validate. ``errors`` lists ``(message_index, field, problem)``; the text
-    names each, e.g. ``messages[2].tool_call_id: Field required``."""
+    names each, e.g. ``messages[2].content: Input should be a valid string``."""
 
     def __init__(self, errors: list[tuple[int | None, str, str]], what: str = "messages"):
         self.errors = errors
@@ -239,7 +300,7 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str | None:
             data = data[part] if isinstance(data, list) and -len(data) <= part < len(data) else None
             expect_tag = "type" if parent == "content" else None
             continue
-        if expect_tag is not None and isinstance(data, dict) and part == data.get(expect_tag):
+        if expect_tag is not None and isinstance(data, dict) and (part == data.get(expect_tag) or part == _ANY_ROLE):
             expect_tag = None
             continue  # the union tag
         expect_tag = None
@@ -255,7 +316,12 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str | None:
 
 
 def _errors_of(e: ValidationError, data: list[Any]) -> list[tuple[int | None, str, str]]:
-    out: list[tuple[int | None, str, str]] = []
+    return [(index, field, problem) for index, field, problem, _ in _typed_errors_of(e, data)]
+
+
+def _typed_errors_of(e: ValidationError, data: list[Any]) -> list[tuple[int | None, str, str, str]]:
+    """``(message_index, field, problem, pydantic error type)`` of each error in a branch the input took."""
+    out: list[tuple[int | None, str, str, str]] = []
     for err in e.errors(include_url=False):
         loc = tuple(err["loc"])
         index = loc[0] if loc and isinstance(loc[0], int) else None
@@ -268,9 +334,9 @@ def _errors_of(e: ValidationError, data: list[Any]) -> list[tuple[int | None, st
             problem = "unexpected field (not part of an OpenAI chat message of this role)"
         elif err["type"] in ("union_tag_invalid", "union_tag_not_found") and not field:
             field = "role" if _is_message(item) else "type"
-        out.append((index, field, problem))
+        out.append((index, field, problem, err["type"]))
     if not out:  # every error was in a branch not taken: report them all rather than nothing
-        out = [(None, ".".join(map(str, err["loc"])), err["msg"]) for err in e.errors(include_url=False)]
+        out = [(None, ".".join(map(str, err["loc"])), err["msg"], err["type"]) for err in e.errors(include_url=False)]
     return out
 
 
@@ -323,8 +389,10 @@ def to_plain(value: Any) -> Any:
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
-    """Validate ``messages`` and return them as the templates see them: plain dicts without
-    ``None``-valued keys (nested values are kept as given, in their order).
+    """Validate ``messages`` against the render schema (what the official templates can render: any
+    role, missing content or ids, extra fields, any content part) and return them as the templates
+    see them: plain dicts without ``None``-valued keys (nested values are kept as given, in their
+    order). :func:`schema_problems` says where they leave the OpenAI schema.
 
     Raises :class:`InvalidMessagesError` naming each offending message index and field.
     """
@@ -338,17 +406,43 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
         out.append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
     try:
-        _MESSAGES.validate_python(out, strict=True)
+        _RENDERABLE.validate_python(out, strict=True)
     except ValidationError as e:
         # objects nested at any level (the OpenAI SDK's tool-call objects inside a dict message,
         # dataclass content parts...): made plain, as transformers does, then validated again
         plain = [to_plain(m) for m in out]
         try:
-            _MESSAGES.validate_python(plain, strict=True)
+            _RENDERABLE.validate_python(plain, strict=True)
         except ValidationError as e2:
             raise InvalidMessagesError(_errors_of(e2, plain)) from e
         return plain
     return out
+
+
+def schema_problems(msgs: list[dict[str, Any]]) -> list[tuple[int | None, str, str, str]]:
+    """Where normalised messages (:func:`normalize_messages`) leave the OpenAI schema:
+    ``(message_index, field, kind, problem)`` with ``kind`` one of ``"unknown-role"``,
+    ``"unknown-field"``, ``"missing-field"``, ``"invalid-field"``. Empty when they conform."""
+    try:
+        _MESSAGES.validate_python(msgs, strict=True)
+    except ValidationError as e:
+        kinds = {"extra_forbidden": "unknown-field", "missing": "missing-field",
+                 "union_tag_invalid": "unknown-role", "union_tag_not_found": "unknown-role"}
+        out = []
+        for index, field, problem, err_type in _typed_errors_of(e, msgs):
+            kind = kinds.get(err_type, "invalid-field")
+            if kind == "unknown-role" and field != "role":
+                kind = "invalid-field"  # a content part of an unknown type
+            out.append((index, field, kind, problem))
+            if kind == "unknown-role" and index is not None:
+                # the rest of the message, checked as the system message the name-or-role templates make of it
+                as_system = [{**msgs[index], "role": "system"}]
+                try:
+                    _MESSAGES.validate_python(as_system, strict=True)
+                except ValidationError as e2:
+                    out.extend((index, f, kinds.get(t, "invalid-field"), p) for _, f, p, t in _typed_errors_of(e2, as_system))
+        return out
+    return []
 
 
 def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:

@@ -541,6 +541,7 @@ def render_tokens(
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
     special_tokens: SpecialTokensPolicy = "text",
+    strict: bool = False,
     **options: Any,
 ) -> RenderedTokens:
     """The prompt of :func:`kimi_chat.render.render` as token ids, with per-token message index, the
@@ -550,7 +551,8 @@ def render_tokens(
     such text, ``special_tokens`` decides (module docstring): ``"text"`` (default) encodes it as ordinary
     text, ``"strict"`` raises :class:`~kimi_chat.errors.RenderError` naming the message index,
     ``"special"`` encodes it as the special token. ``add_generation_prompt`` and
-    ``continue_final_message`` are :func:`~kimi_chat.render.render`'s. Raises what
+    ``continue_final_message`` are :func:`~kimi_chat.render.render`'s, and so is ``strict`` (refuse
+    what :func:`~kimi_chat.lint` reports as an error; default: official parity). Raises what
     :func:`~kimi_chat.render.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is
     not a :class:`~kimi_chat.tokenizer.KimiTokenizer`.
     """
@@ -558,7 +560,7 @@ def render_tokens(
     _check_policy(special_tokens)
     d = get_dialect(dialect)
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
-                        continue_final_message=continue_final_message, **options)
+                        continue_final_message=continue_final_message, strict=strict, **options)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
     text = lay.text

@@ -72,14 +72,22 @@ def test_bad_json_reports_line_and_column(capsysbinary, tmp_path):
 def test_invalid_message_reports_index_and_field(capsysbinary, tmp_path):
     f = tmp_path / "m.json"
     f.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "r"}]}))
-    status, _, err = _run(capsysbinary, "render", str(f))
+    status, out, _ = _run(capsysbinary, "render", str(f))
+    assert status == 0 and b"## Return of \n    r" in out  # parity: as the official template renders it
+    status, _, err = _run(capsysbinary, "render", "--strict", str(f))
     assert status == 2
-    assert "messages[1].tool_call_id" in err
+    assert "missing-tool-call-id: messages[1].tool_call_id" in err
+    status, _, err = _run(capsysbinary, "count", "--strict", str(f))
+    assert status == 2 and "messages[1].tool_call_id" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": 5}]}))
+    status, _, err = _run(capsysbinary, "render", str(bad))
+    assert status == 2 and "messages[0].content" in err
 
 
 @pytest.mark.parametrize("argv, needle", [
     (["--dialect", "nope"], "unknown dialect 'nope'"),
-    (["--kwargs", '{"thinking": false}'], "takes no option 'thinking'"),
+    (["--strict", "--kwargs", '{"thinking": false}'], "template does not read 'thinking'"),
     (["--kwargs", "[1]"], "--kwargs must be a JSON object"),
 ])
 def test_bad_options(capsysbinary, argv, needle):

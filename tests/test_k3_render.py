@@ -298,8 +298,15 @@ def test_render_dispatches_kimi_k3_by_family():
         msgs, thinking=False, add_generation_prompt=False)
     assert [s.text for s in kimi_chat.render_segments(msgs, dialect="kimi-k3")] == [
         s.text for s in render_k3_segments(msgs)]
-    with pytest.raises(TypeError, match="takes no option 'preserve_thinking'"):
-        kimi_chat.render(msgs, dialect="kimi-k3", preserve_thinking=True)
+    # parity: kwargs the official encoder does not read are ignored (its apply_chat_template takes
+    # **kwargs); strict refuses them, and roles the encoder drops
+    assert kimi_chat.render(msgs, dialect="kimi-k3", preserve_thinking=True) == render_k3(msgs)
+    with pytest.raises(kimi_chat.StrictModeError, match="preserve_thinking"):
+        kimi_chat.render(msgs, dialect="kimi-k3", preserve_thinking=True, strict=True)
+    with pytest.raises(kimi_chat.StrictModeError, match=r"unknown-role: messages\[0\]\.role"):
+        kimi_chat.render([{"role": "developer", "content": "x"}, *msgs], dialect="kimi-k3", strict=True)
+    assert kimi_chat.render(msgs, dialect="kimi-k3", thinking_effort="low", strict=True) == render_k3(
+        msgs, thinking_effort="low")
     with pytest.raises(kimi_chat.RenderError, match="continue_final_message"):
         kimi_chat.render(msgs + [{"role": "assistant", "content": "Sure"}], dialect="kimi-k3",
                          continue_final_message=True)

@@ -125,8 +125,11 @@ def test_missing_reasoning_only_after_the_last_plain_assistant_turn():
 
 
 def test_lint_validates_messages():
+    # what the official template cannot take raises; what it renders is reported
     with pytest.raises(InvalidMessagesError):
-        lint([{"role": "tool", "content": "x"}], dialect="kimi-k2.5")
+        lint([{"role": "tool", "content": 5}], dialect="kimi-k2.5")
+    assert [(w.code, w.field) for w in lint([{"role": "tool", "content": "x"}], dialect="kimi-k2.5")] == [
+        ("missing-tool-call-id", "tool_call_id")]
     assert isinstance(lint([{"role": "user", "content": "x"}], add_generation_prompt=False)[0], LintWarning)
 
 

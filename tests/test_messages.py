@@ -8,28 +8,37 @@ import pytest
 from pydantic import BaseModel
 
 from kimi_chat import InvalidMessagesError, InvalidToolsError, RenderError, render
+from kimi_chat.errors import StrictModeError
 from kimi_chat.messages import normalize_messages
 
 from conftest import needs_reference
 
 
-def test_missing_field_names_index_and_field():
-    with pytest.raises(InvalidMessagesError) as e:
-        render([{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}])
+def test_missing_field_names_index_and_field_under_strict():
+    msgs = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}]
+    # parity: the official template writes '## Return of ' and no id
+    assert "## Return of \n    x" in render(msgs)
+    with pytest.raises(StrictModeError) as e:
+        render(msgs, strict=True)
     assert "messages[1].tool_call_id" in str(e.value)
-    assert e.value.errors[0][:2] == (1, "tool_call_id")
+    assert [(p.code, p.message_index, p.field) for p in e.value.problems] == [("missing-tool-call-id", 1, "tool_call_id")]
 
 
-def test_unknown_role_is_rejected_with_index():
-    with pytest.raises(InvalidMessagesError) as e:
-        render([{"role": "developer", "content": "x"}])
-    assert "messages[0]" in str(e.value) and "developer" in str(e.value)
+def test_unknown_role_renders_as_the_template_and_strict_names_it():
+    msgs = [{"role": "developer", "content": "x"}]
+    assert render(msgs).endswith("<|im_system|>developer<|im_middle|>x<|im_end|><|im_assistant|>assistant<|im_middle|>")
+    with pytest.raises(StrictModeError) as e:
+        render(msgs, strict=True)
+    assert "messages[0].role" in str(e.value) and "developer" in str(e.value)
+    assert isinstance(e.value, ValueError)
 
 
-def test_unknown_field_is_rejected_not_ignored():
-    # a typo must not silently drop the tool calls from the prompt
-    with pytest.raises(InvalidMessagesError) as e:
-        render([{"role": "user", "content": "hi"}, {"role": "assistant", "tool_call": []}])
+def test_unknown_field_is_ignored_by_default_and_refused_under_strict():
+    # a typo silently drops the tool calls from the prompt, as in the official template: strict catches it
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_call": []}]
+    assert render(msgs) == render([msgs[0], {"role": "assistant"}])
+    with pytest.raises(StrictModeError) as e:
+        render(msgs, strict=True)
     assert "messages[1].tool_call" in str(e.value)
 
 
@@ -70,11 +79,13 @@ def test_none_valued_keys_dropped_like_transformers():
 def test_missing_tool_call_id_where_the_dialect_writes_ids():
     msgs = [{"role": "user", "content": "hi"},
             {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}]
-    with pytest.raises(RenderError) as e:
-        render(msgs, dialect="kimi-k2-instruct-0905")
+    # parity: an empty id, as the official template writes it
+    assert "<|tool_call_begin|><|tool_call_argument_begin|>{}" in render(msgs, dialect="kimi-k2-instruct-0905")
+    with pytest.raises(StrictModeError) as e:
+        render(msgs, dialect="kimi-k2-instruct-0905", strict=True)
     assert "messages[1].tool_calls[0].id" in str(e.value)
-    # rev2 regenerates ids, so it needs none
-    assert "functions.f:0" in render(msgs, dialect="kimi-k2-instruct@rev2")
+    # rev2 regenerates ids, so it needs none, strict or not
+    assert "functions.f:0" in render(msgs, dialect="kimi-k2-instruct@rev2", strict=True)
 
 
 def test_non_json_arguments_named():
@@ -116,11 +127,31 @@ def test_openai_sdk_objects():
     assert openai.__version__
 
 
-def test_unknown_option_refused():
-    with pytest.raises(TypeError, match="thinking"):
-        render([{"role": "user", "content": "hi"}], dialect="kimi-k2-instruct", thinking=False)
-    with pytest.raises(TypeError, match="bool"):
-        render([{"role": "user", "content": "hi"}], dialect="kimi-k2.5", thinking=None)
+def test_unknown_option_ignored_by_default_refused_under_strict():
+    msgs = [{"role": "user", "content": "hi"}]
+    assert render(msgs, dialect="kimi-k2-instruct", thinking=False) == render(msgs, dialect="kimi-k2-instruct")
+    # a non-bool thinking is what the template sees: not `false`, so thinking stays on
+    assert render(msgs, dialect="kimi-k2.5", thinking="false").endswith("<think>")
+    with pytest.raises(StrictModeError, match="thinking"):
+        render(msgs, dialect="kimi-k2-instruct", thinking=False, strict=True)
+    with pytest.raises(StrictModeError, match="bool"):
+        render(msgs, dialect="kimi-k2.5", thinking="false", strict=True)
+
+
+@pytest.mark.parametrize(
+    "messages, where",
+    [
+        ([{"role": "user", "content": {"a": 1}}], "messages[0].content"),
+        ([{"content": "x"}], "messages[0].role"),
+        ([{"role": "user", "content": ["x"]}], "messages[0].content[0]"),
+        ([{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": 7, "arguments": "{}"}}]}],
+         "messages[0].tool_calls[0].function.name"),
+    ],
+)
+def test_error_paths_are_readable(messages, where):
+    with pytest.raises(InvalidMessagesError) as e:
+        render(messages)
+    assert f"{where}: " in str(e.value)
 
 
 @pytest.mark.parametrize(
@@ -128,15 +159,14 @@ def test_unknown_option_refused():
     [
         ([{"role": "user", "content": [{"type": "audio"}]}], "messages[0].content[0]"),
         ([{"role": "user", "content": [{"type": "text"}]}], "messages[0].content[0].text"),
-        ([{"role": "user", "content": {"a": 1}}], "messages[0].content"),
-        ([{"content": "x"}], "messages[0].role"),
         ([{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": 1}]}],
          "messages[1].content[0].text"),
     ],
 )
-def test_error_paths_are_readable(messages, where):
-    with pytest.raises(InvalidMessagesError) as e:
-        render(messages)
+def test_strict_error_paths_are_readable(messages, where):
+    render(messages)  # the official template renders these (parity)
+    with pytest.raises(StrictModeError) as e:
+        render(messages, strict=True)
     assert f"{where}: " in str(e.value)
     assert "tagged-union" not in str(e.value) and ".str" not in str(e.value)
 

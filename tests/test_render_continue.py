@@ -85,11 +85,14 @@ def test_flags_must_be_bool(flag, value):
         render(PREFILL, **{flag: value})
 
 
-def test_unknown_option_names_it():
-    with pytest.raises(TypeError, match=r"dialect kimi-k2-instruct-0905 takes no option 'thinking' \(its options: none\)"):
-        render(PREFILL, thinking=False)
-    with pytest.raises(TypeError, match="option 'thinking' of dialect kimi-k2.5 must be a bool"):
-        render(PREFILL, dialect="kimi-k2.5", thinking="no")
+def test_unknown_option_names_it_under_strict():
+    from kimi_chat.errors import StrictModeError
+
+    assert render(PREFILL, thinking=False) == render(PREFILL)  # parity: the template ignores it
+    with pytest.raises(StrictModeError, match=r"thinking: kimi-k2-instruct-0905's template does not read 'thinking'"):
+        render(PREFILL, thinking=False, strict=True)
+    with pytest.raises(StrictModeError, match="option 'thinking' should be a bool"):
+        render(PREFILL, dialect="kimi-k2.5", thinking="no", strict=True)
 
 
 @pytest.mark.parametrize("model, dialect", [

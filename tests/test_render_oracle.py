@@ -1,5 +1,6 @@
-"""Property: for every dialect, render() == the official template rendered by transformers, and where
-the official template refuses an input, render refuses it too, with its own error."""
+"""Property: for every dialect, render() == the official template rendered by transformers (for
+ordinary requests and for the odd-but-real ones real clients send: official parity), and where the
+official template refuses an input, render refuses it too, with its own error."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tes
 from kimi_chat import render
 from kimi_chat.errors import KimiChatError
 from kimi_chat.oracle import render_official
-from kimi_chat.testing.strategies import DEFECTS, defective_requests, requests
+from kimi_chat.testing.strategies import DEFECTS, defective_requests, odd_requests, requests
 
 from conftest import needs_reference
 
@@ -71,12 +72,27 @@ def check_parity(req, dialect) -> str:
     return branch
 
 
+def _requests_and_odd(dialect):
+    """Ordinary requests and odd-but-real ones (official parity covers both)."""
+    return st.one_of(requests(dialect), odd_requests(dialect))
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 @given(data=st.data())
 def test_render_equals_official(dialect, data):
-    req = data.draw(requests(dialect))
+    req = data.draw(_requests_and_odd(dialect))
     note(repr(req))
-    check_parity(req, dialect)
+    assert check_parity(req, dialect) == RENDERED
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@given(data=st.data())
+def test_odd_requests_render_as_official(dialect, data):
+    """Every odd-but-real input (developer / other roles, missing ids and content, extra fields,
+    unknown content parts, unread kwargs) renders the official bytes, never a refusal."""
+    req = data.draw(odd_requests(dialect))
+    note(repr(req))
+    assert check_parity(req, dialect) == RENDERED
 
 
 # A fixed-seed run (derandomized): the same examples every time, so the branch check is deterministic.
@@ -86,12 +102,12 @@ REFUSAL_EXAMPLES = 100
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_refusal_parity_takes_every_branch(dialect):
     """The property on inputs the official template refuses or mangles (defective_requests) mixed
-    with ordinary ones, and a check that every branch of it ran: a change that makes the refusal
+    with ordinary and odd-but-real ones, and a check that every branch of it ran: a change that makes the refusal
     branch (or the equality branch) unreachable fails here instead of passing unseen."""
     seen: Counter[str] = Counter()
 
     @settings(derandomize=True, database=None, max_examples=REFUSAL_EXAMPLES)
-    @given(req=st.one_of(requests(dialect), defective_requests(dialect)))
+    @given(req=st.one_of(requests(dialect), odd_requests(dialect), defective_requests(dialect), defective_requests(dialect)))
     def parity(req):
         note(repr(req))
         seen[check_parity(req, dialect)] += 1
@@ -125,3 +141,24 @@ def test_openai_sdk_style_inputs_match_official():
               "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}]
     for dialect in DIALECTS:
         assert render(msgs, tools=tools, dialect=dialect) == render_official(msgs, tools=tools, dialect=dialect), dialect
+
+
+ISSUE_12_EXAMPLES = [
+    # (what a real client sends, options): each refused before official parity, each rendered officially
+    ([{"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "hi"}], {}),
+    ([{"role": "user", "content": "hi"}], {"enable_thinking": False}),
+    ([{"role": "user", "content": "go"},
+      {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "content": "r"}], {}),
+    ([{"role": "system", "content": "s"}, {"role": "user"}], {}),
+    ([{"role": "user", "content": "hi", "metadata": {"trace": 1}, "id": "msg_1"}], {}),
+    ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA"}}, {"type": "text", "text": "t"}]}],
+     {"reasoning_effort": "low"}),
+    ([{"role": "function", "name": "f", "content": "42"}, {"role": "user", "content": "and?"}], {"preserve_thinking": True}),
+]
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+@pytest.mark.parametrize("messages, options", ISSUE_12_EXAMPLES)
+def test_issue_12_examples_render_as_official(dialect, messages, options):
+    assert render(messages, dialect=dialect, **options) == render_official(messages, dialect=dialect, **options)

@@ -130,5 +130,5 @@ def test_a_family_is_one_renderer_entry(monkeypatch):
     assert [(p.text, p.literal) for p in render_layout(msgs, dialect=d, add_generation_prompt=False).pieces()] == [
         ("<|open|>user<|sep|>", True), ("hi", False), ("<|open|>assistant<|sep|>", True), ("yo", False)]
     assert render_segments(msgs, dialect=d, add_generation_prompt=False)[1].trainable
-    with pytest.raises(Exception, match="tool_call_id"):
-        render([{"role": "tool", "content": "x"}], dialect=d)  # the shared validation ran first
+    with pytest.raises(Exception, match=r"messages\[0\]\.content"):
+        render([{"role": "tool", "content": 5}], dialect=d)  # the shared validation ran first

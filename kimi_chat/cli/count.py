@@ -59,7 +59,7 @@ def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
     return render_tokens(
         req["messages"], tokenizer=tok, tools=req["tools"], dialect=req["dialect"],
         add_generation_prompt=req["add_generation_prompt"], continue_final_message=req.get("continue_final_message", False),
-        special_tokens=args.special_tokens, **req["options"],
+        special_tokens=args.special_tokens, strict=req.get("strict", False), **req["options"],
     )
 
 

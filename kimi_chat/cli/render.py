@@ -34,8 +34,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def add_request_arguments(p: argparse.ArgumentParser) -> None:
     """The request arguments that :func:`load_request` reads: FILE, ``--dialect``, ``--tools``,
-    ``--no-generation-prompt``, ``--continue-final-message``, ``--kwargs`` (shared by ``render`` and
-    ``count``)."""
+    ``--no-generation-prompt``, ``--continue-final-message``, ``--kwargs``, ``--strict`` (shared by
+    ``render`` and ``count``)."""
     p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
     p.add_argument("--dialect", "-d", default=None,
                    help=f"dialect or alias (default: the request's \"dialect\" key, else the dialect its \"model\" "
@@ -51,7 +51,12 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                    "the request's continue_final_message does the same")
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
-                   "(merged over the request's chat_template_kwargs)")
+                   "(merged over the request's chat_template_kwargs); kwargs the template does not read are "
+                   "ignored, as the official template ignores them")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse what `kimi-chat lint` reports as an error (unknown roles, missing ids or content, "
+                   "unknown message fields, unread template kwargs), naming message and field; default: render "
+                   "every input the official template renders, as it renders it")
 
 
 # request-body fields that would change the prompt but that no Kimi template reads
@@ -125,6 +130,7 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
         "add_generation_prompt": agp,
         "continue_final_message": cfm,
         "options": options,
+        "strict": bool(getattr(args, "strict", False)),
     }
 
 
@@ -138,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],
                           add_generation_prompt=req["add_generation_prompt"],
-                          continue_final_message=req.get("continue_final_message", False), **req["options"])
+                          continue_final_message=req.get("continue_final_message", False),
+                          strict=req.get("strict", False), **req["options"])
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))
     write_exact(text)

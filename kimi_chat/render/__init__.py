@@ -2,7 +2,9 @@
 
 One renderer per format family, picked by the dialect's ``family`` (:data:`RENDERERS`; the K2 family:
 :mod:`kimi_chat.render.k2`). This module does what every family shares: it validates and normalises
-the input (:mod:`kimi_chat.messages`), checks the options, and implements ``continue_final_message``
+the input (:mod:`kimi_chat.messages`), keeps the template kwargs the dialect reads (the others are
+ignored, as the template ignores them), applies ``strict=True`` (:func:`kimi_chat.lint.check_strict`:
+lint errors raise), and implements ``continue_final_message``
 the way transformers does. For every dialect the output is byte-identical to what the official
 tokenizer's ``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)``
 returns with that dialect's oracle template.
@@ -19,6 +21,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError
+from ..lint import check_strict, check_strict_k3
 from ..messages import normalize_messages, normalize_tools
 from .k2 import render_k2
 from .k3 import render_k3, render_k3_segments
@@ -90,10 +93,11 @@ def _render(
     add_generation_prompt: bool | None,
     continue_final_message: bool,
     options: Mapping[str, Any],
+    strict: bool = False,
 ) -> bool:
     """Render into ``w``; return the ``add_generation_prompt`` used."""
     d = get_dialect(dialect)
-    d.check_options(options)
+    _check_bool("strict", strict)
     _check_bool("continue_final_message", continue_final_message)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
@@ -105,8 +109,12 @@ def _render(
     if not msgs:
         raise RenderError("cannot render an empty conversation (the official tokenizer refuses it too)")
     tool_list = normalize_tools(tools)
+    if strict:
+        check_strict(d, msgs, tool_list, add_generation_prompt, options)
     final = _tag_final_message(msgs) if continue_final_message else None
-    RENDERERS[d.family](w, d, msgs, tool_list, add_generation_prompt, options)
+    # template kwargs the dialect's template does not read are ignored, as the template ignores them
+    read = options if options.keys() <= set(d.options) else {k: v for k, v in options.items() if k in d.options}
+    RENDERERS[d.family](w, d, msgs, tool_list, add_generation_prompt, read)
     if final is not None:
         _cut_at_tag(w, final, len(msgs) - 1)
     return add_generation_prompt
@@ -117,20 +125,25 @@ def _k3_call(
     add_generation_prompt: bool | None,
     continue_final_message: bool,
     options: Mapping[str, Any],
+    messages: Sequence[Any] = (),
+    strict: bool = False,
 ) -> dict[str, Any] | None:
     """For a K3-family dialect, the keyword arguments of :mod:`kimi_chat.render.k3`'s functions
     (the XTML renderer builds its own segments, not through a :class:`Writer`); ``None`` for K2."""
     d = get_dialect(dialect)
     if d.family != "k3":
         return None
-    d.check_options(options, require_bool=False)
+    _check_bool("strict", strict)
     _check_bool("continue_final_message", continue_final_message)
+    if strict:
+        check_strict_k3(d, messages, options)
     if continue_final_message:
         raise RenderError(f"continue_final_message is not supported by {d.name}: the official K3 tokenizer "
                           "has no such option")
     if add_generation_prompt is None:
         add_generation_prompt = True
-    return {"add_generation_prompt": add_generation_prompt, **options}
+    # kwargs the official encoder does not read are ignored by it (apply_chat_template(**kwargs))
+    return {"add_generation_prompt": add_generation_prompt, **{k: v for k, v in options.items() if k in d.options}}
 
 
 def render(
@@ -140,6 +153,7 @@ def render(
     dialect: str | Dialect = DEFAULT_DIALECT,
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> str:
     """The prompt the official template of ``dialect`` renders for ``messages`` and ``tools``.
@@ -150,20 +164,28 @@ def render(
     is not asked to answer. ``continue_final_message=True`` does what transformers'
     ``apply_chat_template(continue_final_message=True)`` does: the prompt ends right after the final
     message's text (no ``<|im_end|>``), so the model continues it (a prefill such as
-    ``{"role": "assistant", "content": "Sure, "}``). ``options`` are the dialect's template options
-    (e.g. ``thinking=False`` for ``kimi-k2.5``); others are refused.
+    ``{"role": "assistant", "content": "Sure, "}``). ``options`` are template kwargs (e.g.
+    ``thinking=False`` for ``kimi-k2.5``); those the dialect's template does not read are ignored,
+    as the template ignores them (``enable_thinking`` does nothing: :func:`~kimi_chat.lint` says so).
 
-    Raises :class:`~kimi_chat.messages.InvalidMessagesError` for invalid input (naming the message
-    index and field), :class:`~kimi_chat.errors.RenderError` where the official template cannot
-    render the input (or both ``continue_final_message`` and ``add_generation_prompt`` are set),
-    :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and ``TypeError`` for an
-    unknown option or a non-bool flag.
+    Official parity (the default): every input the official template renders gives its bytes, odd
+    ones too (a ``developer`` role, a tool call without ``id``, a message without ``content``, extra
+    fields, unknown content parts). ``strict=True`` refuses, with
+    :class:`~kimi_chat.errors.StrictModeError` (a ``ValueError``) naming message index and field,
+    everything :func:`~kimi_chat.lint` reports as an error (unknown roles, missing ids or content,
+    unknown fields, unread or non-bool kwargs).
+
+    Raises :class:`~kimi_chat.messages.InvalidMessagesError` for input the official template
+    cannot take (naming the message index and field), :class:`~kimi_chat.errors.RenderError` where
+    it cannot render the input (or both ``continue_final_message`` and ``add_generation_prompt``
+    are set), :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and
+    ``TypeError`` for a non-bool flag.
     """
-    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options)
+    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict)
     if k3 is not None:
         return render_k3(messages, tools, **k3)
     w = Writer(marked=False)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return "".join(w.parts)
 
 
@@ -174,15 +196,17 @@ def render_segments(
     dialect: str | Dialect = DEFAULT_DIALECT,
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> list[Segment]:
     """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
-    to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``."""
-    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options)
+    to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``.
+    ``strict`` and the other arguments are :func:`render`'s."""
+    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict)
     if k3 is not None:
         return [Segment(g.text, g.message_index, g.trainable) for g in render_k3_segments(messages, tools, **k3)]
     w = Writer(marked=True)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.segments()
 
 
@@ -193,14 +217,16 @@ def render_layout(
     dialect: str | Dialect = DEFAULT_DIALECT,
     add_generation_prompt: bool | None = None,
     continue_final_message: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> Layout:
     """:func:`render` as the renderer wrote it: a :class:`Layout` of parts, attribution marks and
     the parts that are input text (all others are template literals); ``layout.text == render(...)``
-    and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from."""
+    and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from.
+    ``strict`` and the other arguments are :func:`render`'s."""
     if get_dialect(dialect).family not in RENDERERS:
         raise NotImplementedError(f"render_layout covers the families of RENDERERS; for {get_dialect(dialect).name} "
                                   "use kimi_chat.render.k3.render_k3_segments / render_k3_ids")
     w = Writer(marked=True)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options)
+    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.layout()

@@ -123,16 +123,8 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> No
     json_strings = d.string_arguments == "json"
     for j, call in enumerate(msg["tool_calls"]):
         fn = call["function"]
-        if regenerate:
-            call_id = M.tool_call_id(fn["name"], j)
-        else:
-            call_id = call.get("id")
-            if call_id is None:
-                raise RenderError(
-                    f"{d.name} writes each tool call's id into the prompt; this call has none",
-                    message_index=index,
-                    field=f"tool_calls[{j}].id",
-                )
+        # a call without an id: the official template writes an empty one (strict mode refuses it)
+        call_id = M.tool_call_id(fn["name"], j) if regenerate else call.get("id", "")
         args = fn["arguments"]
         if json_strings or not isinstance(args, str):
             args = _json(args, None, f"tool_calls[{j}].function.arguments", index)
@@ -154,11 +146,15 @@ def _reasoning(msg: Mapping[str, Any]) -> Any:
 
 def _header(msg: Mapping[str, Any], w: Writer) -> None:
     # name-or-role headers: the role's header unless the message has a (non-empty) name
+    # (any other role, e.g. ``developer``: a system header with the role as its name)
     name = msg.get("name")
     role = msg["role"]
     if not name:
-        w.emit(_FIXED_HEADERS[role])
-        return
+        fixed = _FIXED_HEADERS.get(role)
+        if fixed is not None:
+            w.emit(fixed)
+            return
+        name = role
     w.emit(_HEADER_ROLE.get(role, M.IM_SYSTEM.text))
     w.emit_text(name)
     w.emit(_IM_MIDDLE)
@@ -231,7 +227,8 @@ def render_k2(
         if track:
             marks.append((len(parts), i, False))  # type: ignore[union-attr]
         if fixed_headers:
-            emit(_FIXED_HEADERS[role])
+            if role in _FIXED_HEADERS:  # the fixed-header templates write no header for any other role
+                emit(_FIXED_HEADERS[role])
         else:
             _header(msg, w)
         content = msg.get("content")

@@ -8,13 +8,19 @@ empty strings, assistants with and without content, several tool calls with dict
 arguments, tool results, reasoning under its three names, and tools with nested schemas and unsorted
 keys. Every request it draws is one the official templates render.
 
+``odd_requests()`` draws what real clients send that is not the OpenAI schema but that the official
+templates render (official parity: ``render`` gives the same bytes): a ``developer`` or other role
+(``function``, ``moderator``, ``""``...), a tool result without ``tool_call_id``, a tool call without
+``id``, a system / user / tool message without ``content``, extra message fields, content parts of
+unknown types, template kwargs the template does not read (``enable_thinking``,
+``reasoning_effort``...), a read option that is not a bool (``thinking="false"``). ``"odd"`` lists ``(kind, location)`` of each (see :data:`ODD_KINDS`).
+
 ``defective_requests()`` (opt-in) draws the inputs the official templates refuse (an empty
 conversation, a message that is not an object, content that is neither text nor a list, a tool call
-without ``function``...) or mangle (a tool call without ``id`` where the id is written, a message
-without ``content``, a bare string or number as a content part, an unknown or missing role, a
+without ``function``...) or mangle (a bare string or number as a content part, a missing role, a
 function name that is not a string, arguments that are not JSON data): a request as above with one
 such defect put in, plus ``"defect"``, the location an error about it names
-(``"messages[2].tool_calls[0].id"``; ``"empty conversation"`` for no message at all).
+(``"messages[2].tool_calls[0].function"``; ``"empty conversation"`` for no message at all).
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from hypothesis import strategies as st
 from .. import markers as M
 from ..dialects import get_dialect
 
-__all__ = ["texts", "json_values", "tools", "messages", "requests", "defective_requests", "DEFECTS"]
+__all__ = [
+    "texts", "json_values", "tools", "messages", "requests", "odd_requests", "ODD_KINDS", "defective_requests",
+    "DEFECTS",
+]
 
 _SPECIAL_TEXT = [
     M.IM_END.text, M.IM_USER.text, M.IM_ASSISTANT.text, M.IM_MIDDLE.text, M.IM_SYSTEM.text,
@@ -213,19 +222,134 @@ def requests(draw: st.DrawFn, dialect: str | None = None, max_turns: int = 6) ->
 
 
 # --------------------------------------------------------------------------------------------------
+# Odd-but-real inputs: not the OpenAI schema, rendered by the official templates
+
+ODD_KINDS = (
+    "developer role",
+    "other role",
+    "tool result without tool_call_id",
+    "tool call without id",
+    "content missing",
+    "extra message field",
+    "unknown content part",
+    "unread kwarg",
+    "non-bool option",
+)
+"""The kinds of odd input :func:`odd_requests` puts in a request."""
+
+_UNKNOWN_PARTS = [
+    {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+    {"type": "file", "file": {"file_id": "file-1"}},
+    {"type": "refusal", "refusal": "no"},
+    {"type": "input_image", "image_url": "https://example.com/c.png"},
+    {"type": "audio"},
+    {"type": "input_text", "text": "typed as input_text"},
+]
+_EXTRA_FIELDS = ["metadata", "id", "created_at", "cache_control", "weight"]
+_UNREAD_KWARGS = {
+    "enable_thinking": st.booleans(),
+    "reasoning_effort": st.sampled_from(["low", "medium", "high"]),
+    "thinking": st.booleans(),
+    "preserve_thinking": st.booleans(),
+    "add_vision_id": st.booleans(),
+}
+
+
+def _odd_kind(draw: st.DrawFn, kind: str, req: dict[str, Any], dialect: str | None) -> tuple[Any, str] | None:
+    """Put one odd input of ``kind`` into ``req``; return ``(message or None, field)`` of its
+    location (``None`` when the request has nothing to put it in)."""
+    msgs = req["messages"]
+    if kind in ("developer role", "other role"):
+        role = "developer" if kind == "developer role" else draw(st.sampled_from(["function", "moderator", "ipython", "USER", ""]))
+        m: dict[str, Any] = {"role": role, "content": draw(_content())}
+        if draw(st.integers(0, 3)) == 0:
+            m["name"] = draw(st.sampled_from(["f", "ops", ""]))
+        msgs.insert(draw(st.integers(0, len(msgs))), m)
+        return m, "role"
+    if kind == "tool result without tool_call_id":
+        m = {"role": "tool", "content": draw(_content())}
+        msgs.insert(draw(st.integers(0, len(msgs))), m)
+        return m, "tool_call_id"
+    if kind == "tool call without id":
+        name = draw(_func_names)
+        call: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": draw(_ARGUMENTS)}}
+        if draw(st.booleans()):
+            del call["type"]
+        m = {"role": "assistant", "tool_calls": [call]}
+        if draw(st.booleans()):
+            m["content"] = draw(texts(5))
+        msgs.insert(draw(st.integers(0, len(msgs))), m)
+        return m, "tool_calls[0].id"
+    if kind == "content missing":
+        role = draw(st.sampled_from(["system", "user", "tool"]))
+        m = {"role": role, "tool_call_id": "functions.f:0"} if role == "tool" else {"role": role}
+        msgs.insert(draw(st.integers(0, len(msgs))), m)
+        return m, "content"
+    if kind == "extra message field":
+        m = msgs[draw(st.integers(0, len(msgs) - 1))]
+        key = draw(st.sampled_from(_EXTRA_FIELDS))
+        if key in m:
+            return None
+        m[key] = draw(json_values(3).filter(lambda v: v is not None))
+        return m, key
+    if kind == "unknown content part":
+        parts = draw(st.lists(st.builds(lambda t: {"type": "text", "text": t}, texts(5)), max_size=2))
+        k = draw(st.integers(0, len(parts)))
+        parts.insert(k, dict(draw(st.sampled_from(_UNKNOWN_PARTS))))
+        m = {"role": draw(st.sampled_from(["user", "system", "assistant"])), "content": parts}
+        msgs.insert(draw(st.integers(0, len(msgs))), m)
+        return m, f"content[{k}]"
+    if kind == "unread kwarg":
+        read = get_dialect(dialect).options if dialect is not None else ()
+        unread = [k for k in _UNREAD_KWARGS if k not in read and k not in req["options"]]
+        if not unread:
+            return None
+        key = draw(st.sampled_from(unread))
+        req["options"][key] = draw(_UNREAD_KWARGS[key])
+        return None, key
+    if kind == "non-bool option":
+        read = get_dialect(dialect).options if dialect is not None else ()
+        if not read:
+            return None
+        key = draw(st.sampled_from(read))
+        # what a JSON client may send: the template tests `is false` / truthiness, as the renderer does
+        req["options"][key] = draw(st.sampled_from(["false", "true", 0, 1, "", None]))
+        return None, key
+    raise ValueError(f"unknown odd kind {kind!r}")
+
+
+@st.composite
+def odd_requests(draw: st.DrawFn, dialect: str | None = None, max_turns: int = 4,
+                 kinds: tuple[str, ...] = ODD_KINDS) -> dict[str, Any]:
+    """A :func:`requests` request with one to three odd-but-real inputs (of ``kinds``, see
+    :data:`ODD_KINDS`) put in: inputs the official template renders although they are not the
+    OpenAI schema. ``"odd"`` lists ``(kind, location)``: ``"messages[I].FIELD"`` for a message,
+    the kwarg name for a template kwarg."""
+    req = draw(requests(dialect, max_turns))
+    placed: list[tuple[str, Any, str]] = []
+    for kind in draw(st.lists(st.sampled_from(kinds), min_size=1, max_size=3, unique=True)):
+        where = _odd_kind(draw, kind, req, dialect)
+        if where is not None:
+            placed.append((kind, *where))
+    msgs = req["messages"]
+    req["odd"] = [
+        (kind, field if m is None else f"messages[{next(i for i, x in enumerate(msgs) if x is m)}].{field}")
+        for kind, m, field in placed
+    ]
+    return req
+
+
+# --------------------------------------------------------------------------------------------------
 # Inputs the official templates refuse or mangle (opt-in)
 
 DEFECTS = (
     "empty conversation",
     "message not an object",
     "content not text or a list",
-    "content missing",
     "content part not an object",
-    "unknown role",
     "role missing",
     "tool_calls not a list",
     "tool call without function",
-    "tool call without id",
     "function name not a string",
     "arguments not JSON data",
 )
@@ -246,15 +370,11 @@ def _defective_message(draw: st.DrawFn, kind: str) -> tuple[Any, str]:
         return draw(st.sampled_from(["hi", 5, None])), ""
     if kind == "content not text or a list":
         return {"role": role, "content": draw(st.sampled_from([5, 1.5, True]))}, ".content"
-    if kind == "content missing":
-        return ({"role": "tool", "tool_call_id": "functions.f:0"} if role == "tool" else {"role": role}), ".content"
     if kind == "content part not an object":
         parts: list[Any] = [{"type": "text", "text": t} for t in draw(st.lists(texts(5), max_size=2))]
         k = draw(st.integers(0, len(parts)))
         parts.insert(k, draw(st.sampled_from(["text", 5, None])))
         return {"role": "user", "content": parts}, f".content[{k}]"
-    if kind == "unknown role":
-        return {"role": draw(st.sampled_from(["moderator", "", "USER"])), "content": draw(texts(5))}, ".role"
     if kind == "role missing":
         return {"content": draw(texts(5))}, ".role"
     if kind == "tool_calls not a list":
@@ -265,9 +385,6 @@ def _defective_message(draw: st.DrawFn, kind: str) -> tuple[Any, str]:
     if kind == "tool call without function":
         del calls[j]["function"]
         where = f".tool_calls[{j}].function"
-    elif kind == "tool call without id":
-        del calls[j]["id"]
-        where = f".tool_calls[{j}].id"
     elif kind == "function name not a string":
         calls[j]["function"]["name"] = draw(st.sampled_from([7, None, ["f"]]))
         where = f".tool_calls[{j}].function.name"
