@@ -154,6 +154,23 @@ PROBLEMS: dict[str, KnownProblem] = {
             "the video placeholder is spelled <|kite_video_placeholder|>, not <|kimi_k25_video_placeholder|>",
             "warning",
         ),
+        KnownProblem(
+            "accepts-medium-effort",
+            "accepts thinking_effort=\"medium\"",
+            "the port renders a thinking-effort message for thinking_effort=\"medium\", which the official "
+            "Kimi-K3 encoder refuses (its valid efforts are low, high and max): the model is told an effort "
+            "it was not trained with, where the official tokenizer raises",
+            "warning",
+        ),
+        KnownProblem(
+            "needs-parsed-arguments",
+            "needs the host to parse string tool-call arguments",
+            "given arguments as a JSON string (the OpenAI shape) the port writes one json element holding "
+            "the raw text, where the official encoder parses it and writes one typed argument element per "
+            "key; only a host that parses arguments into objects first (llama.cpp does) sends the official "
+            "prompt",
+            "error",
+        ),
     )
 }
 """Every known problem, by code."""
@@ -177,7 +194,8 @@ class KnownTemplate:
     name: str
     kind: Literal["official", "variant", "adapted"]
     """``official``: the dialect's oracle text; ``variant``: another copy of the same revision that
-    differs in a few places; ``adapted``: a runtime's hand-edited copy."""
+    differs in a few places; ``adapted``: a runtime's hand-edited copy (for Kimi-K3, which ships no
+    template, a runtime's Jinja port of its Python encoder)."""
     dialect: str
     """The dialect it is (``official``) or is a copy of."""
     source: str
@@ -253,6 +271,12 @@ KNOWN_TEMPLATES: tuple[KnownTemplate, ...] = (
         "adapted", "kimi-k2-instruct-0905", "llama.cpp-adaptations/ik_llama.cpp__Kimi-K2-Instruct.jinja",
         ("sandbox-security-error", "tool-call-ids-renumbered", "tool-results-paired-by-order",
          "default-system-newline", "thinking-tool-layout"),
+    ),
+    KnownTemplate(
+        "98cb34f3e4aa2ce1ec792a7d16a9a419ac47225ca22323b9418058e8179ef0b5",
+        "llama.cpp's Jinja port of the Kimi-K3 encoder (models/templates/Kimi-K3.jinja)",
+        "adapted", "kimi-k3", "llama.cpp-adaptations/llama.cpp__Kimi-K3.jinja",
+        ("accepts-medium-effort", "needs-parsed-arguments"),
     ),
 )
 """Every template text we know (official oracle texts, variants, runtime adaptations)."""
