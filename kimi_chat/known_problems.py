@@ -171,6 +171,22 @@ PROBLEMS: dict[str, KnownProblem] = {
             "prompt",
             "error",
         ),
+        KnownProblem(
+            "accepts-non-object-arguments",
+            "renders arguments that are JSON but not an object",
+            "arguments whose JSON is a string or null (e.g. '\"Paris\"', 'null'), which the official "
+            "encoder refuses, reach the port parsed by the host: a string is written as a json element, "
+            "null as a call without arguments",
+            "warning",
+        ),
+        KnownProblem(
+            "case-insensitive-key-sort",
+            "JSON keys sorted case-insensitively",
+            "the port sorts tool declarations and the response schema with Jinja's dictsort, which "
+            "ignores case, where the official encoder sorts keys by code point (uppercase first): "
+            "schemas with keys that differ in case ('Units' and 'city') are declared in another order",
+            "warning",
+        ),
     )
 }
 """Every known problem, by code."""
@@ -182,6 +198,7 @@ DIALECT_PROBLEMS: dict[str, tuple[str, ...]] = {
     "kimi-k2-thinking@rev1": ("superseded-revision",),
     "kimi-k2.5": ("needs-tools-ts-str",),
     "kimi-k2.6": ("needs-tools-ts-str",),
+    "kimi-k3": (),
 }
 """Known problems of each official revision (dialect name -> problem codes)."""
 
@@ -276,7 +293,8 @@ KNOWN_TEMPLATES: tuple[KnownTemplate, ...] = (
         "98cb34f3e4aa2ce1ec792a7d16a9a419ac47225ca22323b9418058e8179ef0b5",
         "llama.cpp's Jinja port of the Kimi-K3 encoder (models/templates/Kimi-K3.jinja)",
         "adapted", "kimi-k3", "llama.cpp-adaptations/llama.cpp__Kimi-K3.jinja",
-        ("accepts-medium-effort", "needs-parsed-arguments"),
+        ("accepts-medium-effort", "needs-parsed-arguments", "accepts-non-object-arguments",
+         "case-insensitive-key-sort"),
     ),
 )
 """Every template text we know (official oracle texts, variants, runtime adaptations)."""
