@@ -234,3 +234,24 @@ def test_port_agrees_on_valid_efforts(effort):
     msgs = [{"role": "user", "content": "Hi"}]
     assert render_with_dialect(_port(), msgs, "kimi-k3", thinking_effort=effort) == render(
         msgs, dialect="kimi-k3", thinking_effort=effort)
+
+
+@needs_reference
+def test_gguf_facts_of_a_k3_model(tmp_path):
+    from kimi_chat import markers as M
+    from test_inspect import write_gguf
+
+    top = max(m.id for m in M.K3_MARKERS)
+    tokens = [f"tok{i}" for i in range(top + 1)]
+    for m in M.K3_MARKERS:
+        tokens[m.id] = m.text
+    good = inspect_path(write_gguf(tmp_path / "k3.gguf", _port(), tokens=tokens, eos=M.K3_END_OF_MSG.id))
+    assert good.identification.dialect == "kimi-k3"
+    facts = {f.name: f for f in good.facts}
+    assert facts["marker tokens"].ok and facts["<|end_of_msg|> is end-of-generation"].ok
+    # a K2 vocabulary under the K3 port: K3's ids hold K2's markers (163587 is <|im_user|> there)
+    for m in (M.IM_END, M.IM_USER, M.IM_ASSISTANT):
+        tokens[m.id] = m.text
+    bad = inspect_path(write_gguf(tmp_path / "k2vocab.gguf", _port(), tokens=tokens, eos=M.K3_END_OF_MSG.id))
+    wrong = {f.name: f for f in bad.facts}["marker tokens"]
+    assert not wrong.ok and any("<|open|>" in w for w in wrong.value)
