@@ -71,7 +71,9 @@ class Identification:
     * ``variant``: the exact text of another known copy of that revision, which differs in places;
     * ``ours``: the exact text of kimi_chat's ``templates/<dialect>.jinja``;
     * ``adapted``: a runtime's hand-edited copy of the dialect (a known llama.cpp / ik_llama.cpp
-      adaptation, or an unknown text that fails in transformers' sandbox and behaves mostly like it);
+      adaptation, or an unknown text that fails in transformers' sandbox and behaves mostly like it)
+      or, for Kimi-K3 (no official template), a Jinja port of its encoder, such as llama.cpp's, or an
+      unknown text whose diagnostic probes show known problems of a port;
     * ``equivalent``: an unknown text that renders every probe exactly as the dialect does;
     * ``modified``: an unknown text closest to the dialect, with differences;
     * ``unknown``: not recognisably any dialect.

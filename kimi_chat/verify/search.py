@@ -7,7 +7,7 @@ import importlib
 import json
 import random
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from ..dialects import Dialect, get_dialect
@@ -264,11 +264,12 @@ def verify(
         max_examples=examples, database=None, deadline=None, derandomize=False,
         suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink], report_multiple_bugs=False,
     )
-    common = dict(dialect=d.name, seed=seed, lenient=lenient, parse_arguments=parse_arguments)
+    base = VerifyReport(dialect=d.name, equivalent=True, examples=0, seed=seed, lenient=lenient,
+                        parse_arguments=parse_arguments)
     try:
         found = find(requests, differs, settings=cfg, random=random.Random(seed))
     except NoSuchExample:
-        return VerifyReport(equivalent=True, examples=tried, **common)
+        return replace(base, examples=tried)
     found = _simplify(found, lambda req: compare(req).differs)
     _, expected, actual, error, refusal = compare(found)
     label = f"{d.name} (kimi_chat.render)"
@@ -281,5 +282,5 @@ def verify(
             lenient_diff = prompt_diff(expected, outside, expected_label=label, actual_label="template (lenient sandbox)")
         except Exception:  # noqa: BLE001 - it fails there too: nothing more to show
             lenient_diff = None
-    return VerifyReport(equivalent=False, examples=tried, counterexample=found, expected=expected, actual=actual,
-                        error=error, diff=diff, lenient_diff=lenient_diff, refusal=refusal, **common)
+    return replace(base, equivalent=False, examples=tried, counterexample=found, expected=expected, actual=actual,
+                   error=error, diff=diff, lenient_diff=lenient_diff, refusal=refusal)
