@@ -188,9 +188,30 @@ class TokenizerFact:
         return {"name": self.name, "value": self.value, "official": self.official, "ok": self.ok, "note": self.note}
 
 
+def _is_k3(dialect: str | None) -> bool:
+    return dialect is not None and dialect in DIALECTS and DIALECTS[dialect].family == "k3"
+
+
 def _markers_for(dialect: str | None) -> tuple[M.Marker, ...]:
+    if _is_k3(dialect):
+        return M.K3_MARKERS
     k25_line = dialect is not None and dialect in DIALECTS and DIALECTS[dialect].media == "k25"
     return _K2_MARKERS + (_K25_MARKERS if k25_line else ())
+
+
+def _turn_end(dialect: str | None) -> M.Marker:
+    """The marker that ends the model's turn: ``<|end_of_msg|>`` for K3, ``<|im_end|>`` for K2."""
+    return M.K3_END_OF_MSG if _is_k3(dialect) else M.IM_END
+
+
+K3_FIX_HINT = (
+    "Kimi-K3 ships no chat template (its tokenizer renders chats in Python) and kimi_chat has none: render "
+    "K3 prompts with the official tokenizer's apply_chat_template (trust_remote_code; vLLM and SGLang's K3 "
+    "support) or with kimi_chat (kimi_chat.render(messages, dialect=\"kimi-k3\"), kimi-chat render -d "
+    "kimi-k3, render_tokens for ids); with llama.cpp's port, parse string arguments in the host (llama.cpp "
+    "does) and never send thinking_effort=\"medium\""
+)
+"""The fix hint of a Kimi-K3 port (there is no template to replace it with)."""
 
 
 def _gguf_facts(meta: dict[str, Any], dialect: str | None) -> list[TokenizerFact]:
@@ -241,13 +262,14 @@ def _gguf_facts(meta: dict[str, Any], dialect: str | None) -> list[TokenizerFact
     facts.append(TokenizerFact("bos token id", bos, M.BOS.id, bos in (None, M.BOS.id),
                                "" if bos in (None, M.BOS.id) else f"official bos is {M.BOS.text} {M.BOS.id}"))
     eog = {k: meta.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")}
-    im_end_eog = M.IM_END.id in eog.values()
+    end = _turn_end(dialect)
+    im_end_eog = end.id in eog.values()
     shown = ", ".join(f"{k} {v}" for k, v in eog.items() if v is not None) or "none set"
     facts.append(TokenizerFact(
-        f"{M.IM_END.text} is end-of-generation", im_end_eog,
-        f"True ({M.IM_END.text} {M.IM_END.id} ends every assistant turn)", im_end_eog,
+        f"{end.text} is end-of-generation", im_end_eog,
+        f"True ({end.text} {end.id} ends every assistant turn)", im_end_eog,
         f"eos/eot/eom ids: {shown}" + ("" if im_end_eog else
-        f"; llama.cpp also recognises {M.IM_END.text} by its name, runtimes that read only these ids "
+        f"; llama.cpp also recognises {end.text} by its name, runtimes that read only these ids "
         "run past the end of the turn"),
     ))
     add_bos = meta.get("tokenizer.ggml.add_bos_token")
@@ -328,9 +350,9 @@ class Inspection:
 
     @property
     def fix_template(self) -> str | None:
-        """``templates/<dialect>.jinja`` for :attr:`fix_dialect`."""
+        """``templates/<dialect>.jinja`` for :attr:`fix_dialect` (``None`` for Kimi-K3: no template)."""
         d = self.fix_dialect
-        return f"templates/{d}.jinja" if d is not None else None
+        return f"templates/{d}.jinja" if d is not None and not _is_k3(d) else None
 
     @property
     def needs_fix(self) -> bool:
@@ -342,8 +364,17 @@ class Inspection:
         return self.fix_dialect != ident.dialect
 
     @property
+    def fix_hint(self) -> str | None:
+        """What to do: :attr:`fix_command`, or for Kimi-K3 (no template to use instead) how to render
+        its prompts exactly (:data:`K3_FIX_HINT`)."""
+        if _is_k3(self.fix_dialect):
+            return K3_FIX_HINT
+        return self.fix_command
+
+    @property
     def fix_command(self) -> str | None:
-        """The command (flags) that makes a server render the dialect exactly."""
+        """The command (flags) that makes a server render the dialect exactly (``None`` for Kimi-K3,
+        which has no template: see :attr:`fix_hint`)."""
         t = self.fix_template
         if t is None:
             return None
@@ -368,6 +399,7 @@ class Inspection:
             "fix_template": d,
             "fix_template_path": str(own) if own else None,
             "fix_command": self.fix_command,
+            "fix_hint": self.fix_hint,
             "notes": self.notes,
         }
 
@@ -421,6 +453,8 @@ class Inspection:
         for n in self.notes:
             lines.append(f"note: {n}")
         cmd = self.fix_command
+        if cmd is None and self.fix_hint is not None:
+            lines.append(f"fix:       {self.fix_hint}")
         if cmd is not None:
             if self.needs_fix:
                 lines.append(f"fix:       {cmd}")

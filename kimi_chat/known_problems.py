@@ -154,6 +154,39 @@ PROBLEMS: dict[str, KnownProblem] = {
             "the video placeholder is spelled <|kite_video_placeholder|>, not <|kimi_k25_video_placeholder|>",
             "warning",
         ),
+        KnownProblem(
+            "accepts-medium-effort",
+            "accepts thinking_effort=\"medium\"",
+            "the port renders a thinking-effort message for thinking_effort=\"medium\", which the official "
+            "Kimi-K3 encoder refuses (its valid efforts are low, high and max): the model is told an effort "
+            "it was not trained with, where the official tokenizer raises",
+            "warning",
+        ),
+        KnownProblem(
+            "needs-parsed-arguments",
+            "needs the host to parse string tool-call arguments",
+            "given arguments as a JSON string (the OpenAI shape) the port writes one json element holding "
+            "the raw text, where the official encoder parses it and writes one typed argument element per "
+            "key; only a host that parses arguments into objects first (llama.cpp does) sends the official "
+            "prompt",
+            "error",
+        ),
+        KnownProblem(
+            "accepts-non-object-arguments",
+            "renders arguments that are JSON but not an object",
+            "arguments whose JSON is a string or null (e.g. '\"Paris\"', 'null'), which the official "
+            "encoder refuses, reach the port parsed by the host: a string is written as a json element, "
+            "null as a call without arguments",
+            "warning",
+        ),
+        KnownProblem(
+            "case-insensitive-key-sort",
+            "JSON keys sorted case-insensitively",
+            "the port sorts tool declarations and the response schema with Jinja's dictsort, which "
+            "ignores case, where the official encoder sorts keys by code point (uppercase first): "
+            "schemas with keys that differ in case ('Units' and 'city') are declared in another order",
+            "warning",
+        ),
     )
 }
 """Every known problem, by code."""
@@ -165,6 +198,7 @@ DIALECT_PROBLEMS: dict[str, tuple[str, ...]] = {
     "kimi-k2-thinking@rev1": ("superseded-revision",),
     "kimi-k2.5": ("needs-tools-ts-str",),
     "kimi-k2.6": ("needs-tools-ts-str",),
+    "kimi-k3": (),
 }
 """Known problems of each official revision (dialect name -> problem codes)."""
 
@@ -177,7 +211,8 @@ class KnownTemplate:
     name: str
     kind: Literal["official", "variant", "adapted"]
     """``official``: the dialect's oracle text; ``variant``: another copy of the same revision that
-    differs in a few places; ``adapted``: a runtime's hand-edited copy."""
+    differs in a few places; ``adapted``: a runtime's hand-edited copy (for Kimi-K3, which ships no
+    template, a runtime's Jinja port of its Python encoder)."""
     dialect: str
     """The dialect it is (``official``) or is a copy of."""
     source: str
@@ -253,6 +288,13 @@ KNOWN_TEMPLATES: tuple[KnownTemplate, ...] = (
         "adapted", "kimi-k2-instruct-0905", "llama.cpp-adaptations/ik_llama.cpp__Kimi-K2-Instruct.jinja",
         ("sandbox-security-error", "tool-call-ids-renumbered", "tool-results-paired-by-order",
          "default-system-newline", "thinking-tool-layout"),
+    ),
+    KnownTemplate(
+        "98cb34f3e4aa2ce1ec792a7d16a9a419ac47225ca22323b9418058e8179ef0b5",
+        "llama.cpp's Jinja port of the Kimi-K3 encoder (models/templates/Kimi-K3.jinja)",
+        "adapted", "kimi-k3", "llama.cpp-adaptations/llama.cpp__Kimi-K3.jinja",
+        ("accepts-medium-effort", "needs-parsed-arguments", "accepts-non-object-arguments",
+         "case-insensitive-key-sort"),
     ),
 )
 """Every template text we know (official oracle texts, variants, runtime adaptations)."""

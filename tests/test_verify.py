@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from kimi_chat.dialects import DIALECTS as ALL_DIALECTS
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
 from kimi_chat import UnknownDialectError, render
 from kimi_chat.cli import main
@@ -29,7 +30,7 @@ from kimi_chat.verify import (
 
 from conftest import needs_reference
 
-ADAPTATIONS = [t for t in KNOWN_TEMPLATES if t.kind == "adapted"]
+ADAPTATIONS = [t for t in KNOWN_TEMPLATES if t.kind == "adapted" and t.dialect in DIALECTS]  # K2 (K3: test_k3_identify.py)
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
@@ -66,13 +67,16 @@ def test_known_problem_codes_exist():
     for codes in DIALECT_PROBLEMS.values():
         assert all(c in PROBLEMS for c in codes)
     for t in KNOWN_TEMPLATES:
-        assert all(c in PROBLEMS for c in t.problems) and t.dialect in DIALECTS
-    assert set(DIALECT_PROBLEMS) == set(DIALECTS)
+        assert all(c in PROBLEMS for c in t.problems) and t.dialect in ALL_DIALECTS
+    assert set(DIALECT_PROBLEMS) == set(ALL_DIALECTS)
+    assert all(p.problem in PROBLEMS for p in PROBES if p.problem is not None)
 
 
 def test_probes_render_in_every_dialect():
     for d in DIALECTS:
         for p in PROBES:
+            if not p.applies_to(DIALECTS[d]):
+                continue
             render(list(p.messages), tools=list(p.tools) if p.tools else None, dialect=d,
                    add_generation_prompt=p.add_generation_prompt, **p.options_for(DIALECTS[d]))
 
@@ -80,7 +84,7 @@ def test_probes_render_in_every_dialect():
 def test_probes_tell_every_dialect_apart():
     outputs = {d: tuple(render(list(p.messages), tools=list(p.tools) if p.tools else None, dialect=d,
                                add_generation_prompt=p.add_generation_prompt, **p.options_for(DIALECTS[d]))
-                        for p in PROBES) for d in DIALECTS}
+                        for p in PROBES if p.applies_to(DIALECTS[d])) for d in DIALECTS}
     assert len(set(outputs.values())) == len(DIALECTS)
 
 

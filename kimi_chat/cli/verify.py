@@ -17,7 +17,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         help="check a chat template against a dialect, with a minimal counterexample",
         description="Render generated conversations through TEMPLATE the way transformers does and through "
         "kimi_chat's formatter for DIALECT; report equivalence or the first difference, shrunk to a minimal "
-        "conversation, with a diff (whitespace made visible). TEMPLATE is a .jinja file, a .gguf file, a "
+        "conversation, with a diff (whitespace made visible). A Kimi-K3 port (K3 ships no template) is rendered as "
+        "llama.cpp runs it, tool-call arguments parsed first, and a request the official K3 encoder refuses but the "
+        "template renders is a difference. TEMPLATE is a .jinja file, a .gguf file, a "
         "tokenizer_config.json or a model directory. Exit status: 0 equivalent, 1 counterexample, 2 bad input. "
         "Needs transformers: pip install 'kimi-chat[verify]'.",
     )
@@ -30,6 +32,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--lenient", action="store_true",
                    help="render the template in a sandbox that allows mutating lists, as llama.cpp's engine does "
                    "(to see what such a runtime sends when transformers refuses the template)")
+    p.add_argument("--arguments-as-given", action="store_true",
+                   help="Kimi-K3 ports: pass tool-call arguments to the template as given (JSON strings unparsed), "
+                   "as a host that does not parse them would; by default they are parsed first, as llama.cpp does")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=run)
 
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
             if ident.dialect is None:
                 return fail(f"{args.template}: {ident.description}; name the dialect to compare with (--dialect)")
             dialect = ident.dialect
-        report = verify(text, dialect, examples=args.examples, seed=args.seed, lenient=args.lenient)
+        report = verify(text, dialect, examples=args.examples, seed=args.seed, lenient=args.lenient,
+                        parse_arguments=not args.arguments_as_given)
     except OracleUnavailable as e:
         return fail(str(e))
     except KimiChatError as e:

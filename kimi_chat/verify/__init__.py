@@ -12,6 +12,10 @@ That is reported as a finding, and :func:`identify` then renders the template on
 sandbox that allows mutating lists (still a sandbox: no attribute escapes), to show what such a
 runtime would send the model.
 
+Kimi-K3 ships no template; a Jinja port of its encoder (llama.cpp's) is rendered as llama.cpp runs it
+(tool-call arguments JSON strings parsed first, :func:`~kimi_chat.verify.rendering.host_parsed_arguments`)
+and compared with ``render(dialect="kimi-k3")``; diagnostic probes detect a port's known problems.
+
 The modules:
 
 * :mod:`~kimi_chat.verify.identify`: :func:`identify` and its result :class:`Identification`;
@@ -35,6 +39,7 @@ from .rendering import (
     TemplateCompileError,
     own_template_path,
     own_template_text,
+    host_parsed_arguments,
     render_with_dialect,
 )
 from .search import VerifyReport, verify
@@ -53,6 +58,7 @@ __all__ = [
     "normalize_template",
     "template_sha256",
     "render_with_dialect",
+    "host_parsed_arguments",
     "visible",
     "first_difference",
     "prompt_diff",

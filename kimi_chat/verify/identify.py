@@ -8,7 +8,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..dialects import K2_DIALECTS as DIALECTS, Dialect, Status, get_dialect
+from ..dialects import DIALECTS as ALL_DIALECTS, K2_DIALECTS as DIALECTS, Dialect, Status, get_dialect
 from ..errors import KimiChatError
 from ..known_problems import KnownProblem, KnownTemplate, known_template, problems_of
 from ..oracle import OracleUnavailable
@@ -71,7 +71,9 @@ class Identification:
     * ``variant``: the exact text of another known copy of that revision, which differs in places;
     * ``ours``: the exact text of kimi_chat's ``templates/<dialect>.jinja``;
     * ``adapted``: a runtime's hand-edited copy of the dialect (a known llama.cpp / ik_llama.cpp
-      adaptation, or an unknown text that fails in transformers' sandbox and behaves mostly like it);
+      adaptation, or an unknown text that fails in transformers' sandbox and behaves mostly like it)
+      or, for Kimi-K3 (no official template), a Jinja port of its encoder, such as llama.cpp's, or an
+      unknown text whose diagnostic probes show known problems of a port;
     * ``equivalent``: an unknown text that renders every probe exactly as the dialect does;
     * ``modified``: an unknown text closest to the dialect, with differences;
     * ``unknown``: not recognisably any dialect.
@@ -137,7 +139,8 @@ _SANDBOX = problems_of(["sandbox-security-error"])[0]
 def _render_probe(template: str, probe: Probe, d: Dialect) -> tuple[str | None, str | None, bool]:
     """(text, error, lenient) for a probe rendered through ``template`` with ``d``'s pre-processing."""
     args = dict(tools=list(probe.tools) if probe.tools is not None else None,
-                add_generation_prompt=probe.add_generation_prompt, **probe.options)
+                add_generation_prompt=probe.add_generation_prompt, parse_arguments=probe.parse_arguments,
+                **probe.options)
     msgs = [dict(m) for m in probe.messages]
     try:
         return render_with_dialect(template, msgs, d, **args), None, False
@@ -175,24 +178,35 @@ class _Behaviour:
     similarity: dict[str, float]
     differences: dict[str, list[Difference]]
     in_sandbox: bool
+    detected: dict[str, list[str]] = field(default_factory=dict)
+    """Per dialect: the codes of the known problems its diagnostic probes found."""
 
 
 def _behaviour(template: str) -> _Behaviour:
-    """Per dialect: the share of probes rendered alike, the mean textual similarity of the renderings
-    and the differences; whether the template rendered every probe in transformers' sandbox."""
+    """Per dialect (every family): the share of probes rendered alike, the mean textual similarity of
+    the renderings and the differences, the known problems the diagnostic probes found; whether the
+    template rendered every probe in transformers' sandbox."""
     out = _Behaviour({}, {}, {}, True)
-    cache: dict[tuple[int, bool, bool], tuple[str | None, str | None, bool]] = {}
-    for d in DIALECTS.values():
+    cache: dict[tuple[int, str, bool, bool], tuple[str | None, str | None, bool]] = {}
+    for d in ALL_DIALECTS.values():
         matched = applicable = 0
         sim = 0.0
         found: list[Difference] = []
+        detected: list[str] = []
         for i, probe in enumerate(PROBES):
+            if not probe.applies_to(d):
+                continue
             expected = _expected(probe, d)
-            key = (i, d.sort_tool_keys and bool(probe.tools), d.tools_typescript and bool(probe.tools))
+            key = (i, d.family, d.sort_tool_keys and bool(probe.tools), d.tools_typescript and bool(probe.tools))
             if key not in cache:
                 cache[key] = _render_probe(template, probe, d)
             actual, error, lenient = cache[key]
             out.in_sandbox = out.in_sandbox and not lenient
+            if probe.problem is not None:  # diagnostic: a difference is that problem, not a lower score
+                if actual is not None and actual != expected:
+                    detected.append(probe.problem)
+                    found.append(Difference(probe.name, expected, actual, error, lenient))
+                continue
             if expected is None:
                 continue
             applicable += 1
@@ -204,6 +218,7 @@ def _behaviour(template: str) -> _Behaviour:
         out.scores[d.name] = matched / applicable if applicable else 0.0
         out.similarity[d.name] = sim / applicable if applicable else 0.0
         out.differences[d.name] = found
+        out.detected[d.name] = detected
     return out
 
 
@@ -274,16 +289,19 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
     score, similarity = beh.scores[best], beh.similarity[best]
     d = get_dialect(best)
     extra = [] if beh.in_sandbox else [_SANDBOX]
-    n = len(PROBES)
+    n = sum(1 for p in PROBES if p.applies_to(d) and p.problem is None and _expected(p, d) is not None)
     alike = f"{round(score * n)} of {n} probes rendered alike, {similarity:.1%} similar"
+    detected = problems_of(beh.detected[best])
     if score >= 1.0:
-        kind: Kind = "equivalent" if beh.in_sandbox else "adapted"
+        kind: Kind = "equivalent" if beh.in_sandbox and not detected else "adapted"
         desc = f"renders every probe as {best} does" + ("" if beh.in_sandbox else " (outside transformers' sandbox)")
-        problems = problems_of(best) + extra
+        if detected:
+            desc += f"; its diagnostic probes show {len(detected)} known problem(s)"
+        problems = problems_of(best) + extra + detected
     elif similarity >= _SIMILAR:
-        kind = "modified" if beh.in_sandbox else "adapted"
+        kind = "modified" if beh.in_sandbox and not detected else "adapted"
         desc = f"closest to {best}: {alike}"
-        problems = extra
+        problems = extra + detected
     else:
         closest = f"; closest is {best} ({alike})" if similarity >= 0.3 else ""
         return Identification(

@@ -23,6 +23,19 @@ class Probe:
     options: Mapping[str, Any] = field(default_factory=dict)
     """Template kwargs passed to the template; a dialect that does not read one renders as its
     template does, ignoring it (e.g. ``preserve_thinking``, read by Kimi-K2.6 and not by K2.5)."""
+    families: tuple[str, ...] = ("k2", "k3")
+    """The format families (:attr:`Dialect.family`) whose dialects the probe is compared with."""
+    problem: str | None = None
+    """A diagnostic probe: a difference here is the known problem with this code
+    (:data:`~kimi_chat.known_problems.PROBLEMS`), reported as such and not counted in the scores. The
+    dialect may refuse the probe (``None`` expected): then a template that renders it has the problem."""
+    parse_arguments: bool = True
+    """K3: whether the host parses tool-call arguments JSON strings before rendering (llama.cpp
+    does); ``False`` renders them as given."""
+
+    def applies_to(self, dialect: Dialect) -> bool:
+        """Whether the probe is compared with ``dialect``."""
+        return dialect.family in self.families
 
     def options_for(self, dialect: Dialect) -> dict[str, Any]:
         """The probe's options that ``dialect`` reads: what its expected rendering is rendered with
@@ -117,5 +130,36 @@ PROBES: tuple[Probe, ...] = (
             _call("functions.get_weather:0", "get_weather", '{"city": "Paris"}')]},
         {"role": "tool", "name": "get_weather", "tool_call_id": "functions.get_weather:0", "content": "18 °C"},
     )),
+    # Kimi-K3 (its options, its refusals, llama.cpp's port's known problems)
+    Probe("thinking effort low", (_USER,), options={"thinking_effort": "low"}, families=("k3",)),
+    Probe("thinking off", (
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "reasoning_content": "Greet back.", "content": "Hello!"},
+        {"role": "user", "content": "Bye"},
+    ), options={"thinking": False}, families=("k3",)),
+    Probe("lazy-loaded tools, tool choice, response format", (
+        {"role": "system", "content": "", "tools": [_WEATHER_TOOL]}, _USER,
+    ), options={"tool_choice": "required", "response_format": {"type": "json_object"}}, families=("k3",)),
+    Probe("arguments that are not JSON", (
+        _USER,
+        {"role": "assistant", "content": "", "tool_calls": [_call("call_1", "get_weather", "Paris, please")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 °C"},
+    ), families=("k3",)),
+    Probe("thinking effort medium", (_USER,), options={"thinking_effort": "medium"}, families=("k3",),
+          problem="accepts-medium-effort"),
+    Probe("string arguments, the host passing them as given", (
+        _USER,
+        {"role": "assistant", "content": "", "tool_calls": [_call("call_1", "get_weather", '{"city": "Paris"}')]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 °C"},
+    ), families=("k3",), problem="needs-parsed-arguments", parse_arguments=False),
+    Probe("arguments a JSON string, not an object", (
+        _USER,
+        {"role": "assistant", "content": "", "tool_calls": [_call("call_1", "get_weather", '"Paris"')]},
+    ), families=("k3",), problem="accepts-non-object-arguments"),
+    Probe("mixed-case schema keys", (_USER,), tools=({
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "Units": {"type": "string"}}}},
+    },), families=("k3",), problem="case-insensitive-key-sort"),
 )
 """The conversations :func:`identify` renders through a template and every dialect."""

@@ -8,6 +8,7 @@ The lenient sandbox renders them as such a runtime would (still a sandbox: no at
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -23,6 +24,7 @@ __all__ = [
     "VERIFY_EXTRA",
     "TemplateCompileError",
     "render_with_dialect",
+    "host_parsed_arguments",
     "own_template_path",
     "own_template_text",
 ]
@@ -115,6 +117,58 @@ def _lenient(template: str) -> Iterator[None]:
             ctu._compile_jinja_template = original
 
 
+def _nlohmann_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def host_parsed_arguments(messages: Sequence[Any]) -> list[Any]:
+    """``messages`` with every tool call's ``arguments`` JSON string parsed into its value, as llama.cpp
+    does before rendering a template that wants objects (its JSON parser refuses ``NaN`` and
+    ``Infinity``); a string that is not JSON is left as it is. The input is not mutated."""
+    out: list[Any] = []
+    for m in messages:
+        calls = m.get("tool_calls") if isinstance(m, Mapping) else None
+        if not isinstance(calls, list) or not calls:
+            out.append(m)
+            continue
+        new_calls = []
+        for call in calls:
+            if not isinstance(call, Mapping):
+                new_calls.append(call)
+                continue
+            call = dict(call)
+            holder = call
+            if isinstance(call.get("function"), Mapping):
+                holder = call["function"] = dict(call["function"])
+            args = holder.get("arguments")
+            if isinstance(args, str):
+                try:
+                    holder["arguments"] = json.loads(args, parse_constant=_nlohmann_constant)
+                except ValueError:
+                    pass  # not JSON: the template gets the text
+            new_calls.append(call)
+        out.append({**m, "tool_calls": new_calls})
+    return out
+
+
+def _render_as_k3_host(
+    template: str,
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None,
+    add_generation_prompt: bool,
+    parse_arguments: bool,
+    **options: Any,
+) -> str:
+    """How a host runs a Kimi-K3 port (llama.cpp): no tokenizer pre-processing (K3 ships no template,
+    so there is none), arguments JSON strings parsed first (``parse_arguments``), the template given
+    ``messages``, ``tools``, ``add_generation_prompt`` and the options as template variables."""
+    compiled = _chat_template_utils()._compile_jinja_template(template)
+    msgs = host_parsed_arguments(messages) if parse_arguments else list(messages)
+    return str(compiled.render(messages=msgs, tools=list(tools) if tools is not None else None,
+                               add_generation_prompt=add_generation_prompt, **options))
+
+
 def render_with_dialect(
     template: str,
     messages: Sequence[Any],
@@ -123,16 +177,23 @@ def render_with_dialect(
     tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = True,
     lenient: bool = False,
+    parse_arguments: bool = True,
     **options: Any,
 ) -> str:
-    """Render ``template`` as the official tokenizer of ``dialect`` would: transformers' machinery,
-    tool keys sorted when the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 and K2.6.
+    """Render ``template`` as the host of ``dialect`` would.
 
-    ``lenient=True`` renders in a sandbox that allows mutating lists (what llama.cpp-like engines
-    accept). Template errors propagate.
+    K2 family: as the official tokenizer does (transformers' machinery, tool keys sorted when the
+    dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 and K2.6). K3 family (no official
+    template): as llama.cpp runs its port, tool-call ``arguments`` JSON strings parsed into objects
+    first (:func:`host_parsed_arguments`; ``parse_arguments=False`` passes them as given, as a host
+    that does not parse them would). ``lenient=True`` renders in a sandbox that allows mutating lists
+    (what llama.cpp-like engines accept). Template errors propagate.
     """
     d = get_dialect(dialect)
     with _lenient(template) if lenient else nullcontext():
+        if d.family == "k3":
+            return _render_as_k3_host(template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                                      parse_arguments=parse_arguments, **options)
         return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
                                    **options)
 
