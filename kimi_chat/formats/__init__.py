@@ -53,6 +53,9 @@ class OutputFormat:
     tool_call_id_prefix: str
     fields: Mapping[str, str]
     compile: Callable[..., Machine]
+    tags: Any = None
+    """A family whose terminals are tags (K3): its :class:`kimi_chat.formats.k3.TagSet`, read by the
+    tag lexer (:mod:`kimi_chat.parse.tags`); ``None``: the terminals are the marker spellings."""
 
     def machine(self, *, prefilled: bool, think: bool) -> Machine:
         """The compiled machine of a parse: ``prefilled``: the output starts inside reasoning;
@@ -61,7 +64,7 @@ class OutputFormat:
         return self.compile(self.start_rules[case], think=prefilled or think)
 
 
-FAMILIES: dict[str, str] = {"k2": "kimi_chat.formats.k2"}
+FAMILIES: dict[str, str] = {"k2": "kimi_chat.formats.k2", "k3": "kimi_chat.formats.k3"}
 """Dialect family (``Dialect.family``; ``k2`` when a dialect has none) -> the module whose ``FORMAT``
 is its :class:`OutputFormat`. Adding a family is adding its module and a line here."""
 
