@@ -66,7 +66,7 @@ def test_k3_is_registered_and_compiles_both_start_rules():
 
 def test_docs_hold_the_k3_grammar_verbatim():
     doc = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
-    m = re.search(r"<!-- k3-grammar -->\n```\n(.*?)\n```", doc, re.S)
+    m = re.search(r"<!-- k3-grammar -->\n```peg\n(.*?)\n```", doc, re.S)
     assert m is not None, "docs/format.md has no K3 grammar block"
     assert m.group(1) == K3F.grammar_text()
 

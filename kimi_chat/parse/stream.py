@@ -205,6 +205,8 @@ class StreamParser:
         else:
             raise TypeError(f"StreamParser.feed() takes str or bytes, not {type(text).__name__}")
         if self._raw:
+            if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
+                text = self._lexer.flush() + text
             self._ignore(text)
         elif text:
             lx = self._lexer
