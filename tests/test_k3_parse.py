@@ -279,3 +279,21 @@ def test_cli_parses_k3_whole_and_streamed():
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert "".join(x["delta"].get("content", "") for x in lines) == "Hi"
     assert lines[-1]["finish_reason"] == "stop"
+
+
+def test_text_held_back_when_the_turn_ends_in_text_is_ignored_in_order():
+    # found by the chunking property: "<" ends the turn (text after the close), "[" was held back
+    text = c("message") + "<[BOS]x"
+    p = StreamParser("kimi-k3")
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == k3(text)
+    assert [(w.kind, w.text) for w in p.message.warnings][-1] == ("text_after_end", "<[BOS]x")
+
+
+def test_a_stray_tag_inside_a_call_is_kept_in_its_raw_text():
+    inner = o("argument", key="a", type="number") + "1" + o("bogus") + c("argument")
+    text = c("think") + o("response") + c("response") + o("tools") + call("f", 1, inner) + c("tools") + END
+    (tc,) = k3(text).tool_calls
+    assert tc.raw == call("f", 1, inner) and tc.arguments == '{"a":1}'
