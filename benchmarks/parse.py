@@ -18,7 +18,9 @@ Prints (no asserts, numbers only):
    cost 10x the time, i.e. a flat per-character cost);
 5. a server that reads ``StreamParser.message`` after every ``feed()``: a 300 KB output (reasoning,
    content, two tool calls) in 4-character chunks (the message is kept up to date incrementally, so
-   this should cost a small multiple of the feeds alone, not grow with the square of the size).
+   this should cost a small multiple of the feeds alone, not grow with the square of the size);
+6. Kimi-K3 (``--k3``: only these): per-delta cost on outputs written by ``render_k3`` of 1 KB to 1 MB,
+   and whole-text ``parse()`` of 100 KB (the comparison with the servers' K3 parsers is issue 14 item 9).
 """
 
 from __future__ import annotations
@@ -136,13 +138,13 @@ def token_deltas(text: str, seed: int = 1) -> list[str]:
 # ---------------------------------------------------------------------------------------- measures
 
 
-def per_delta_ours(deltas: list[str], repeat: int = 3) -> list[float]:
+def per_delta_ours(deltas: list[str], repeat: int = 3, dialect: str = DIALECT) -> list[float]:
     """Microseconds per ``feed()``, for each delta the best of ``repeat`` streams (a shared machine
     preempts now and then; the best of a few runs is the cost of the code, not of the neighbours)."""
     clock = time.perf_counter_ns
     best: list[int] | None = None
     for _ in range(repeat):
-        p = StreamParser(DIALECT)
+        p = StreamParser(dialect)
         times = []
         gc.disable()
         try:
@@ -181,6 +183,67 @@ def per_delta_baseline(deltas: list[str], sample: int | None) -> tuple[list[floa
     return times, statistics.fmean(times) * n, True
 
 
+def make_k3_output(size: int, seed: int = 0) -> str:
+    """A Kimi-K3 output of about ``size`` characters, as ``render_k3`` writes the assistant turn
+    (after the generation prompt): 30% reasoning, 30% content, two calls (a long string argument)."""
+    from kimi_chat.render.k3 import render_k3
+
+    rng = random.Random(seed)
+    msg = {"role": "assistant", "reasoning_content": words(rng, int(size * 0.3)), "content": words(rng, int(size * 0.3)),
+           "tool_calls": [
+               {"id": "a", "type": "function", "function": {"name": "write_file", "arguments": {
+                   "path": "notes/today.md", "text": words(rng, int(size * 0.28))}}},
+               {"id": "b", "type": "function", "function": {"name": "search", "arguments": {
+                   "query": words(rng, int(size * 0.1)), "limit": 10, "tags": ["a", "b"]}}}]}
+    user = [{"role": "user", "content": "hi"}]
+    prefix = render_k3(user)
+    return render_k3(user + [msg], add_generation_prompt=False)[len(prefix):]
+
+
+_K3_MARKERS = [m.text for m in M.K3_MARKERS]
+_K3_SPLIT = re.compile("(" + "|".join(map(_E, sorted(_K3_MARKERS, key=len, reverse=True))) + ")")
+
+
+def k3_token_deltas(text: str, seed: int = 1) -> list[str]:
+    """Token-sized K3 deltas: every marker alone, tag names and attributes and text in 1-7 character pieces."""
+    rng = random.Random(seed)
+    out = []
+    for part in _K3_SPLIT.split(text):
+        if part in _K3_MARKERS:
+            out.append(part)
+            continue
+        i = 0
+        while i < len(part):
+            n = rng.randint(1, 7)
+            out.append(part[i:i + n])
+            i += n
+    return out
+
+
+def k3_rows(sizes: list[int]) -> None:
+    """Per-delta cost of the K3 parser (no re-parse baseline here: issue 14 item 9)."""
+    print("Kimi-K3 (dialect kimi-k3), token-sized deltas (markers whole, tag text and text 1-7 chars)")
+    print(f"{'output':>8} {'deltas':>8} | {'ours: median':>12} {'p99':>7} {'mean':>7} {'total ms':>9}")
+    for size in sizes:
+        text = make_k3_output(size)
+        deltas = k3_token_deltas(text)
+        msg = parse(text, dialect="kimi-k3")
+        assert len(msg.tool_calls) == 2 and not msg.warnings, msg.warnings
+        per_delta_ours(deltas, 1, "kimi-k3")
+        ours = per_delta_ours(deltas, dialect="kimi-k3")
+        print(f"{size // 1000:>6}KB {len(deltas):>8} | {statistics.median(ours):>10.2f}us {pct(ours, .99):>5.2f}us "
+              f"{statistics.fmean(ours):>5.2f}us {sum(ours) / 1000:>9.1f}")
+    text = make_k3_output(100_000)
+    runs = []
+    for _ in range(30):
+        t0 = time.process_time_ns()
+        parse(text, dialect="kimi-k3")
+        runs.append((time.process_time_ns() - t0) / 1e6)
+    print(f"whole-text parse() of a {len(text) // 1000} KB K3 output (CPU time): median {statistics.median(runs):.3f} ms, "
+          f"best {min(runs):.3f} ms")
+    print()
+
+
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -189,8 +252,12 @@ def pct(xs: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="skip the 1 MB cases")
+    ap.add_argument("--k3", action="store_true", help="only the Kimi-K3 rows")
     args = ap.parse_args()
     sizes = [1_000, 10_000, 100_000] + ([] if args.quick else [1_000_000])
+    if args.k3:
+        k3_rows(sizes)
+        return
 
     print(f"python {sys.version.split()[0]}, dialect {DIALECT}, token-sized deltas (markers whole, text 1-7 chars)")
     print()
@@ -269,6 +336,8 @@ def main() -> None:
         assert p.message == parse(text, dialect=DIALECT)
         what = "feed + message after each feed" if read else "feed alone"
         print(f"{len(text) // 1000} KB output in {len(chunks)} chunks of 4 characters, {what}: {total:.3f} s")
+    print()
+    k3_rows(sizes)
 
 
 if __name__ == "__main__":

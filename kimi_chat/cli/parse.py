@@ -1,4 +1,4 @@
-"""``kimi-chat parse``: parse a raw Kimi-K2 output (the assistant turn) into OpenAI JSON.
+"""``kimi-chat parse``: parse a raw Kimi output (the assistant turn, K2 or ``-d kimi-k3``) into OpenAI JSON.
 
 Prints the ``ChatCompletionMessage``; with ``--stream``, feeds the text in chunks and prints one
 ``ChatCompletionChunk`` choice per line (``{"index": 0, "delta": {...}, "finish_reason": ...}``) as a
@@ -30,7 +30,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="the prompt already opened <think>: the output starts inside reasoning")
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="the dialect template options the prompt was rendered with, e.g. '{\"thinking\": false}' "
-                   "for a kimi-k2.5 or kimi-k2.6 request with thinking off (its output then does not start inside reasoning)")
+                   "for a kimi-k2.5, kimi-k2.6 or kimi-k3 request with thinking off (its output then does not start "
+                   "inside reasoning; kimi-k3: it starts in the response channel)")
     p.set_defaults(func=run)
 
 

@@ -5,8 +5,8 @@ generic machinery: :mod:`kimi_chat.peg` compiles its grammar, :mod:`kimi_chat.pa
 table over the lexer's tokens, :mod:`kimi_chat.grammar` derives GBNF from the same rules. Neither
 names a family's markers; everything family-specific is in the record.
 
-The interface a family provides, as ``FORMAT`` in its module, listed in :data:`FAMILIES` (``k2.py`` today; ``k3.py``, the Kimi-K3 XTML tags
-``<|open|>NAME attrs<|sep|>`` / ``<|close|>NAME<|sep|>``, is the next one):
+The interface a family provides, as ``FORMAT`` in its module, listed in :data:`FAMILIES` (``k2.py``;
+``k3.py``, the Kimi-K3 XTML tags ``<|open|>NAME attrs<|sep|>`` / ``<|close|>NAME<|sep|>``):
 
 * ``token_classes``: terminal class -> the marker spellings that are that terminal (any other special
   token of the family, passed to :func:`kimi_chat.peg.compile_machine` as ``markers``, is ``STRAY``);
@@ -22,9 +22,10 @@ The interface a family provides, as ``FORMAT`` in its module, listed in :data:`F
   ``functions.NAME:IDX``; ``""`` where the name comes from elsewhere);
 * ``compile(start_rule, think=...)``: the cached compiled :class:`~kimi_chat.peg.Machine`.
 
-A family whose calls carry their name in tag attributes (K3) adds its attribute handling to the
-lexer tables (:class:`kimi_chat.peg.MarkerTable`) and its groups to the grammar; the parser's
-handlers are keyed by group name, so a new family reuses them where the groups mean the same.
+A family whose terminals are tags (K3) sets ``tags`` (its tag classes have no spellings of their
+own: :class:`kimi_chat.parse.tags.TagLexer` builds them out of the tag markers) and adds its groups
+to the grammar; the parser's handlers are keyed by group name, so a family reuses them where the
+groups mean the same (``reasoning``, ``call``, ``end``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class OutputFormat:
     tool_call_id_prefix: str
     fields: Mapping[str, str]
     compile: Callable[..., Machine]
+    tags: Any = None
+    """A family whose terminals are tags (K3): its :class:`kimi_chat.formats.k3.TagSet`, read by the
+    tag lexer (:mod:`kimi_chat.parse.tags`); ``None``: the terminals are the marker spellings."""
 
     def machine(self, *, prefilled: bool, think: bool) -> Machine:
         """The compiled machine of a parse: ``prefilled``: the output starts inside reasoning;
@@ -61,7 +65,7 @@ class OutputFormat:
         return self.compile(self.start_rules[case], think=prefilled or think)
 
 
-FAMILIES: dict[str, str] = {"k2": "kimi_chat.formats.k2"}
+FAMILIES: dict[str, str] = {"k2": "kimi_chat.formats.k2", "k3": "kimi_chat.formats.k3"}
 """Dialect family (``Dialect.family``; ``k2`` when a dialect has none) -> the module whose ``FORMAT``
 is its :class:`OutputFormat`. Adding a family is adding its module and a line here."""
 

@@ -69,6 +69,13 @@ class MarkerLexer:
         p, self.pending = self.pending, ""
         return p
 
+    def flush_into(self, on_text: OnText, on_marker: OnMarker) -> None:
+        """The input ended: the held-back suffix is text (``on_text``; ``on_marker`` is for lexers
+        that hold markers back, :class:`kimi_chat.parse.tags.TagLexer`)."""
+        p = self.flush()
+        if p:
+            on_text(p)
+
     def tokens(self, text: str) -> list[Token]:
         """The tokens ``text`` decides (after what was pending), in order; holds back the rest."""
         out: list[Token] = []

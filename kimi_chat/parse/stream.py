@@ -25,6 +25,11 @@ Options of :class:`StreamParser` and :func:`parse`:
   it is dropped with a warning.
 * ``**options``: render options of the prompt (e.g. ``thinking=False``), passed to
   ``dialect.prefills_think``; an option the dialect does not take is a ``TypeError``.
+
+A format whose terminals are tags (Kimi-K3, ``OutputFormat.tags``) is lexed by
+:class:`~kimi_chat.parse.tags.TagLexer` and its calls assembled by
+:class:`~kimi_chat.parse.tagcalls.TagCalls`; its prompt pre-fills the think channel unless
+``thinking=False`` (then the response channel), and ``thinking_prefilled`` overrides that.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from ..formats import format_for
 from ..peg import EOF, TEXT, WS, State, Transition
 from .lexer import MarkerLexer, Utf8Chunks
 from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
+from .tagcalls import TagCalls
+from .tags import TagLexer
 from .toolcalls import ToolCalls, index_tools
 from .types import Delta, ParsedMessage, ParseWarning, StopReason
 
@@ -73,13 +80,20 @@ class StreamParser:
     ) -> None:
         d = get_dialect(dialect)
         d.check_options(options, what="render option", require_bool=False)
-        prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
-        think = d.reasoning if reasoning is None else bool(reasoning)
         fmt = format_for(d)
+        tags = fmt.tags
+        if tags is not None:  # the prompt opened the think channel, or (thinking off) the response one
+            think = prefilled = (options.get("thinking", True) is not False if thinking_prefilled is None
+                                 else bool(thinking_prefilled))
+        else:
+            prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
+            think = d.reasoning if reasoning is None else bool(reasoning)
         self.dialect = d
         self.format = fmt
         self.machine = m = fmt.machine(prefilled=prefilled, think=think)
-        self._lexer = MarkerLexer(m.markers)
+        self._lexer: MarkerLexer | TagLexer = MarkerLexer(m.markers) if tags is None else TagLexer(m.markers, tags)
+        self._end_class = next((c for c, ms in fmt.token_classes.items()
+                                if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
         self._content_after = content_after_tool_calls
 
         self._state: State = m.start
@@ -91,7 +105,14 @@ class StreamParser:
         self._after = HeldWhitespace()  # a fresh one per after-section run
         self._run = TextRun()
         self._warnings: list[ParseWarning] = []
-        self._calls = ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, self._out, self._warn)
+        self._outside = TextRun()
+        self._outside_lead = HeldWhitespace()
+        calls: ToolCalls | TagCalls
+        if tags is None:
+            calls = ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, self._out, self._warn)
+        else:
+            calls = TagCalls(tools, fmt.tool_call_id_prefix, self._out, self._warn, self._lexer)
+        self._calls = calls
         self._section_implicit = False
         self._ended = False
         self._raw = False  # after the end of the turn: everything is ignored text
@@ -101,17 +122,19 @@ class StreamParser:
         self._finished = False
         self._final: ParsedMessage | None = None
 
-        calls = self._calls
         self._sinks: Mapping[str | None, Callable[[str], None] | None] = {
             None: None,
             "content": self._content.add,
             "reasoning": self._reasoning.add,
-            "header": calls.header_text,
-            "arguments": calls.arguments_text,
             "between": self._run_text,
             "after": self._after_text if content_after_tool_calls else self._run_text,
-            "ignored": None,
+            "ignored": self._ignored_piece,
         }
+        if isinstance(calls, ToolCalls):
+            self._sinks.update(header=calls.header_text, arguments=calls.arguments_text)
+        else:
+            self._sinks.update(outside=self._outside_text, call_between=self._call_between,
+                               value=calls.value_text, json=calls.json_text)
         self._sink = self._sinks[m.start.field]
         self._handlers: Mapping[tuple[str, str], Callable[[bool, str, str, int], None]] = {
             ("enter", "reasoning"): lambda c, tok, s, o: self._content.reset(),  # leading ws is not content
@@ -127,6 +150,22 @@ class StreamParser:
             ("enter", "end"): self._enter_end,
             ("exit", "end"): _nothing,
         }
+        if isinstance(calls, TagCalls):
+            tc = calls
+            self._handlers.update({
+                ("enter", "response"): _nothing,
+                ("exit", "response"): self._exit_truncates,
+                ("enter", "tools"): _nothing,
+                ("exit", "tools"): self._exit_truncates,
+                ("enter", "argument"): lambda c, tok, s, o: tc.argument_begin(s, o),
+                ("exit", "argument"): lambda c, tok, s, o: tc.argument_end(s if c else None, tok == EOF),
+                ("enter", "json"): lambda c, tok, s, o: tc.json_begin(s),
+                ("exit", "json"): lambda c, tok, s, o: tc.json_end(s if c else None),
+                ("enter", "close"): self._enter_close,
+                ("exit", "close"): _nothing,
+                ("enter", "trailing"): self._enter_trailing,
+                ("exit", "trailing"): _nothing,
+            })
 
     # ---------------------------------------------------------------------------- public interface
 
@@ -166,6 +205,8 @@ class StreamParser:
         else:
             raise TypeError(f"StreamParser.feed() takes str or bytes, not {type(text).__name__}")
         if self._raw:
+            if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
+                text = self._lexer.flush() + text
             self._ignore(text)
         elif text:
             lx = self._lexer
@@ -181,10 +222,10 @@ class StreamParser:
         if token_ids is not None and not self._ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
             # the end-of-turn token came after this chunk's text, and its spelling was stripped
             self._flush_pending()
-            if not self._raw:
-                tr = self._state.trans.get("END_TURN")
+            if not self._raw and self._end_class is not None:
+                tr = self._state.trans.get(self._end_class)
                 if tr is not None:
-                    self._go(tr, "END_TURN", "", self._pos)
+                    self._go(tr, self._end_class, "", self._pos)
         return self._out.take()
 
     def finish(self) -> list[Delta]:
@@ -240,24 +281,28 @@ class StreamParser:
 
     def _flush_pending(self) -> None:
         """The held-back suffix is text after all (the input ended, or an end token came)."""
-        p = self._lexer.flush()
-        if p:
-            if self._raw:
-                self._ignore(p)
-            else:
-                self._text(p)
+        if self._raw:
+            self._ignore(self._lexer.flush())
+        else:
+            self._lexer.flush_into(self._text, self._marker)
 
     def _text(self, piece: str) -> None:
         st = self._state
         if not st.loop:
-            tr = st.trans[WS if piece.isspace() else TEXT]
-            if tr.target is not st or tr.events:
+            tr = st.trans.get(WS if piece.isspace() else TEXT)
+            if tr is None:  # a rest state (after the end of the turn): its sink takes everything
+                pass
+            elif tr.target is not st or tr.events:
                 self._go(tr, TEXT, "", self._pos)
         self._sink(piece)  # type: ignore[misc]
         self._pos += len(piece)
 
     def _marker(self, cls: str, spelling: str) -> bool:
         tr = self._state.trans.get(cls)
+        if tr is None and self._raw:  # the turn ended inside this chunk: the rest is ignored
+            self._ignored_piece(spelling)
+            self._pos += len(spelling)
+            return True
         if tr is None:
             self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
             self._calls.stray(spelling)
@@ -277,10 +322,12 @@ class StreamParser:
 
     def _go(self, tr: Transition, tok: str, spelling: str, offset: int) -> None:
         fld = self._state.field
-        if fld == "between" or (fld == "after" and not self._content_after):
+        if fld == "between" or fld == "call_between" or (fld == "after" and not self._content_after):
             self._end_run(fld)
         elif fld == "after":
             self._after = HeldWhitespace()
+        elif fld == "outside":
+            self._end_outside()
         for kind, name, arg in tr.events:
             if kind == "warn":
                 self._warn(name, arg, offset, spelling)  # type: ignore[arg-type]
@@ -309,6 +356,20 @@ class StreamParser:
         self._ended = True
         self._raw = True
 
+    def _enter_close(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        self._ended = True  # the message is closed; its end-of-message marker may follow
+
+    def _enter_trailing(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
+        self._raw = True
+        if spelling:
+            self._ignored_piece(spelling)
+
+    def _ignored_piece(self, piece: str) -> None:
+        """A piece after the end of the turn, inside a chunk (the caller advances the offset)."""
+        if not self._trailing:
+            self._trailing_offset = self._pos
+        self._trailing.append(piece)
+
     # ---------------------------------------------------------------------------- text runs
 
     def _after_text(self, piece: str) -> None:
@@ -319,11 +380,31 @@ class StreamParser:
     def _run_text(self, piece: str) -> None:
         self._run.add(piece, self._pos)
 
+    def _call_between(self, piece: str) -> None:
+        self._calls.raw_text(piece)  # type: ignore[union-attr]
+        self._run.add(piece, self._pos)
+
+    def _outside_text(self, piece: str) -> None:
+        self._outside.add(piece, self._pos)
+        p = self._outside_lead.take(piece)
+        if p is not None:
+            self._content.add(p)
+
+    def _end_outside(self) -> None:
+        self._outside_lead = HeldWhitespace()
+        text = self._outside.end()
+        if text is not None:
+            self._warn("text_outside_channels", "text outside any channel kept as content",
+                       self._outside.offset, text)
+
     def _end_run(self, fld: str) -> None:
         text = self._run.end()
         if text is None:
             return
-        if fld == "between":
+        if fld == "call_between":
+            self._warn("text_in_call", "text inside a tool call, outside its elements, dropped",
+                       self._run.offset, text)
+        elif fld == "between":
             self._warn("text_in_section", "text inside a tool-call section, outside any call, dropped",
                        self._run.offset, text)
         else:

@@ -1,0 +1,155 @@
+"""A streaming tag lexer (Kimi-K3 XTML): markers -> tags ``<|open|>NAME attrs<|sep|>``, ``<|close|>NAME<|sep|>``.
+
+It runs a :class:`~kimi_chat.parse.lexer.MarkerLexer` over the chunks and builds tag tokens out of
+its markers, with the interface of the marker lexer (``feed``, ``pending``, ``flush``,
+``flush_into``, ``start0``/``start1``), so :class:`~kimi_chat.parse.StreamParser` drives either.
+
+* An opening (or closing) marker is held back with the text after it until its ``<|sep|>``; the tag
+  is then one token: ``on_marker(class, whole tag text)``, its attributes in :attr:`TagLexer.attrs`.
+* Bounded: a tag body longer than ``TagSet.max_len`` characters, a marker other than ``<|sep|>``
+  before the ``<|sep|>``, or the end of the input, release the held opener as a stray marker and
+  the text after it as text (never lost).
+* A tag with an unknown name or malformed attributes, and a ``<|sep|>`` outside a tag, are stray
+  (``on_marker(STRAY, text)``: the parser drops them with a warning that carries their text).
+* Attribute values are unescaped (``&quot;`` -> ``"``, ``&amp;`` -> ``&``), as ``encoding_k3`` escapes them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..peg import STRAY, MarkerTable
+from .lexer import MarkerLexer, OnMarker, OnText
+
+__all__ = ["TagLexer", "parse_attributes", "unescape"]
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+_OPEN_BODY = re.compile(rf"\A({_NAME})((?:\s+{_NAME}=\"[^\"]*\")*)\s*\Z")
+_ATTR = re.compile(rf"({_NAME})=\"([^\"]*)\"")
+_ENTITY = re.compile(r"&(quot|amp);")
+
+
+def unescape(value: str) -> str:
+    """An attribute value as written by ``encoding_k3``, unescaped (one pass: ``&amp;quot;`` is ``&quot;``)."""
+    return _ENTITY.sub(lambda m: '"' if m.group(1) == "quot" else "&", value) if "&" in value else value
+
+
+def parse_attributes(text: str) -> dict[str, str]:
+    """``key="value"`` pairs of a tag body after its name, values unescaped (the first of a repeated key wins)."""
+    out: dict[str, str] = {}
+    for m in _ATTR.finditer(text):
+        out.setdefault(m.group(1), unescape(m.group(2)))
+    return out
+
+
+class TagLexer:
+    """Tags out of a stream of text chunks (see the module docstring).
+
+    ``table``: the marker table (``machine.markers``); ``tags``: the format's
+    :class:`~kimi_chat.formats.k3.TagSet`. After ``on_marker`` was called for a tag, ``name`` and
+    ``attrs`` are its name and attributes.
+    """
+
+    def __init__(self, table: MarkerTable, tags: Any) -> None:
+        self._inner = MarkerLexer(table)
+        self.table = table
+        self.tags = tags
+        self.start0 = self._inner.start0
+        self.start1 = self._inner.start1
+        self.name = ""
+        self.attrs: dict[str, str] = {}
+        self._opener: str | None = None  # the held tag marker, if a tag is open
+        self._body: list[str] = []
+        self._len = 0
+        self._on_text: OnText = _none
+        self._on_marker: OnMarker = _none
+
+    @property
+    def pending(self) -> str:
+        """Everything held back: an open tag's marker and text, and the marker lexer's suffix."""
+        if self._opener is None:
+            return self._inner.pending
+        return self._opener + "".join(self._body) + self._inner.pending
+
+    def may_start(self, text: str) -> bool:
+        """Whether ``text`` must be scanned."""
+        return self._opener is not None or self._inner.may_start(text)
+
+    def feed(self, text: str, on_text: OnText, on_marker: OnMarker) -> str | None:
+        """Lex ``pending + text`` (as :meth:`MarkerLexer.feed`): returns ``None``, or the unscanned
+        rest (the held tag included) if ``on_marker`` returned ``True``."""
+        self._on_text, self._on_marker = on_text, on_marker
+        rest = self._inner.feed(text, self._text, self._marker)
+        if rest is not None and self._opener is not None:  # cannot happen: a tag stops only when it ends
+            rest = self.flush() + rest
+        return rest
+
+    def flush(self) -> str:
+        """Give up everything held as raw text (the parser is ignoring the rest)."""
+        p = self.pending
+        self._opener, self._body, self._len = None, [], 0
+        self._inner.flush()
+        return p
+
+    def flush_into(self, on_text: OnText, on_marker: OnMarker) -> None:
+        """The input ended: the marker lexer's suffix is text; a tag still open is released (its
+        marker stray, its text text)."""
+        self._on_text, self._on_marker = on_text, on_marker
+        p = self._inner.flush()
+        if p:
+            self._text(p)
+        if self._opener is not None:
+            self._release()
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _text(self, piece: str) -> None:
+        if self._opener is None:
+            self._on_text(piece)
+            return
+        self._body.append(piece)
+        self._len += len(piece)
+        if self._len > self.tags.max_len:
+            self._release()
+
+    def _release(self) -> None:
+        opener, body = self._opener, "".join(self._body)
+        self._opener, self._body, self._len = None, [], 0
+        self._on_marker(STRAY, opener)  # type: ignore[arg-type]
+        if body:
+            self._on_text(body)
+
+    def _marker(self, cls: str, spelling: str) -> bool | None:
+        tags = self.tags
+        if self._opener is not None:
+            if spelling == tags.sep:
+                return self._tag(spelling)
+            self._release()
+        if spelling == tags.open or spelling == tags.close:
+            self._opener = spelling
+            return None
+        return self._on_marker(cls, spelling)
+
+    def _tag(self, sep: str) -> bool | None:
+        opener = self._opener
+        body = "".join(self._body)
+        self._opener, self._body, self._len = None, [], 0
+        whole = opener + body + sep  # type: ignore[operator]
+        tags = self.tags
+        cls: str | None = None
+        if opener == tags.open:
+            m = _OPEN_BODY.match(body)
+            if m is not None:
+                cls = tags.open_classes.get(m.group(1))
+                if cls is not None:
+                    self.name, self.attrs = m.group(1), parse_attributes(m.group(2))
+        else:
+            cls = tags.close_classes.get(body)
+            if cls is not None:
+                self.name, self.attrs = body, {}
+        return self._on_marker(STRAY if cls is None else cls, whole)
+
+
+def _none(*args: object) -> None:
+    return None
