@@ -557,6 +557,12 @@ def render_tokens(
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
+    from .tokens_k3 import check_vocabulary, render_tokens_k3
+
+    check_vocabulary(tokenizer, d)
+    if d.family == "k3":
+        return render_tokens_k3(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
+                                special_tokens, options)
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
                         continue_final_message=continue_final_message, **options)
     if add_generation_prompt is None:
@@ -601,6 +607,10 @@ def extend_tokens(
     tools = previous.tools if tools is _SAME else tools
     opts = {**previous.options, **options}
     d = previous._dialect
+    if d.family == "k3":
+        from .tokens_k3 import extend_tokens_k3
+
+        return extend_tokens_k3(previous, completion_ids, new_messages, tools, add_generation_prompt, opts)
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
