@@ -48,13 +48,14 @@ _K2_NAMES = tuple(m.text for m in (M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYS
 
 def check_vocabulary(tokenizer: KimiTokenizer, d: Dialect) -> None:
     """Refuse a tokenizer whose special tokens are not those of ``d``'s family (a K2 tokenizer for a
-    K3 dialect, a K3 tokenizer for a K2 one): ``ValueError`` naming the missing special token."""
+    K3 dialect, a K3 tokenizer for a K2 one): :class:`~kimi_chat.errors.RenderError` (a ``ValueError``)
+    naming the missing special token."""
     names, ref = (_K3_NAMES, "k3") if d.family == "k3" else (_K2_NAMES, "k2")
     specials = tokenizer.special_tokens
     missing = [n for n in names if n not in specials]
     if missing:
         other = "a Kimi-K3" if d.family != "k3" else "a Kimi-K2"
-        raise ValueError(
+        raise RenderError(
             f"the tokenizer has no special token {missing[0]} that dialect {d.name} ({d.family} family) writes "
             f"(is it {other} tokenizer?); use KimiTokenizer.from_reference({ref!r}) or that model's tokenizer"
         )

@@ -178,3 +178,95 @@ def test_render_tokens_ids_equal_official(tok, req):
     r = _rt(req["messages"], tok, req["tools"], **req["kwargs"])
     assert r.ids == official
     _check_attribution(r, req["messages"], req["tools"], req["kwargs"], tok)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "tool_conversation.json"
+
+
+def _cli(capsysbinary, *argv):
+    from kimi_chat.cli import main
+
+    status = main(list(argv))
+    out = capsysbinary.readouterr()
+    return status, out.out.decode("utf-8"), out.err.decode()
+
+
+def _example():
+    body = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    return body["messages"], body.get("tools")
+
+
+@pytest.fixture
+def request_file(tmp_path):
+    """The example tool conversation as a request without the example's (K2) model."""
+    messages, tools = _example()
+    p = tmp_path / "k3.json"
+    p.write_text(json.dumps({"messages": messages, "tools": tools}), encoding="utf-8")
+    return str(p)
+
+
+def test_cli_render_kimi_k3_with_kwargs(capsysbinary, request_file):
+    messages, tools = _example()
+    status, out, err = _cli(capsysbinary, "render", "-d", "kimi-k3", request_file)
+    assert status == 0 and out == render_k3(messages, tools) and err == ""
+    status, out, _ = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", '{"thinking_effort": "low"}', request_file)
+    assert status == 0 and out == render_k3(messages, tools, thinking_effort="low")
+    assert "`thinking_effort=low`" in out
+    status, out, _ = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs",
+                          '{"thinking": false, "tool_choice": "required"}', "--no-generation-prompt", request_file)
+    assert status == 0 and out == render_k3(messages, tools, thinking=False, tool_choice="required",
+                                            add_generation_prompt=False)
+    status, out, err = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", '{"thinking_effort": "medium"}',
+                            request_file)
+    assert status == 2 and out == "" and "thinking_effort='medium'" in err
+    status, _, err = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", '{"preserve_thinking": true}',
+                          request_file)
+    assert status == 2 and "preserve_thinking" in err
+
+
+def test_cli_render_tokens_and_count_kimi_k3(capsysbinary, request_file, tok):
+    messages, tools = _example()
+    expected = render_k3_ids(messages, tok, tools)
+    status, out, _ = _cli(capsysbinary, "render", "-d", "kimi-k3", "--tokens", request_file)
+    assert status == 0
+    doc = json.loads(out)
+    r = _rt(messages, tok, tools)
+    assert doc == r.to_dict() and doc["ids"] == expected
+    status, out, _ = _cli(capsysbinary, "count", "-d", "kimi-k3", request_file)
+    assert status == 0 and out == f"{len(expected)}\n"
+    status, out, _ = _cli(capsysbinary, "count", "-d", "kimi-k3", "--json", "--kwargs", '{"thinking_effort": null}',
+                          request_file)
+    doc = json.loads(out)
+    r = _rt(messages, tok, tools, thinking_effort=None)
+    assert status == 0 and doc["tokens"] == len(r.ids) == len(render_k3_ids(messages, tok, tools, thinking_effort=None))
+    assert doc["trainable"] == sum(r.assistant_mask) > 0
+    assert sum(m["tokens"] for m in doc["messages"]) + doc["scaffolding"] == doc["tokens"]
+    status, _, err = _cli(capsysbinary, "render", "-d", "kimi-k3", "--tokens", "--special-tokens", "strict",
+                          request_file)
+    assert status == 0, err  # the example types no marker
+
+
+def test_cli_count_refuses_a_k2_tokenizer_for_kimi_k3(capsysbinary, request_file):
+    from kimi_chat.reference import reference_dir
+
+    ref = reference_dir()
+    config = ref / "Kimi-K2-Instruct" / "tokenizer_config.json"
+    if not config.is_file():
+        pytest.skip("the K2-Instruct tokenizer_config.json of the reference data is not found")
+    status, out, err = _cli(capsysbinary, "count", "-d", "kimi-k3", "--tokenizer", str(ref / "tokenizer"),
+                            "--tokenizer-config", str(config), request_file)
+    assert status == 2 and out == ""
+    assert "no special token <|open|>" in err and "from_reference('k3')" in err
+
+
+def test_cli_dialects_lists_kimi_k3(capsysbinary):
+    status, out, _ = _cli(capsysbinary, "dialects", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert status == 0
+    assert rows["kimi-k3"]["status"] == "single-source"
+    assert rows["kimi-k3"]["oracle"] == "Kimi-K3/encoding_k3.py"
+    status, out, _ = _cli(capsysbinary, "dialects")
+    assert any(line.split()[:2] == ["kimi-k3", "single-source"] for line in out.splitlines())

@@ -22,15 +22,16 @@ def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tokenizer", metavar="DIR",
         help="model snapshot directory with tiktoken.model and tokenizer_config.json (default: the reference "
-        "data, $KIMI_CHAT_REFERENCE_DIR or ../shared/reference, with the K2.6-derived config for reasoning "
-        "dialects and the July-2025 K2-Instruct config otherwise)",
+        "data, $KIMI_CHAT_REFERENCE_DIR or ../shared/reference: the Kimi-K3 tokenizer for kimi-k3, the K2.6-derived "
+        "config for reasoning dialects and the July-2025 K2-Instruct config otherwise)",
     )
     p.add_argument("--tokenizer-config", metavar="FILE",
                    help="tokenizer_config.json to use instead of the one in --tokenizer DIR")
     p.add_argument(
         "--special-tokens", choices=("text", "strict", "special"), default="text",
         help="special-token text typed inside messages or tools: 'text' (default) encodes it as ordinary text, "
-        "'strict' refuses the request, 'special' encodes it as the special token (as tokenizer.encode(prompt) does)",
+        "'strict' refuses the request, 'special' encodes it as the special token (as tokenizer.encode(prompt) does; "
+        "for kimi-k3 the official tokenizer does 'text', see kimi_chat.tokens_k3)",
     )
 
 
@@ -48,7 +49,10 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
         return KimiTokenizer.from_dir(args.tokenizer, config=args.tokenizer_config)
     if args.tokenizer_config:
         raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")
-    return KimiTokenizer.from_reference("k2.6" if get_dialect(dialect).reasoning else "k2")
+    d = get_dialect(dialect)
+    if d.family == "k3":
+        return KimiTokenizer.from_reference("k3")
+    return KimiTokenizer.from_reference("k2.6" if d.reasoning else "k2")
 
 
 def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
