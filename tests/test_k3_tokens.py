@@ -270,3 +270,35 @@ def test_cli_dialects_lists_kimi_k3(capsysbinary):
     assert rows["kimi-k3"]["oracle"] == "Kimi-K3/encoding_k3.py"
     status, out, _ = _cli(capsysbinary, "dialects")
     assert any(line.split()[:2] == ["kimi-k3", "single-source"] for line in out.splitlines())
+
+
+# --------------------------------------------------------------------------------------------- README
+
+
+def _readme_k3():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    use = text.split("## Use", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    section = text.split("### Kimi-K3", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(use + code, "README.md#kimi-k3", "exec"), scope)  # noqa: S102 - our own documentation
+    # the README breaks the line after each <|end_of_msg|> (not part of the prompt)
+    end = M.K3_END_OF_MSG.text
+    return scope, shown.rstrip("\n").replace(end + "\n", end)
+
+
+def test_readme_k3_prompt_is_what_render_gives():
+    scope, shown = _readme_k3()
+    assert scope["prompt"] == shown
+    assert shown == render_k3(scope["messages"], thinking_effort="low")
+
+
+@needs_reference
+@pytest.mark.oracle
+def test_readme_k3_prompt_is_official():
+    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
+    from kimi_chat.oracle_k3 import official_k3_render
+
+    scope, shown = _readme_k3()
+    assert shown == official_k3_render(scope["messages"], None, thinking_effort="low")
