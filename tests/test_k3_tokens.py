@@ -109,6 +109,28 @@ def test_special_token_policies(tok):
     assert _rt(clean, tok, special_tokens="strict").ids == _rt(clean, tok).ids == _rt(clean, tok, special_tokens="special").ids
 
 
+@given(k3_requests(refusals=False))
+def test_policies_property(tok, req):
+    """``strict`` refuses exactly when a text segment holds a special-token name, and otherwise gives
+    the ``text`` ids; ``special`` differs from ``text`` exactly then, and decodes to the same prompt."""
+    note(repr(req))
+    try:
+        text = _rt(req["messages"], tok, req["tools"], **req["kwargs"])
+    except (RenderError, InvalidMessagesError):
+        return
+    segs = render_k3_segments(req["messages"], req["tools"], **req["kwargs"])
+    typed = any(name in s.text for s in segs if not s.special for name in tok.special_tokens)
+    special = _rt(req["messages"], tok, req["tools"], special_tokens="special", **req["kwargs"])
+    assert tok.decode(special.ids) == text.text
+    assert (special.ids != text.ids) == typed
+    assert len(special.message_index) == len(special.ids) == len(special.assistant_mask)
+    if typed:
+        with pytest.raises(RenderError, match="special_tokens='strict'"):
+            _rt(req["messages"], tok, req["tools"], special_tokens="strict", **req["kwargs"])
+    else:
+        assert _rt(req["messages"], tok, req["tools"], special_tokens="strict", **req["kwargs"]).ids == text.ids
+
+
 def test_vocabulary_mismatch_is_refused(tok):
     from kimi_chat.tokenizer import KimiTokenizer
 
