@@ -34,6 +34,12 @@ name by name only when the input parts hold special-token text (a C-speed check)
 typed-text check over the input parts and the attribution (per-piece token counts by C-level passes,
 :func:`_attribute`). ``assistant_mask``, ``message_index`` and ``spans`` are built from the per-piece
 counts on first access (~0.02 ms each). :func:`extend_tokens` tokenizes only the new turn.
+
+**Kimi-K3** (``dialect="kimi-k3"``, with ``KimiTokenizer.from_reference("k3")``): the official K3
+tokenizer encodes segment by segment, so the ids are *not* ``encode(render(...))`` but the official
+``apply_chat_template(tokenize=True)``; the K3 path, and what the three policies mean there, is
+:mod:`kimi_chat.tokens_k3`. A tokenizer whose special tokens are not the dialect family's (a K2
+tokenizer for K3, or the other way round) is refused with a :class:`~kimi_chat.errors.RenderError`.
 """
 
 from __future__ import annotations
@@ -553,6 +559,11 @@ def render_tokens(
     ``continue_final_message`` are :func:`~kimi_chat.render.render`'s. Raises what
     :func:`~kimi_chat.render.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is
     not a :class:`~kimi_chat.tokenizer.KimiTokenizer`.
+
+    For ``dialect="kimi-k3"`` the ids equal the official K3 ``apply_chat_template(tokenize=True)``
+    (segment by segment, see :mod:`kimi_chat.tokens_k3`); ``tokenizer`` must then be a K3 tokenizer
+    (``KimiTokenizer.from_reference("k3")``): a tokenizer without the family's special tokens raises
+    :class:`~kimi_chat.errors.RenderError`.
     """
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
