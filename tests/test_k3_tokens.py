@@ -259,6 +259,12 @@ def test_cli_render_tokens_and_count_kimi_k3(capsysbinary, request_file, tok):
     assert doc == r.to_dict() and doc["ids"] == expected
     status, out, _ = _cli(capsysbinary, "count", "-d", "kimi-k3", request_file)
     assert status == 0 and out == f"{len(expected)}\n"
+    # a K3 snapshot directory: 256 special ids (with the reference recipe's names when it has no config)
+    from kimi_chat.reference import reference_dir
+
+    status, out, err = _cli(capsysbinary, "count", "-d", "kimi-k3", "--tokenizer", str(reference_dir() / "tokenizer"),
+                            request_file)
+    assert status == 0 and out == f"{len(expected)}\n", err
     status, out, _ = _cli(capsysbinary, "count", "-d", "kimi-k3", "--json", "--kwargs", '{"thinking_effort": null}',
                           request_file)
     doc = json.loads(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from ..dialects import get_dialect
@@ -45,14 +46,30 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
         import tiktoken  # noqa: F401
     except ImportError as e:
         raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
+    d = get_dialect(dialect)
+    if args.tokenizer and d.family == "k3":
+        return _k3_tokenizer(KimiTokenizer, Path(args.tokenizer), args.tokenizer_config)
     if args.tokenizer:
         return KimiTokenizer.from_dir(args.tokenizer, config=args.tokenizer_config)
     if args.tokenizer_config:
         raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")
-    d = get_dialect(dialect)
     if d.family == "k3":
         return KimiTokenizer.from_reference("k3")
     return KimiTokenizer.from_reference("k2.6" if d.reasoning else "k2")
+
+
+def _k3_tokenizer(cls: Any, directory: Path, config: str | None) -> Any:
+    """A Kimi-K3 snapshot's tokenizer: 256 special ids; its ``tokenizer_config.json`` (or ``config``), else
+    the K3 special tokens of the reference recipe (:data:`~kimi_chat.tokenizer.K3_CONFIG`)."""
+    from .. import markers
+    from ..tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE
+
+    if not directory.is_dir():
+        raise InputError(f"{directory}: model snapshot directory not found")
+    cfg: Any = Path(config) if config else directory / TOKENIZER_CONFIG_FILE
+    if not config and not cfg.is_file():
+        cfg = K3_CONFIG
+    return cls.from_files(directory / TIKTOKEN_MODEL_FILE, cfg, num_special=markers.K3_NUM_RESERVED_SPECIAL)
 
 
 def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
