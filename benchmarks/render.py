@@ -1,12 +1,19 @@
-"""Render speed: kimi_chat.render vs transformers rendering the official template, same process.
+"""Render speed: kimi_chat.render vs the official renderer of each dialect, same process.
 
-    python benchmarks/render.py [--repeat N]
+    python benchmarks/render.py [--repeat N] [--only k2|k3]
 
-For each dialect, renders tool conversations of 10, 100 and 1000 messages (user question, assistant
-tool call, tool result, assistant answer, repeated) with both, checks they are equal, and prints
-microseconds per message and the speed-up ratio. transformers' compiled template is cached (as
-transformers does); its input normalisation runs each time (as apply_chat_template does).
-Needs transformers and the reference data.
+Renders tool conversations of 10, 100 and 1000 messages (user question, assistant with reasoning and
+a tool call, tool result, assistant answer, repeated; tools declared) with both, checks they are
+equal, and prints microseconds per message and the speed-up ratio:
+
+* K2 dialects: transformers rendering the official Jinja template (compiled template cached, as
+  transformers does; its input normalisation runs each time, as apply_chat_template does);
+* Kimi-K3 (no Jinja template): ``render_k3`` vs the official ``encoding_k3.build_chat_segments`` + join
+  (what ``apply_chat_template(tokenize=False)`` does); and the ids: ``render_k3_ids`` vs the official
+  ``TikTokenTokenizer.apply_chat_template(tokenize=True)``, and vs ``render_k3`` + one ``encode`` of the
+  whole text (a floor that is *not* the official ids). Goals: text >= 20x, ids >= 30x.
+
+Needs transformers and the reference data. ``benchmarks/render_k3.py`` runs the K3 part alone.
 """
 
 from __future__ import annotations
@@ -18,14 +25,15 @@ import sys
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from _timing import best_of  # noqa: E402
-from kimi_chat import DIALECTS, render  # noqa: E402
-from kimi_chat.oracle import render_official  # noqa: E402
+from kimi_chat import render  # noqa: E402
+from kimi_chat.dialects import K2_DIALECTS  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
 
 def conversation(n: int) -> list[dict]:
+    """A tool conversation of ``n`` messages (system prompt, then user / tool call / tool result / answer)."""
     msgs: list[dict] = [{"role": "system", "content": "You are a helpful assistant."}]
     i = 0
     while len(msgs) < n:
@@ -41,21 +49,70 @@ def conversation(n: int) -> list[dict]:
     return msgs[:n]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=7)
-    args = ap.parse_args()
+def k2_table(repeat: int) -> int:
+    from kimi_chat.oracle import render_official
+
     print(f"{'dialect':<24}{'messages':>9}{'kimi_chat µs/msg':>18}{'transformers µs/msg':>21}{'speed-up':>10}")
-    for dialect in DIALECTS:
+    for dialect in K2_DIALECTS:
         for n in (10, 100, 1000):
             msgs = conversation(n)
             ours = render(msgs, tools=TOOLS, dialect=dialect)
             if ours != render_official(msgs, tools=TOOLS, dialect=dialect):
                 print(f"{dialect}: outputs differ!", file=sys.stderr)
                 return 1
-            t_ours = best_of(lambda: render(msgs, tools=TOOLS, dialect=dialect), args.repeat)
-            t_hf = best_of(lambda: render_official(msgs, tools=TOOLS, dialect=dialect), args.repeat)
+            t_ours = best_of(lambda: render(msgs, tools=TOOLS, dialect=dialect), repeat)
+            t_hf = best_of(lambda: render_official(msgs, tools=TOOLS, dialect=dialect), repeat)
             print(f"{dialect:<24}{n:>9}{t_ours / n * 1e6:>18.2f}{t_hf / n * 1e6:>21.2f}{t_hf / t_ours:>9.1f}x")
+    return 0
+
+
+def k3_table(repeat: int) -> int:
+    from kimi_chat.oracle_k3 import official_k3_encoding, official_k3_ids, official_k3_tokenizer
+    from kimi_chat.render.k3 import render_k3, render_k3_ids
+    from kimi_chat.tokenizer import KimiTokenizer
+
+    encoding = official_k3_encoding()
+    official_tok = official_k3_tokenizer()
+    tok = KimiTokenizer.from_reference("k3")
+
+    def official_text(msgs: list[dict]) -> str:
+        segs = encoding.build_chat_segments(msgs, tools=TOOLS, thinking_effort="max")
+        return "".join(s.text for s in segs)
+
+    print(f"kimi-k3  {'messages':>8} | {'official text':>13} {'ours':>8} {'ratio':>6} | "
+          f"{'official ids':>12} {'ours':>8} {'ratio':>6} | {'render+encode':>13} {'ids/that':>8}   (µs/message)")
+    worst_text = worst_ids = float("inf")
+    for n in (10, 100, 1000):
+        msgs = conversation(n)
+        if render_k3(msgs, TOOLS) != official_text(msgs):
+            print(f"MISMATCH (text) at n={n}", file=sys.stderr)
+            return 1
+        if render_k3_ids(msgs, tok, TOOLS) != official_k3_ids(msgs, TOOLS):
+            print(f"MISMATCH (ids) at n={n}", file=sys.stderr)
+            return 1
+        rep = repeat if n < 1000 else max(2, repeat // 2)
+        t_off = best_of(lambda: official_text(msgs), rep) / n * 1e6
+        t_ours = best_of(lambda: render_k3(msgs, TOOLS), rep) / n * 1e6
+        t_off_ids = best_of(lambda: official_tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True), rep) / n * 1e6
+        t_ids = best_of(lambda: render_k3_ids(msgs, tok, TOOLS), rep) / n * 1e6
+        t_floor = best_of(lambda: tok.encode(render_k3(msgs, TOOLS)), rep) / n * 1e6
+        worst_text = min(worst_text, t_off / t_ours)
+        worst_ids = min(worst_ids, t_off_ids / t_ids)
+        print(f"kimi-k3  {n:>8} | {t_off:>13.1f} {t_ours:>8.2f} {t_off / t_ours:>5.1f}x | "
+              f"{t_off_ids:>12.1f} {t_ids:>8.2f} {t_off_ids / t_ids:>5.1f}x | {t_floor:>13.2f} {t_ids / t_floor:>7.2f}x")
+    print(f"kimi-k3 worst ratio: text {worst_text:.1f}x (goal >= 20x), ids {worst_ids:.1f}x (goal >= 30x)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only", choices=("k2", "k3"), default=None, help="only the K2 dialects, or only Kimi-K3")
+    args = ap.parse_args(argv)
+    if args.only != "k3" and k2_table(args.repeat):
+        return 1
+    if args.only != "k2":
+        return k3_table(args.repeat)
     return 0
 
 

@@ -11,8 +11,11 @@ same process, on a 100-message tool conversation per dialect.
 * ``transformers``: ``PreTrainedTokenizerFast.apply_chat_template(tokenize=True)`` with the dialect's oracle
   template and the ``tokenizers`` conversion of the same tiktoken.model (ids checked equal to ours first).
   The official Kimi tokenizer class is remote code (not available offline); the fast conversion stands in.
+  For ``kimi-k3`` (no Jinja template): the official K3 ``TikTokenTokenizer.apply_chat_template(tokenize=True)``
+  (:mod:`kimi_chat.oracle_k3`), which encodes the prompt segment by segment (goal: >= 30x).
 
-Tokenizer: the reference data, the K2.6-derived config for reasoning dialects, the July-2025 one otherwise.
+Tokenizer: the reference data, the K2.6-derived config for reasoning dialects, the July-2025 one otherwise,
+the K3 tokenizer for kimi-k3.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from _timing import best_of  # noqa: E402
 from kimi_chat.dialects import DIALECTS, get_dialect  # noqa: E402
 from kimi_chat.oracle import deep_sort_dict  # noqa: E402
 from kimi_chat.render import render, render_segments  # noqa: E402
+from kimi_chat.render.k3 import render_k3_ids  # noqa: E402
 from kimi_chat.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
 from kimi_chat.tokens import extend_tokens, render_tokens  # noqa: E402
 
@@ -74,8 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args(argv)
 
-    toks = {c: KimiTokenizer.from_reference(c) for c in ("k2", "k2.6")}
-    hfs = {c: hf_tokenizer(t) for c, t in toks.items()}
+    toks = {c: KimiTokenizer.from_reference(c) for c in ("k2", "k2.6", "k3")}
+    hfs = {c: hf_tokenizer(t) for c, t in toks.items() if c != "k3"}
+    try:
+        from kimi_chat.oracle_k3 import official_k3_tokenizer
+
+        hfs["k3"] = official_k3_tokenizer()
+    except Exception as e:  # pragma: no cover - transformers or the reference data missing
+        print(f"(the official K3 tokenizer is unavailable: {e})", file=sys.stderr)
+        hfs["k3"] = None
     try:
         from kimi_chat.oracle import oracle_template
     except ImportError:  # pragma: no cover
@@ -89,11 +100,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{'+fields':>8}{'ratio':>7}{'extend':>8}{'transformers':>13}{'tf/rt':>7}")
     for name in DIALECTS:
         d = get_dialect(name)
-        cfg = "k2.6" if d.reasoning else "k2"
+        cfg = "k3" if d.family == "k3" else "k2.6" if d.reasoning else "k2"
         tok, hf = toks[cfg], hfs[cfg]
         kw = {"tools": TOOLS, "dialect": name}
-        ids = tok.encode(render(msgs, **kw))
         rt = render_tokens(msgs, tokenizer=tok, **kw)
+        # K3: the official ids are the segment-wise encoding, not encode(render(...))
+        ids = render_k3_ids(msgs, tok, TOOLS) if d.family == "k3" else tok.encode(render(msgs, **kw))
         assert rt.ids == ids, name
         t_render = best_of(lambda: render(msgs, **kw), args.repeat)
         t_segs = best_of(lambda: render_segments(msgs, **kw), args.repeat)
@@ -116,7 +128,15 @@ def main(argv: list[str] | None = None) -> int:
             t_ext = f"{'None':>8}"  # not prefix-stable (e.g. reasoning of earlier turns dropped)
 
         t_hf_s, ratio_hf = f"{'-':>13}", f"{'-':>7}"
-        if hf is not None and oracle_template is not None:
+        if hf is not None and d.family == "k3":
+            def call():
+                return hf.apply_chat_template(msgs, tools=TOOLS, tokenize=True)
+
+            same = list(call()) == ids
+            t_hf = best_of(call, max(3, args.repeat // 3))
+            t_hf_s = f"{t_hf * 1e3:13.2f}" + ("" if same else "*")
+            ratio_hf = f"{t_hf / t_rt:6.1f}x"
+        elif hf is not None and oracle_template is not None:
             template = oracle_template(d)
             hf_tools = deep_sort_dict(TOOLS) if d.sort_tool_keys else TOOLS
             extra = {}
@@ -143,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<24}{len(ids):>7}{t_render * 1e3:8.2f}{t_segs * 1e3:9.2f}{t_floor * 1e3:11.2f}{t_rt * 1e3:11.2f}{t_rt / t_floor:6.2f}x{t_all * 1e3:8.2f}{t_all / t_floor:6.2f}x{t_ext}{t_hf_s}{ratio_hf}")
     print("render / segments: render() and render_segments() alone; ratio = render_tokens / (render+encode) "
           "(goal <= 1.3); +fields: render_tokens then reading assistant_mask, message_index, spans, and its ratio; extend: extend_tokens of the last 2 messages; tf/rt = transformers / render_tokens "
-          "(goal >= 5); * = transformers ids differ from ours")
+          "(goal >= 5; kimi-k3: the official K3 tokenizer, goal >= 30); * = transformers ids differ from ours")
     return 0
 
 

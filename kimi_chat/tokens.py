@@ -34,6 +34,12 @@ name by name only when the input parts hold special-token text (a C-speed check)
 typed-text check over the input parts and the attribution (per-piece token counts by C-level passes,
 :func:`_attribute`). ``assistant_mask``, ``message_index`` and ``spans`` are built from the per-piece
 counts on first access (~0.02 ms each). :func:`extend_tokens` tokenizes only the new turn.
+
+**Kimi-K3** (``dialect="kimi-k3"``, with ``KimiTokenizer.from_reference("k3")``): the official K3
+tokenizer encodes segment by segment, so the ids are *not* ``encode(render(...))`` but the official
+``apply_chat_template(tokenize=True)``; the K3 path, and what the three policies mean there, is
+:mod:`kimi_chat.tokens_k3`. A tokenizer whose special tokens are not the dialect family's (a K2
+tokenizer for K3, or the other way round) is refused with a :class:`~kimi_chat.errors.RenderError`.
 """
 
 from __future__ import annotations
@@ -555,10 +561,21 @@ def render_tokens(
     what :func:`~kimi_chat.lint` reports as an error; default: official parity). Raises what
     :func:`~kimi_chat.render.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is
     not a :class:`~kimi_chat.tokenizer.KimiTokenizer`.
+
+    For ``dialect="kimi-k3"`` the ids equal the official K3 ``apply_chat_template(tokenize=True)``
+    (segment by segment, see :mod:`kimi_chat.tokens_k3`); ``tokenizer`` must then be a K3 tokenizer
+    (``KimiTokenizer.from_reference("k3")``): a tokenizer without the family's special tokens raises
+    :class:`~kimi_chat.errors.RenderError`.
     """
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
+    from .tokens_k3 import check_vocabulary, render_tokens_k3
+
+    check_vocabulary(tokenizer, d)
+    if d.family == "k3":
+        return render_tokens_k3(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
+                                special_tokens, options)
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
                         continue_final_message=continue_final_message, strict=strict, **options)
     if add_generation_prompt is None:
@@ -603,6 +620,10 @@ def extend_tokens(
     tools = previous.tools if tools is _SAME else tools
     opts = {**previous.options, **options}
     d = previous._dialect
+    if d.family == "k3":
+        from .tokens_k3 import extend_tokens_k3
+
+        return extend_tokens_k3(previous, completion_ids, new_messages, tools, add_generation_prompt, opts)
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)

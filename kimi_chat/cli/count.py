@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from ..dialects import get_dialect
@@ -22,15 +23,16 @@ def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tokenizer", metavar="DIR",
         help="model snapshot directory with tiktoken.model and tokenizer_config.json (default: the reference "
-        "data, $KIMI_CHAT_REFERENCE_DIR or ../shared/reference, with the K2.6-derived config for reasoning "
-        "dialects and the July-2025 K2-Instruct config otherwise)",
+        "data, $KIMI_CHAT_REFERENCE_DIR or ../shared/reference: the Kimi-K3 tokenizer for kimi-k3, the K2.6-derived "
+        "config for reasoning dialects and the July-2025 K2-Instruct config otherwise)",
     )
     p.add_argument("--tokenizer-config", metavar="FILE",
                    help="tokenizer_config.json to use instead of the one in --tokenizer DIR")
     p.add_argument(
         "--special-tokens", choices=("text", "strict", "special"), default="text",
         help="special-token text typed inside messages or tools: 'text' (default) encodes it as ordinary text, "
-        "'strict' refuses the request, 'special' encodes it as the special token (as tokenizer.encode(prompt) does)",
+        "'strict' refuses the request, 'special' encodes it as the special token (as tokenizer.encode(prompt) does; "
+        "for kimi-k3 the official tokenizer does 'text', see kimi_chat.tokens_k3)",
     )
 
 
@@ -44,11 +46,30 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
         import tiktoken  # noqa: F401
     except ImportError as e:
         raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
+    d = get_dialect(dialect)
+    if args.tokenizer and d.family == "k3":
+        return _k3_tokenizer(KimiTokenizer, Path(args.tokenizer), args.tokenizer_config)
     if args.tokenizer:
         return KimiTokenizer.from_dir(args.tokenizer, config=args.tokenizer_config)
     if args.tokenizer_config:
         raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")
-    return KimiTokenizer.from_reference("k2.6" if get_dialect(dialect).reasoning else "k2")
+    if d.family == "k3":
+        return KimiTokenizer.from_reference("k3")
+    return KimiTokenizer.from_reference("k2.6" if d.reasoning else "k2")
+
+
+def _k3_tokenizer(cls: Any, directory: Path, config: str | None) -> Any:
+    """A Kimi-K3 snapshot's tokenizer: 256 special ids; its ``tokenizer_config.json`` (or ``config``), else
+    the K3 special tokens of the reference recipe (:data:`~kimi_chat.tokenizer.K3_CONFIG`)."""
+    from .. import markers
+    from ..tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE
+
+    if not directory.is_dir():
+        raise InputError(f"{directory}: model snapshot directory not found")
+    cfg: Any = Path(config) if config else directory / TOKENIZER_CONFIG_FILE
+    if not config and not cfg.is_file():
+        cfg = K3_CONFIG
+    return cls.from_files(directory / TIKTOKEN_MODEL_FILE, cfg, num_special=markers.K3_NUM_RESERVED_SPECIAL)
 
 
 def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:

@@ -585,33 +585,45 @@ def _caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
     return cached
 
 
-def _ids(parts: list[str], tokenizer: Any) -> list[int]:
+def _ids(
+    parts: list[str], tokenizer: Any, cuts: Sequence[int] | None = None, special_text: bool = False
+) -> tuple[list[int], list[int]]:
+    """``(ids, ends)``: the segment-wise ids of ``parts`` and, for each part index in ``cuts`` (in
+    order, the last ``len(parts)``), the number of ids of ``parts[:cut]`` (``[len(ids)]`` without
+    ``cuts``). ``special_text``: text segments too are encoded with special tokens allowed."""
     marker_ids, cache = _caches(tokenizer)
     encode_ordinary = tokenizer.encoding.encode_ordinary
     encode = tokenizer.encode
     short = _CACHE_MAX_LEN
     long_text = MAX_NO_WHITESPACES_CHARS  # above this, KimiTokenizer.encode applies the official long-run cuts
     ids: list[int] = []
+    ends: list[int] = []
     extend = ids.extend
     append = ids.append
     get = cache.get
-    for p in parts:
-        if type(p) is _Marker:
-            mid = marker_ids.get(p)
-            if mid is not None:
-                append(mid)
-            else:
-                extend(encode(str.__str__(p), allow_special=True))
-            continue
-        toks = get(p)
-        if toks is None:
-            toks = encode_ordinary(p) if len(p) <= long_text else encode(p, allow_special=False)
-            if len(p) <= short:
-                if len(cache) >= _CACHE_MAX_ENTRIES:
-                    cache.clear()
-                cache[p] = toks
-        extend(toks)
-    return ids
+    ranges = zip([0, *cuts], cuts) if cuts is not None else ((0, len(parts)),)
+    for a, b in ranges:
+        for p in parts[a:b] if cuts is not None else parts:
+            if type(p) is _Marker:
+                mid = marker_ids.get(p)
+                if mid is not None:
+                    append(mid)
+                else:
+                    extend(encode(str.__str__(p), allow_special=True))
+                continue
+            if special_text:
+                extend(encode(p, allow_special=True))
+                continue
+            toks = get(p)
+            if toks is None:
+                toks = encode_ordinary(p) if len(p) <= long_text else encode(p, allow_special=False)
+                if len(p) <= short:
+                    if len(cache) >= _CACHE_MAX_ENTRIES:
+                        cache.clear()
+                    cache[p] = toks
+            extend(toks)
+        ends.append(len(ids))
+    return ids, ends
 
 
 def render_k3_ids(
@@ -624,4 +636,4 @@ def render_k3_ids(
     (``KimiTokenizer.from_reference("k3")``). Each segment is encoded on its own, as the official
     tokenizer does: markers as their special ids, text as ordinary text (special-token spellings typed
     by a user stay text), so BPE never merges across segments."""
-    return _ids(_build_split(messages, tools, options, None), tokenizer)
+    return _ids(_build_split(messages, tools, options, None), tokenizer)[0]
