@@ -575,7 +575,7 @@ def render_tokens(
     check_vocabulary(tokenizer, d)
     if d.family == "k3":
         return render_tokens_k3(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
-                                special_tokens, options)
+                                special_tokens, options, strict=strict)
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
                         continue_final_message=continue_final_message, strict=strict, **options)
     if add_generation_prompt is None:

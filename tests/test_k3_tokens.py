@@ -152,8 +152,8 @@ def test_options_and_refusals(tok):
         _rt(msgs, tok, thinking_effort="medium")
     with pytest.raises(RenderError, match="continue_final_message"):
         _rt(msgs, tok, continue_final_message=True)
-    with pytest.raises(TypeError):
-        _rt(msgs, tok, preserve_thinking=True)
+    # parity: a kwarg the official encoder does not read is ignored (strict refuses it)
+    assert _rt(msgs, tok, preserve_thinking=True).ids == _rt(msgs, tok).ids
 
 
 def test_extend_tokens(tok):
@@ -244,8 +244,11 @@ def test_cli_render_kimi_k3_with_kwargs(capsysbinary, request_file):
     status, out, err = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", '{"thinking_effort": "medium"}',
                             request_file)
     assert status == 2 and out == "" and "thinking_effort='medium'" in err
-    status, _, err = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", '{"preserve_thinking": true}',
+    status, out, _ = _cli(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", '{"preserve_thinking": true}',
                           request_file)
+    assert status == 0 and out == render_k3(messages, tools)  # parity: unread kwargs are ignored
+    status, _, err = _cli(capsysbinary, "render", "-d", "kimi-k3", "--strict", "--kwargs",
+                          '{"preserve_thinking": true}', request_file)
     assert status == 2 and "preserve_thinking" in err
 
 
@@ -330,3 +333,15 @@ def test_readme_k3_prompt_is_official():
 
     scope, shown = _readme_k3()
     assert shown == official_k3_render(scope["messages"], None, thinking_effort="low")
+
+
+def test_render_tokens_strict_refuses_what_render_strict_refuses():
+    import kimi_chat
+
+    tok = kimi_chat.KimiTokenizer.from_reference("k3")
+    msgs = [{"role": "developer", "content": "x"}, {"role": "user", "content": "hi"}]
+    with pytest.raises(kimi_chat.StrictModeError, match="unknown-role"):
+        kimi_chat.render_tokens(msgs, tokenizer=tok, dialect="kimi-k3", strict=True)
+    # parity (default): the official encoder drops the developer message
+    assert kimi_chat.render_tokens(msgs, tokenizer=tok, dialect="kimi-k3").ids == kimi_chat.render_tokens(
+        msgs[1:], tokenizer=tok, dialect="kimi-k3").ids
