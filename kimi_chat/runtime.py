@@ -33,8 +33,8 @@ from typing import Any
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import KimiChatError
-from .formats.k2 import END_OF_TURN_IDS, TOKEN_CLASSES
-from .parse import Delta, ParsedMessage, StreamParser
+from .formats.k2 import TOKEN_CLASSES
+from .parse import Delta, ParsedMessage
 from .tokens import render_tokens
 from .tokenizer import BYTE_DECODER, KimiTokenizer
 
@@ -423,49 +423,11 @@ class NativeModel:
     ) -> Iterator[Delta | ChatResult]:
         """:meth:`chat`, streamed: yields :class:`~kimi_chat.parse.Delta` objects as the parser
         decides them, then the :class:`ChatResult`."""
-        d = self.dialect if dialect is None else get_dialect(dialect)
-        prompt = self.prompt_ids(messages, tools=tools, dialect=d, **options)
-        gbnf: str | None
-        if isinstance(grammar, str):
-            gbnf = grammar
-        elif grammar is False or (grammar is None and not tools):
-            gbnf = None
-        else:
-            gbnf = self.request_grammar(tools=tools, tool_choice=tool_choice,
-                                        parallel_tool_calls=parallel_tool_calls, dialect=d,
-                                        reasoning=reasoning, **options)
-        parser = StreamParser(d, tools=tools, **options)
-        out: list[int] = []
-        pieces: list[bytes] = []
-        ended = False
-        for tid in self.generate(prompt, max_tokens=max_tokens, grammar=gbnf, seed=seed, temperature=temperature):
-            out.append(tid)
-            if self.is_eog(tid):
-                ended = True
-                if tid in END_OF_TURN_IDS:  # <|im_end|>, [EOS]: the parser sees the end of the turn
-                    b = self.piece(tid)
-                    pieces.append(b)
-                    yield from parser.feed(b)
-                break
-            b = self.piece(tid)
-            pieces.append(b)
-            yield from parser.feed(b)
-        yield from parser.finish()
-        parsed = parser.message
-        if ended:
-            finish = parsed.stop_reason.finish_reason if parsed.stop_reason is not None else "stop"
-        else:
-            finish = "length"
-        yield ChatResult(
-            message=parsed.to_openai(),
-            finish_reason=finish,
-            parsed=parsed,
-            prompt_ids=prompt,
-            completion_ids=out,
-            text=b"".join(pieces).decode("utf-8", errors="replace"),
-            grammar=gbnf,
-            model=self.path.name,
-        )
+        from .runtime_chat import chat_stream
+
+        return chat_stream(self, messages, tools=tools, dialect=dialect, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, grammar=grammar, max_tokens=max_tokens,
+                           temperature=temperature, seed=seed, reasoning=reasoning, **options)
 
     def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResult:
         """Answer a chat request: render with the dialect, tokenize with kimi_chat, generate with
@@ -490,41 +452,17 @@ class NativeModel:
         """llama.cpp's own C++ chat formatting (``llama_chat_apply_template``) of plain
         ``{"role", "content": str}`` messages, with the format it detects from ``template`` (default:
         the embedded template). This is what llama.cpp does when it cannot run a Jinja template."""
-        lib = self._lib
-        tmpl = template if template is not None else self.embedded_chat_template
-        if tmpl is None:
-            raise KimiChatError(f"{self.path}: the GGUF has no chat template")
-        arr = (lib.llama_chat_message * len(messages))()
-        keep = []
-        for i, m in enumerate(messages):
-            role, content = str(m["role"]).encode(), str(m.get("content") or "").encode()
-            keep += [role, content]
-            arr[i].role = role
-            arr[i].content = content
-        size = 4096 + sum(len(k) for k in keep) * 2
-        buf = ctypes.create_string_buffer(size)
-        n = lib.llama_chat_apply_template(tmpl.encode(), arr, len(messages), add_generation_prompt, buf, size)
-        if n < 0:
-            raise KimiChatError("llama.cpp does not recognise the chat template")
-        if n > size:
-            buf = ctypes.create_string_buffer(n)
-            n = lib.llama_chat_apply_template(tmpl.encode(), arr, len(messages), add_generation_prompt, buf, n)
-        return buf.raw[:n].decode("utf-8")
+        from .runtime_chat import apply_builtin_template
+
+        return apply_builtin_template(self, messages, add_generation_prompt=add_generation_prompt, template=template)
 
     def render_embedded(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
                         add_generation_prompt: bool = True, **kwargs: Any) -> str:
         """The embedded Jinja template rendered by llama-cpp-python's own chat formatter (the one
         ``create_chat_completion`` uses)."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        from .runtime_chat import render_embedded
 
-        tmpl = self.embedded_chat_template
-        if tmpl is None:
-            raise KimiChatError(f"{self.path}: the GGUF has no chat template")
-        tok = self.tokenizer()
-        eos = tok.id_to_token(tok.eos_id) if tok.eos_id is not None else ""
-        bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""
-        fmt = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=add_generation_prompt)
-        return fmt(messages=list(messages), tools=tools, **kwargs).prompt
+        return render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
 
 
 def _progress_to_stderr(msg: str) -> None:
