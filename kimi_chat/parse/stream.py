@@ -34,7 +34,7 @@ A format whose terminals are tags (Kimi-K3, ``OutputFormat.tags``) is lexed by
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
@@ -122,50 +122,8 @@ class StreamParser:
         self._finished = False
         self._final: ParsedMessage | None = None
 
-        self._sinks: Mapping[str | None, Callable[[str], None] | None] = {
-            None: None,
-            "content": self._content.add,
-            "reasoning": self._reasoning.add,
-            "between": self._run_text,
-            "after": self._after_text if content_after_tool_calls else self._run_text,
-            "ignored": self._ignored_piece,
-        }
-        if isinstance(calls, ToolCalls):
-            self._sinks.update(header=calls.header_text, arguments=calls.arguments_text)
-        else:
-            self._sinks.update(outside=self._outside_text, call_between=self._call_between,
-                               value=calls.value_text, json=calls.json_text)
+        self._sinks, self._handlers = _event_tables(self, calls, content_after_tool_calls)
         self._sink = self._sinks[m.start.field]
-        self._handlers: Mapping[tuple[str, str], Callable[[bool, str, str, int], None]] = {
-            ("enter", "reasoning"): lambda c, tok, s, o: self._content.reset(),  # leading ws is not content
-            ("exit", "reasoning"): self._exit_truncates,
-            ("enter", "section"): self._enter_section,
-            ("exit", "section"): self._exit_section,
-            ("enter", "call"): lambda c, tok, s, o: calls.begin(o, s),
-            ("exit", "call"): lambda c, tok, s, o: self._exit_call(c, tok, s),
-            ("enter", "header"): _nothing,
-            ("exit", "header"): lambda c, tok, s, o: calls.header_end(tok == EOF),
-            ("enter", "arguments"): lambda c, tok, s, o: calls.arguments_begin(s),
-            ("exit", "arguments"): _nothing,
-            ("enter", "end"): self._enter_end,
-            ("exit", "end"): _nothing,
-        }
-        if isinstance(calls, TagCalls):
-            tc = calls
-            self._handlers.update({
-                ("enter", "response"): _nothing,
-                ("exit", "response"): self._exit_truncates,
-                ("enter", "tools"): _nothing,
-                ("exit", "tools"): self._exit_truncates,
-                ("enter", "argument"): lambda c, tok, s, o: tc.argument_begin(s, o),
-                ("exit", "argument"): lambda c, tok, s, o: tc.argument_end(s if c else None, tok == EOF),
-                ("enter", "json"): lambda c, tok, s, o: tc.json_begin(s),
-                ("exit", "json"): lambda c, tok, s, o: tc.json_end(s if c else None),
-                ("enter", "close"): self._enter_close,
-                ("exit", "close"): _nothing,
-                ("enter", "trailing"): self._enter_trailing,
-                ("exit", "trailing"): _nothing,
-            })
 
     # ---------------------------------------------------------------------------- public interface
 
@@ -428,6 +386,58 @@ class StreamParser:
         if self._truncated:
             return StopReason.TRUNCATED
         return StopReason.TOOL_CALLS if self._calls.calls else StopReason.END_OF_TEXT
+
+
+def _event_tables(
+    p: StreamParser, calls: ToolCalls | TagCalls, content_after_tool_calls: bool
+) -> tuple[dict[str | None, Callable[[str], None] | None], dict[tuple[str, str], Callable[[bool, str, str, int], None]]]:
+    """The parser's two tables: where text goes in each field of the grammar (``sinks``), and what
+    each group's enter/exit event does (``handlers``); the K2 call assembler's fields and groups, or
+    the K3 one's (tags: channels, typed arguments, the message close)."""
+    sinks: dict[str | None, Callable[[str], None] | None] = {
+        None: None,
+        "content": p._content.add,
+        "reasoning": p._reasoning.add,
+        "between": p._run_text,
+        "after": p._after_text if content_after_tool_calls else p._run_text,
+        "ignored": p._ignored_piece,
+    }
+    if isinstance(calls, ToolCalls):
+        sinks.update(header=calls.header_text, arguments=calls.arguments_text)
+    else:
+        sinks.update(outside=p._outside_text, call_between=p._call_between,
+                     value=calls.value_text, json=calls.json_text)
+    handlers: dict[tuple[str, str], Callable[[bool, str, str, int], None]] = {
+        ("enter", "reasoning"): lambda c, tok, s, o: p._content.reset(),  # leading ws is not content
+        ("exit", "reasoning"): p._exit_truncates,
+        ("enter", "section"): p._enter_section,
+        ("exit", "section"): p._exit_section,
+        ("enter", "call"): lambda c, tok, s, o: calls.begin(o, s),
+        ("exit", "call"): lambda c, tok, s, o: p._exit_call(c, tok, s),
+        ("enter", "header"): _nothing,
+        ("exit", "header"): lambda c, tok, s, o: calls.header_end(tok == EOF),
+        ("enter", "arguments"): lambda c, tok, s, o: calls.arguments_begin(s),
+        ("exit", "arguments"): _nothing,
+        ("enter", "end"): p._enter_end,
+        ("exit", "end"): _nothing,
+    }
+    if isinstance(calls, TagCalls):
+        tc = calls
+        handlers.update({
+            ("enter", "response"): _nothing,
+            ("exit", "response"): p._exit_truncates,
+            ("enter", "tools"): _nothing,
+            ("exit", "tools"): p._exit_truncates,
+            ("enter", "argument"): lambda c, tok, s, o: tc.argument_begin(s, o),
+            ("exit", "argument"): lambda c, tok, s, o: tc.argument_end(s if c else None, tok == EOF),
+            ("enter", "json"): lambda c, tok, s, o: tc.json_begin(s),
+            ("exit", "json"): lambda c, tok, s, o: tc.json_end(s if c else None),
+            ("enter", "close"): p._enter_close,
+            ("exit", "close"): _nothing,
+            ("enter", "trailing"): p._enter_trailing,
+            ("exit", "trailing"): _nothing,
+        })
+    return sinks, handlers
 
 
 def _nothing(consumed: bool, tok: str, spelling: str, offset: int) -> None:
