@@ -33,6 +33,7 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -117,14 +118,15 @@ def make_output(size: int, seed: int = 0) -> str:
 _MARKER_SPLIT = re.compile("(" + "|".join(map(_E, sorted(ALL_MARKERS, key=len, reverse=True))) + ")")
 
 
-def token_deltas(text: str, seed: int = 1) -> list[str]:
+def token_deltas(text: str, seed: int = 1, *, split: re.Pattern[str] = _MARKER_SPLIT,
+                 markers: Collection[str] = ALL_MARKERS) -> list[str]:
     """Token-sized deltas: every marker alone (it is one token), text in 1-7 character pieces."""
     rng = random.Random(seed)
     out = []
-    for part in _MARKER_SPLIT.split(text):
+    for part in split.split(text):
         if not part:
             continue
-        if part in ALL_MARKERS:
+        if part in markers:
             out.append(part)
             continue
         i = 0
@@ -206,18 +208,7 @@ _K3_SPLIT = re.compile("(" + "|".join(map(_E, sorted(_K3_MARKERS, key=len, rever
 
 def k3_token_deltas(text: str, seed: int = 1) -> list[str]:
     """Token-sized K3 deltas: every marker alone, tag names and attributes and text in 1-7 character pieces."""
-    rng = random.Random(seed)
-    out = []
-    for part in _K3_SPLIT.split(text):
-        if part in _K3_MARKERS:
-            out.append(part)
-            continue
-        i = 0
-        while i < len(part):
-            n = rng.randint(1, 7)
-            out.append(part[i:i + n])
-            i += n
-    return out
+    return token_deltas(text, seed, split=_K3_SPLIT, markers=_K3_MARKERS)
 
 
 def k3_rows(sizes: list[int]) -> None:
