@@ -27,19 +27,15 @@ The arguments follow :mod:`kimi_chat.grammar.json_schema`; free text avoids
 
 from __future__ import annotations
 
-import re
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from .. import peg as F
-from ..formats.k2 import GRAMMAR, TOKEN_CLASSES
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, Dialect
-from ..parse.toolcalls import normalise_tools
-from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional, slug
-from .json_schema import JsonSchemaTranslator
-from .vocabulary import default_token_markers, forbidden_spellings, output_machine
+from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..formats.k2 import GRAMMAR, TOKEN_CLASSES
+from .gbnf import GrammarError, literal, optional
+from .translate import Ctx, FormatTranslator, Unrequirable, build_grammar
 
 __all__ = ["CALL_ID_PREFIX", "tool_call_grammar"]
 
@@ -48,67 +44,34 @@ CALL_ID_PREFIX = M.TOOL_CALL_ID_PREFIX
 The header syntax is not part of :mod:`kimi_chat.formats.k2` (it is free text there)."""
 
 
-@dataclass(frozen=True)
-class _Ctx:
-    tool: str | None = None
-    index: int | None = None
-
-
 _UNREQUIRABLE = ("END_TURN", "NEW_MESSAGE")
 
 
-class _Translator:
-    def __init__(self, rules: Rules, tools: dict[str, Any], names: list[str], choice: str, parallel: bool,
-                 max_calls: int, first_index: int, token_markers: Collection[str], text_rule: str,
-                 reasoning: bool, content: bool, json: JsonSchemaTranslator) -> None:
-        self.r = rules
-        self.tools = tools
-        self.names = names
-        self.choice = choice
-        self.parallel = parallel
-        self.max_calls = max_calls
-        self.first_index = first_index
-        self.token_markers = frozenset(token_markers)
-        self.text_rule = text_rule
-        self.reasoning = reasoning
-        self.content = content
-        self.json = json
+class _K2Translator(FormatTranslator):
+    """The K2 format (:mod:`kimi_chat.formats.k2`): markers, ``functions.NAME:IDX`` headers, JSON
+    arguments."""
+
+    ctx_groups = ("call", "header", "arguments")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.args: dict[str, str] = {}
-        self.done: dict[tuple[str, _Ctx], str] = {}
-        self.slugs: dict[str, str] = {}
-        for n in names:
-            s = slug(n)
-            while s in self.slugs.values():
-                s += "-x"
-            self.slugs[n] = s
 
-    # which groups an expression contains (through references)
-    def has(self, e: F.Expr, group: str) -> bool:
-        if isinstance(e, F.Group):
-            return e.name == group or self.has(e.expr, group)
-        if isinstance(e, F.Ref):
-            return self.has(GRAMMAR[e.name], group)
-        if isinstance(e, F.Seq):
-            return any(self.has(i, group) for i in e.items)
-        if isinstance(e, F.Choice):
-            return any(self.has(a, group) for a in e.alts if not isinstance(a, F.Recover))
-        if isinstance(e, (F.Opt, F.Star)):
-            return self.has(e.expr, group)
-        return False
+    def tok(self, e: F.Tok, ctx: Ctx) -> str:
+        if e.cls in _UNREQUIRABLE:
+            raise Unrequirable(e.cls)
+        m = TOKEN_CLASSES[e.cls][0]  # the canonical spelling of the terminal class
+        return self.marker(m.text, m.id)
 
-    def tok(self, cls: str) -> str:
-        m = TOKEN_CLASSES[cls][0]  # the canonical spelling of the terminal class
-        if m.text in self.token_markers:
-            return m.text if m.text.startswith("<") and m.text.endswith(">") else f"<[{m.id}]>"
-        return literal(m.text)
-
-    def text(self, e: F.Text, ctx: _Ctx) -> str:
+    def text(self, e: F.Text, ctx: Ctx) -> str:
         f = e.field
         if f == "header":
-            assert ctx.tool is not None and ctx.index is not None
+            if ctx.tool is None or ctx.index is None:  # pragma: no cover - the walk sets both in a call
+                raise GrammarError("a call header outside a call")
             return literal(M.tool_call_id(ctx.tool, ctx.index))
         if f == "arguments":
-            assert ctx.tool is not None
+            if ctx.tool is None:  # pragma: no cover - the walk sets it in a call
+                raise GrammarError("call arguments outside a call")
             return self.arguments(ctx.tool)
         if e.ws_only or f in ("between", "after", "ignored"):
             return ""  # whitespace is allowed by the format; a model is not asked for it
@@ -130,109 +93,21 @@ class _Translator:
             self.r.set(rn, self.json.schema(params, params, rn, f"tools[{name!r}].parameters"))
         return self.args[name]
 
-    def x(self, e: F.Expr, ctx: _Ctx) -> str:
-        if isinstance(e, F.Ref):
-            if not (self.has(e, "call") or self.has(e, "header") or self.has(e, "arguments")):
-                ctx = _Ctx()  # the rule does not depend on the call being written
-            key = (e.name, ctx)
-            if key not in self.done:
-                base = e.name.replace("_", "-")
-                if ctx.index is not None:
-                    base += f"-{ctx.index}"
-                if ctx.tool is not None:
-                    base += f"-{self.slugs[ctx.tool]}"
-                rn = self.r.fresh(base)
-                body = self.x(GRAMMAR[e.name], ctx)
-                if body and " " not in body and "|" not in body:
-                    del self.r.rules[rn]  # a single terminal or reference: inline it
-                    self.done[key] = body
-                elif body:
-                    self.r.set(rn, body)
-                    self.done[key] = rn
-                else:
-                    del self.r.rules[rn]
-                    self.done[key] = ""
-            return self.done[key]
-        if isinstance(e, F.Seq):
-            return " ".join(p for p in (self.x(i, ctx) for i in e.items) if p)
-        if isinstance(e, F.Choice):
-            alts = [self.x(a, ctx) for a in e.alts if not isinstance(a, F.Recover)]
-            if not alts:
-                return ""
-            return alternation(alts) if any(alts) else ""
-        if isinstance(e, F.Recover):
+    def opt(self, e: F.Opt, ctx: Ctx) -> str:
+        if self.has(e.expr, "end"):
+            return ""  # the engine ends the turn (end-of-generation) when the grammar is complete
+        if self.has(e.expr, "arguments"):
+            return self.x(e.expr, ctx)  # always write the argument begin (the parser warns without)
+        if self.has(e.expr, "reasoning") and not self.reasoning:
             return ""
-        if isinstance(e, F.Tok):
-            if e.cls in _UNREQUIRABLE:
-                raise _Unrequirable(e.cls)
-            return self.tok(e.cls)
-        if isinstance(e, F.Text):
-            return self.text(e, ctx)
-        if isinstance(e, F.Opt):
-            if self.has(e.expr, "end"):
-                return ""  # the engine ends the turn (end-of-generation) when the grammar is complete
-            if self.has(e.expr, "arguments"):
-                return self.x(e.expr, ctx)  # always write the argument begin (the parser warns without)
-            if self.has(e.expr, "reasoning") and not self.reasoning:
-                return ""
-            return optional(self.x(e.expr, ctx))
-        if isinstance(e, F.Star):
-            return self.star(e, ctx)
-        if isinstance(e, F.Group):
-            if e.name == "call" and ctx.tool is None:
-                alts = []
-                for n in self.names:
-                    rn = self.r.fresh(f"call-{ctx.index}-{self.slugs[n]}")
-                    self.r.set(rn, self.x(e.expr, replace(ctx, tool=n)))
-                    alts.append(rn)
-                return alternation(alts)
-            return self.x(e.expr, ctx)
-        if isinstance(e, (F.Ahead, F.Eof, F.Rest)):
-            raise GrammarError(f"format expression {e} is only expected in recovery alternatives")
-        raise GrammarError(f"unknown format expression {e!r}")  # pragma: no cover
+        return optional(self.x(e.expr, ctx))
 
-    def star(self, e: F.Star, ctx: _Ctx) -> str:
+    def star(self, e: F.Star, ctx: Ctx) -> str:
         if self.has(e.expr, "call"):
             if self.has(e.expr, "section"):  # the sections of the turn
-                if self.choice == "none":
-                    return ""
-                body = self.x(e.expr, ctx)
-                return optional(body) if self.choice == "auto" else body
-            # the calls of a section: unrolled so that each header carries its index
-            n = self.max_calls if self.parallel else 1
-            nxt = ""
-            for k in range(n - 1, -1, -1):
-                body = self.x(e.expr, replace(ctx, index=self.first_index + k))
-                rn = self.r.fresh(f"calls-from-{self.first_index + k}")
-                self.r.set(rn, body + (" " + optional(nxt) if nxt else ""))
-                nxt = rn
-            return nxt
+                return self.calls_part(self.x(e.expr, ctx))
+            return self.calls(e, ctx)  # the calls of a section
         raise GrammarError(f"repetition {e} has no generation rule")  # pragma: no cover
-
-
-class _Unrequirable(Exception):
-    pass
-
-
-def _choice(tool_choice: Any, tools: Mapping[str, Any]) -> tuple[str, list[str]]:
-    if tool_choice is None:
-        tool_choice = "auto" if tools else "none"
-    if isinstance(tool_choice, str):
-        if tool_choice not in ("none", "auto", "required"):
-            raise GrammarError(f"tool_choice: expected 'none', 'auto', 'required' or a named function, got {tool_choice!r}")
-        if tool_choice == "required" and not tools:
-            raise GrammarError("tool_choice 'required' needs at least one function tool")
-        return tool_choice, list(tools)
-    if isinstance(tool_choice, Mapping):
-        fn = tool_choice.get("function", tool_choice)
-        name = fn.get("name") if isinstance(fn, Mapping) else None
-        if not isinstance(name, str):
-            raise GrammarError(f"tool_choice: no function name in {tool_choice!r}")
-        if name not in tools:
-            raise GrammarError(f"tool_choice names {name!r}, which is not a declared function tool "
-                               f"(declared: {', '.join(tools) or 'none'})")
-        return "named", [name]
-    raise GrammarError(f"tool_choice: unsupported value {tool_choice!r}")
 
 
 def tool_call_grammar(
@@ -265,28 +140,11 @@ def tool_call_grammar(
     Raises :class:`GrammarError` for an unknown named tool, ``"required"`` without tools or a schema
     that cannot be translated.
     """
-    if max_calls < 1:
-        raise GrammarError("max_calls must be at least 1")
-    fns = normalise_tools(tools, error=GrammarError)
-    choice, names = _choice(tool_choice, fns)
-    machine = output_machine(dialect, options)
-    if token_markers is None:
-        token_markers = default_token_markers(dialect)
-    rules = Rules()
-    rules.fresh("root")
-    forbidden = forbidden_spellings(machine)
-    tr = _Translator(
-        rules, fns, names, choice, parallel_tool_calls, max_calls, first_index, token_markers,
-        text_rule="text", reasoning=reasoning, content=content, json=JsonSchemaTranslator(rules, "jstr-0"),
-    )
-    try:
-        body = tr.x(F.Ref(machine.start_rule), _Ctx())
-    except _Unrequirable as e:  # pragma: no cover - the format only has them in optional/recovery parts
-        raise GrammarError(f"the format requires {e} where a grammar cannot") from None
-    rules.set("root", body or '""')
-    used = rules.text()
-    if re.search(r"\btext\b", used):
-        rules.set("text", avoiding(rules, forbidden, "text", json_string=False))
-    if "jstr-0" in used:
-        avoiding(rules, forbidden, "jstr", json_string=True)
-    return rules.pruned("root")
+    d = get_dialect(dialect)
+    if d.family == "k3":
+        from .tool_call_k3 import GRAMMAR as K3_GRAMMAR, K3Translator
+
+        return build_grammar(K3Translator, K3_GRAMMAR, tools, tool_choice, parallel_tool_calls, d, max_calls,
+                             first_index, token_markers, reasoning, content, options)
+    return build_grammar(_K2Translator, GRAMMAR, tools, tool_choice, parallel_tool_calls, d, max_calls,
+                         first_index, token_markers, reasoning, content, options)

@@ -1,5 +1,6 @@
 """Which marker spellings a grammar must keep out of free text, and which it may write as special
-tokens: both read from the output format the parser runs (:mod:`kimi_chat.formats.k2`)."""
+tokens: both read from the output format the parser runs (:mod:`kimi_chat.formats.k2`,
+:mod:`kimi_chat.formats.k3`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from typing import Any
 
 from .. import peg as F
 from ..formats.k2 import TOKEN_CLASSES
+from ..formats.k3 import TAGS, TOKEN_CLASSES as K3_TOKEN_CLASSES
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..parse import StreamParser
 
-__all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine"]
+__all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine",
+           "format_markers"]
 
 RESERVED_TOKEN_PREFIX = M.reserved_token_name(0)[: M.reserved_token_name(0).index("0")]
 """``<|reserved_token_``: every reserved special id is spelled with this prefix."""
@@ -35,14 +38,21 @@ def forbidden_text(dialect: str | Dialect = DEFAULT_DIALECT, **options: Any) -> 
     return forbidden_spellings(output_machine(dialect, options))
 
 
+def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, ...]:
+    """The markers with a special-token id that the output format of ``dialect``'s family writes: K2,
+    every marker of :data:`kimi_chat.formats.k2.TOKEN_CLASSES`; K3, the tag markers (``<|open|>``,
+    ``<|close|>``, ``<|sep|>``) and ``<|end_of_msg|>``."""
+    d = get_dialect(dialect)
+    if d.family == "k3":
+        tags = tuple(M.K3_BY_TEXT[t] for t in (TAGS.open, TAGS.close, TAGS.sep))
+        ends = tuple(m for ms in K3_TOKEN_CLASSES.values() for m in ms if isinstance(m, M.Marker))
+        return tags + ends
+    return tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None)
+
+
 def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:
     """Marker spellings taken to be single special tokens of a model of ``dialect``: every format
-    marker with an id, except ``<think>``/``</think>``, which are tokens only in the K2.5/K2.6
-    vocabulary. :class:`kimi_chat.runtime.NativeModel` asks the loaded model instead."""
+    marker with an id (:func:`format_markers`), except ``<think>``/``</think>``, which are tokens only
+    in the K2.5/K2.6 vocabulary. :class:`kimi_chat.runtime.NativeModel` asks the loaded model instead."""
     d = get_dialect(dialect)
-    out = set()
-    for ms in TOKEN_CLASSES.values():
-        for m in ms:
-            if m.id is not None and (m not in (M.THINK_BEGIN, M.THINK_END) or d.think == "k25"):
-                out.add(m.text)
-    return frozenset(out)
+    return frozenset(m.text for m in format_markers(d) if m not in (M.THINK_BEGIN, M.THINK_END) or d.think == "k25")
