@@ -25,7 +25,8 @@ message::
   property's schema (:class:`~kimi_chat.grammar.json_schema.JsonSchemaTranslator`, JSON strings
   marker-free). Parameters without ``properties`` (a free-form object, or a top-level
   ``anyOf``/``oneOf``) are one ``json`` element (``type="object"``) holding the JSON object, or, for
-  a free-form object, no element at all.
+  a free-form object, argument elements with any key (as the encoder writes a dict; a repeated key is
+  not prevented); a function without ``parameters`` is a call without elements.
 * The grammar ends with ``<|close|>message<|sep|>``: ``<|end_of_msg|>`` is the end-of-generation
   token, which llama.cpp allows only once the grammar is complete and cannot match as part of it.
 * Markers (``<|open|>``, ``<|close|>``, ``<|sep|>``) are token references when they are single tokens
@@ -138,8 +139,9 @@ class K3Translator(FormatTranslator):
         s = self.slugs[name]
         path = f"tools[{name!r}].parameters"
         params = self.tools[name].get("parameters")
-        if params is None:
-            params = {"type": "object", "properties": {}}
+        if params is None:  # a function without parameters: a call without elements
+            self.elements[name] = '""'
+            return '""'
         self.json.prefix = f"args-{s}-"
         top = self.resolve(params, params, path, 0)
         rn = self.r.fresh(f"args-{s}")
@@ -156,10 +158,12 @@ class K3Translator(FormatTranslator):
             body = " ".join(parts)
         else:
             obj = self.json.schema(params, params, f"args-{s}-json", path)
-            element = " ".join((self.tok(F.Tok("JSON_OPEN"), Ctx()), obj, self.tok(F.Tok("JSON_CLOSE"), Ctx())))
-            free = isinstance(top, Mapping) and not props and top.get("additionalProperties", True) is not False \
-                and not any(k in top for k in ("anyOf", "oneOf"))
-            body = optional(element) if free else element
+            body = " ".join((self.tok(F.Tok("JSON_OPEN"), Ctx()), obj, self.tok(F.Tok("JSON_CLOSE"), Ctx())))
+            extra = top.get("additionalProperties", True) if isinstance(top, Mapping) else None
+            if not any(k in top for k in ("anyOf", "oneOf")) and extra is not False and extra is not None:
+                # a free-form object: argument elements with any key (as the encoder writes a dict), or json
+                free = self.free_argument(name, extra, params, f"{path}/additionalProperties")
+                body = f"({body} | {free}*)"
         self.r.set(rn, body or '""')
         return rn
 
@@ -190,6 +194,18 @@ class K3Translator(FormatTranslator):
         for kind, exprs in by_type.items():
             head = self.tag(TAGS.open, "argument" + _attrs(("key", key), ("type", kind)))
             alts.append(f"{head} {alternation(exprs)} {close}")
+        return self.r.set(self.r.fresh(base), alternation(alts))
+
+    def free_argument(self, tool: str, schema: Any, root: Any, path: str) -> str:
+        """An ``argument`` element with any key (an attribute value: no quote, ``&``, marker start or
+        control character) and a value of ``schema`` (``additionalProperties``)."""
+        base = f"arg-{self.slugs[tool]}-any"
+        key = self.r.set(self.r.fresh(f"{base}-key"), r'[^"&<\x5B\x00-\x1F]{1,64}')
+        by_type = self.values(schema, root, base, path, 0)
+        close = self.tok(F.Tok("ARGUMENT_CLOSE"), Ctx())
+        opener, sep = self.marker(TAGS.open, _MARKER_IDS[TAGS.open]), self.marker(TAGS.sep, _MARKER_IDS[TAGS.sep])
+        alts = [f'{opener} {literal("argument key=" + chr(34))} {key} {literal(chr(34) + _attrs(("type", kind)))} '
+                f"{sep} {alternation(exprs)} {close}" for kind, exprs in by_type.items()]
         return self.r.set(self.r.fresh(base), alternation(alts))
 
     def values(self, schema: Any, root: Any, name: str, path: str, depth: int) -> dict[str, list[str]]:

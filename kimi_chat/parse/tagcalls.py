@@ -267,6 +267,8 @@ class TagCalls:
         if params is None:
             return
         props = params.get("properties") or {}
+        if not props and params.get("additionalProperties", True) is not False:
+            return  # a free-form object (no properties declared): any key is allowed
         if key not in props:
             self.warn("argument_undeclared", f"tool call {c.index} ({c.name}): argument {key!r} is not "
                       "a declared parameter", c.value_offset)
