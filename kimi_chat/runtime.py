@@ -33,7 +33,6 @@ from typing import Any
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import KimiChatError
-from .formats.k2 import TOKEN_CLASSES
 from .parse import Delta, ParsedMessage
 from .tokens import render_tokens
 from .tokenizer import BYTE_DECODER, KimiTokenizer
@@ -153,7 +152,7 @@ class NativeModel:
             self.dialect, self.dialect_source = self._detect_dialect()
         self.n_vocab: int = int(self._lib.llama_vocab_n_tokens(self._vocab))
         self._tokenizer = tokenizer
-        self._markers: frozenset[str] | None = None
+        self._markers: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ loading
 
@@ -221,6 +220,8 @@ class NativeModel:
             if ident.dialect is not None and ident.match == "exact":
                 return get_dialect(ident.dialect), f"embedded template: {ident.label}"
             return get_dialect(DEFAULT_DIALECT), "default; embedded template not identified"
+        if self._lib.llama_vocab_n_tokens(self._vocab) > M.K3_OPEN.id and self.token_text(M.K3_OPEN.id) == M.K3_OPEN.text:
+            return get_dialect("kimi-k3"), f"vocabulary: {M.K3_OPEN.text} at {M.K3_OPEN.id} (Kimi-K3, no template)"
         return get_dialect(DEFAULT_DIALECT), "default; the GGUF embeds no template"
 
     @property
@@ -320,16 +321,16 @@ class NativeModel:
                 config[key] = self.token_text(tid)
         return KimiTokenizer(ranks, config)
 
-    def marker_tokens(self) -> frozenset[str]:
-        """Spellings of the format's markers that the engine tokenizes to their single id."""
-        if self._markers is None:
-            out = set()
-            for ms in TOKEN_CLASSES.values():
-                for m in ms:
-                    if m.id is not None and self.tokenize(m.text, special=True) == [m.id]:
-                        out.add(m.text)
-            self._markers = frozenset(out)
-        return self._markers
+    def marker_tokens(self, dialect: str | Dialect | None = None) -> frozenset[str]:
+        """Spellings of the output format's markers (of ``dialect``'s family, default the model's) that
+        the engine tokenizes to their single id."""
+        from .grammar.vocabulary import format_markers
+
+        family = (self.dialect if dialect is None else get_dialect(dialect)).family
+        if family not in self._markers:
+            self._markers[family] = frozenset(m.text for m in format_markers(self.dialect if dialect is None else dialect)
+                                              if self.tokenize(m.text, special=True) == [m.id])
+        return self._markers[family]
 
     def compare_tokenization(self, texts: Iterable[str], *, special: bool = False) -> list[TokenizationDiff]:
         """Texts whose engine tokenization differs from kimi_chat's (``special``: with special-token
@@ -404,7 +405,7 @@ class NativeModel:
 
         d = self.dialect if dialect is None else get_dialect(dialect)
         return tool_call_grammar(tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                                 dialect=d, token_markers=self.marker_tokens(), **options)
+                                 dialect=d, token_markers=self.marker_tokens(d), **options)
 
     def chat_stream(
         self,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dialects import Dialect, get_dialect
 from .errors import KimiChatError
-from .formats.k2 import END_OF_TURN_IDS
+from .formats import format_for
 from .parse import Delta, StreamParser
 
 if TYPE_CHECKING:
@@ -39,7 +39,10 @@ def chat_stream(
     from .runtime import ChatResult
 
     d = model.dialect if dialect is None else get_dialect(dialect)
-    prompt = model.prompt_ids(messages, tools=tools, dialect=d, **options)
+    render_options = dict(options)
+    if d.family == "k3" and tool_choice is not None:
+        render_options.setdefault("tool_choice", tool_choice)  # the K3 encoder writes a tool-choice message
+    prompt = model.prompt_ids(messages, tools=tools, dialect=d, **render_options)
     gbnf: str | None
     if isinstance(grammar, str):
         gbnf = grammar
@@ -50,6 +53,7 @@ def chat_stream(
                                     parallel_tool_calls=parallel_tool_calls, dialect=d,
                                     reasoning=reasoning, **options)
     parser = StreamParser(d, tools=tools, **options)
+    end_of_turn = format_for(d).end_of_turn_ids
     out: list[int] = []
     pieces: list[bytes] = []
     ended = False
@@ -57,7 +61,7 @@ def chat_stream(
         out.append(tid)
         if model.is_eog(tid):
             ended = True
-            if tid in END_OF_TURN_IDS:  # <|im_end|>, [EOS]: the parser sees the end of the turn
+            if tid in end_of_turn:  # <|im_end|>, [EOS] (K3: <|end_of_msg|>): the parser sees the end of the turn
                 b = model.piece(tid)
                 pieces.append(b)
                 yield from parser.feed(b)

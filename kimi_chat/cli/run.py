@@ -1,7 +1,9 @@
 """``kimi-chat run MODEL.gguf [request.json]``: answer an OpenAI chat.completions request with a local
 GGUF in llama.cpp (the ``native`` extra): render, tokenize (kimi_chat's tokenizer, ids sent to the
 engine), generate (tool calls constrained by a GBNF grammar), parse. Prints a ``chat.completion``
-object, or ``chat.completion.chunk`` objects one per line with ``--stream``."""
+object, or ``chat.completion.chunk`` objects one per line with ``--stream``. Kimi-K3 (``-d kimi-k3``, or a
+GGUF with K3's vocabulary): the K3 prompt (with the request's tool_choice message), the K3 grammar and
+parser; ``--kwargs '{"thinking": false}'`` pre-fills the response channel instead of the think channel."""
 
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--n-ctx", type=int, default=4096, help="context size (default 4096)")
     p.add_argument("--no-grammar", action="store_true", help="do not constrain the output with a grammar")
     p.add_argument("--show-grammar", action="store_true", help="print the GBNF grammar used to stderr")
+    p.add_argument("--no-reasoning", action="store_true",
+                   help="the grammar allows no reasoning (K2: no <think> block; Kimi-K3 with thinking on: the "
+                   "pre-filled think channel is closed at once)")
     p.add_argument("--kwargs", metavar="JSON", default=None,
                    help="dialect template options as a JSON object (merged over chat_template_kwargs)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress line on stderr")
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         kwargs = dict(
             tools=req["tools"], tool_choice=req["tool_choice"], parallel_tool_calls=req["parallel_tool_calls"],
             max_tokens=req["max_tokens"], temperature=req["temperature"], seed=req["seed"],
-            grammar=False if args.no_grammar else None, **req["options"],
+            grammar=False if args.no_grammar else None, reasoning=not args.no_reasoning, **req["options"],
         )
         created = int(time.time())
         cid = f"chatcmpl-kimi-{created}"

@@ -1,6 +1,7 @@
 """``kimi-chat tiny-model OUT.gguf``: write a tiny randomly initialised Kimi-architecture (deepseek2)
 GGUF with the real Kimi vocabulary, for trying ``kimi-chat run`` and testing engines (needs the
-``native`` extra and the reference tokenizer files)."""
+``native`` extra and the reference tokenizer files). ``-d kimi-k3``: K3's special tokens over the same
+vocabulary, ``<|end_of_msg|>`` as end of generation, no template."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         help="write a tiny random Kimi-architecture GGUF (real vocabulary) for trying `run`",
         description="Write a ~49 MB deepseek2 GGUF with random weights, the real 163,840-token Kimi "
         "vocabulary (kimi-k2 pre-tokenizer, BPE merges derived from tiktoken.model) and kimi_chat's "
-        "template for DIALECT as tokenizer.chat_template. Its output is noise, but real engines load, "
+        "template for DIALECT as tokenizer.chat_template (a Kimi-K3 dialect: K3's special tokens, "
+        "<|end_of_msg|> as end of generation, no template). Its output is noise, but real engines load, "
         "tokenize and generate with it. Needs the reference tokenizer files "
         "($KIMI_CHAT_REFERENCE_DIR or ../shared/reference) or --tokenizer-dir.",
     )
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed)
     except (KimiChatError, OSError) as e:
         return fail(str(e))
-    print(f"kimi-chat: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {d.name} template) "
+    what = f"{d.name} template" if d.family == "k2" else f"{d.name} special tokens"
+    print(f"kimi-chat: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {what}) "
           f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0

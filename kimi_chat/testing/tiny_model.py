@@ -16,6 +16,13 @@ real engines can load it, tokenize with the real vocabulary and generate (noise)
   (``<|reserved_token_N|>`` otherwise), ``tokenizer.ggml.pre = "kimi-k2"``, vocab padded to 163,840;
 * ``tokenizer.chat_template`` = kimi_chat's own template for a dialect (``templates/<dialect>.jinja``).
 
+For a Kimi-K3 dialect (``dialect="kimi-k3"``) the same base vocabulary carries K3's 256 special ids
+(:meth:`KimiTokenizer.from_reference("k3") <kimi_chat.tokenizer.KimiTokenizer.from_reference>`:
+``<|end_of_msg|>`` 163586, ``<|open|>`` 163587, ``<|close|>`` 163588, ``<|sep|>`` 163589, the others
+``<|reserved_token_N|>``), the end of generation is ``<|end_of_msg|>`` (the GGUF's eos, as K3's
+``config.json`` has it) and no chat template is embedded (K3 has none: its official tokenizer renders in
+Python; :class:`~kimi_chat.runtime.NativeModel` recognises the K3 vocabulary instead).
+
 About 49 MB (the embedding and output matrices in F16), written in a few seconds. Needs the ``gguf``
 and ``numpy`` packages (``pip install 'kimi-chat[native]'``) and the reference tokenizer files
 (:func:`kimi_chat.reference.reference_dir`, or explicit paths). Nothing is downloaded.
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
 from ..tokenizer import BYTE_ENCODER, KimiTokenizer
@@ -136,8 +144,9 @@ def build_tiny_model(
 ) -> Path:
     """Write the tiny deepseek2 GGUF to ``path`` and return it.
 
-    ``tokenizer`` defaults to :meth:`KimiTokenizer.from_reference` (the July-2025 config);
-    ``chat_template`` to kimi_chat's template for ``dialect``. The weights are random (normal,
+    ``tokenizer`` defaults to :meth:`KimiTokenizer.from_reference` (the July-2025 config; ``"k3"``
+    for a K3 dialect); ``chat_template`` to kimi_chat's template for ``dialect`` (none for K3, which
+    has no Jinja template; the end of generation is then ``<|end_of_msg|>``). The weights are random (normal,
     ``config.init_std``) from ``seed``, so the model's output is noise, but it is the same noise for
     the same seed.
     """
@@ -150,10 +159,17 @@ def build_tiny_model(
             "pip install 'kimi-chat[native]'"
         ) from e
     d = get_dialect(dialect)
+    k3 = d.family == "k3"
     if tokenizer is None:
-        tokenizer = KimiTokenizer.from_reference()
-    if chat_template is None:
+        tokenizer = KimiTokenizer.from_reference("k3" if k3 else "k2")
+    if chat_template is None and not k3:
         chat_template = _chat_template(d.name)
+    eos_id = tokenizer.eos_id
+    if k3:
+        eos_id = tokenizer.special_tokens.get(M.K3_END_OF_MSG.text)
+        if eos_id is None:
+            raise KimiChatError(f"dialect {d.name}: the tokenizer has no {M.K3_END_OF_MSG.text} token "
+                                "(use KimiTokenizer.from_reference('k3'))")
     if tokenizer.num_base_tokens > TINY_VOCAB_SIZE:
         raise ReferenceDataError(f"{tokenizer.model_path}: more BPE ranks than the model vocabulary")
     c = config
@@ -172,7 +188,7 @@ def build_tiny_model(
     tmp = path.with_name(path.name + ".part")
     writer = gguf.GGUFWriter(str(tmp), arch)
     try:
-        writer.add_name("kimi-chat tiny Kimi-K2 (random weights)")
+        writer.add_name(f"kimi-chat tiny Kimi-{'K3' if k3 else 'K2'} (random weights)")
         writer.add_context_length(c.context)
         writer.add_embedding_length(c.hidden)
         writer.add_block_count(c.layers)
@@ -202,12 +218,13 @@ def build_tiny_model(
         writer.add_token_list(tokens)
         writer.add_token_types(types)
         writer.add_token_merges(bpe_merges(tokenizer.mergeable_ranks))
-        for key, tid in (("bos", tokenizer.bos_id), ("eos", tokenizer.eos_id), ("unk", tokenizer.unk_id),
+        for key, tid in (("bos", tokenizer.bos_id), ("eos", eos_id), ("unk", tokenizer.unk_id),
                          ("pad", tokenizer.pad_id)):
             if tid is not None:
                 getattr(writer, f"add_{key}_token_id")(tid)
         writer.add_add_bos_token(False)
-        writer.add_chat_template(chat_template)
+        if chat_template is not None:
+            writer.add_chat_template(chat_template)
 
         # tensors: numpy shapes are the reverse of ggml's ne
         H, V = c.hidden, TINY_VOCAB_SIZE
