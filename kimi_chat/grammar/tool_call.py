@@ -23,6 +23,10 @@
 
 The arguments follow :mod:`kimi_chat.grammar.json_schema`; free text avoids
 :func:`~kimi_chat.grammar.vocabulary.forbidden_text`.
+
+For a Kimi-K3 dialect (``Dialect.family == "k3"``) the same function translates
+:mod:`kimi_chat.formats.k3` instead (:mod:`kimi_chat.grammar.tool_call_k3`: tags, typed ``argument``
+elements); the walk both share is :mod:`kimi_chat.grammar.translate`.
 """
 
 from __future__ import annotations
@@ -129,13 +133,17 @@ def tool_call_grammar(
     * ``tool_choice``: ``"none"``, ``"auto"`` (default with tools), ``"required"``, or
       ``{"type": "function", "function": {"name": ...}}``;
     * ``parallel_tool_calls``: several calls (1..``max_calls``) in the section, else exactly one;
-    * ``first_index``: the index of the first call's ``functions.NAME:IDX`` header;
+    * ``first_index``: the index of the first call's ``functions.NAME:IDX`` header (K3: the first
+      call's ``index`` attribute is ``first_index + 1``);
     * ``token_markers``: marker spellings that are single tokens of the model (written as token
       references); default :func:`default_token_markers`;
     * ``reasoning``: allow a ``<think>`` block where the dialect's format has one (ignored when the
-      prompt pre-fills ``<think>``: reasoning is then mandatory);
-    * ``content``: allow content before the tool calls with ``"required"``/named choices;
-    * ``options``: render options of the prompt (``thinking=False``...), as for the parser.
+      prompt pre-fills ``<think>``: reasoning is then mandatory). Kimi-K3 with thinking on (the
+      prompt opened the think channel): ``False`` closes the think channel at once;
+    * ``content``: allow content before the tool calls with ``"required"``/named choices (K3: text
+      in the response channel);
+    * ``options``: render options of the prompt (``thinking=False``...), as for the parser
+      (K3, ``thinking=False``: the output starts inside the response channel).
 
     Raises :class:`GrammarError` for an unknown named tool, ``"required"`` without tools or a schema
     that cannot be translated.
