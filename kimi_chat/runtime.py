@@ -46,6 +46,9 @@ __all__ = [
     "INSTALL_HINT",
     "BACKENDS",
     "native_available",
+    "conformance",
+    "ConformanceReport",
+    "Check",
 ]
 
 INSTALL_HINT = "pip install 'kimi-chat[native]'"
@@ -489,3 +492,7 @@ class NativeModel:
 
 def _progress_to_stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+# the conformance report (its own module; it imports this one lazily)
+from .conformance import Check, ConformanceReport, conformance  # noqa: E402
