@@ -253,10 +253,14 @@ def token_difference(text: str, ours: Sequence[int], engine: Sequence[int],
 
 
 def text_difference(ours: str, engine: str, *, context: int = 30) -> str:
-    """The first differing character of two prompts, with ``context`` characters either side."""
+    """The first differing character of two prompts (the start of the marker it is in), with
+    ``context`` characters either side."""
     i = 0
     while i < min(len(ours), len(engine)) and ours[i] == engine[i]:
         i += 1
+    j = ours.rfind("<|", 0, i)  # inside a marker both start alike (<|im_end|>, <|im_user|>): show it whole
+    if j >= 0 and "|>" not in ours[j:i]:
+        i = j
     lo = max(0, i - context)
     pre = "..." if lo else ""
     return (f"at char {i}: kimi_chat {pre}{ours[lo:i + context]!r}{'...' if i + context < len(ours) else ''}, "
