@@ -223,9 +223,10 @@ def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
     assert {(c.group, c.name) for c in r.failures} == IK_FAILURES
     c = r.check("chat format", "built-in format: system, user")
     # the first difference is at the user header, right after the system turn
-    system_turn = render([{"role": "system", "content": "You are terse."}], dialect=DIALECT,
-                         add_generation_prompt=False)
-    assert c.first_difference == (f"at char {len(system_turn)}: kimi_chat ...'ddle|>You are terse.<|im_end|>"
+    from kimi_chat.conformance import CONVERSATIONS
+
+    at = render(list(CONVERSATIONS[0][1]), dialect=DIALECT).index(M.IM_USER.text)
+    assert c.first_difference == (f"at char {at}: kimi_chat ...'ddle|>You are terse.<|im_end|>"
                                   "<|im_user|>user<|im_middle|>Hi'..., engine ...'ddle|>You are terse.<|im_end|>"
                                   "<|im_assistant|>assistant<|im_'...")
     assert c.note == f"message 1 (user): {SWAPPED}"
