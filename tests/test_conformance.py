@@ -48,6 +48,14 @@ DIALECT = "kimi-k2-instruct-0905"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def readme_report(backend: str) -> str:
+    """The report of ``backend`` pasted in the README's "Engines" section (after its marker comment)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    marker = f"<!-- conformance: {backend} -->\n```text\n"
+    assert marker in text, f"README has no {backend} conformance report"
+    return text.split(marker, 1)[1].split("```", 1)[0]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     return subprocess.run([sys.executable, "-m", "kimi_chat.cli", "conformance", *args], capture_output=True,
@@ -178,7 +186,7 @@ def test_unreachable_server_is_an_error_not_a_failed_check():
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kimi_chat.testing.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-conf") / "tiny-kimi.gguf", dialect=DIALECT)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-conf") / "tiny.gguf", dialect=DIALECT)
 
 
 @pytest.fixture(scope="module")
@@ -227,6 +235,13 @@ def test_llama_cpp_report_names_what_llama_cpp_gets_wrong(report):
     assert report.check("special tokens", "end-of-generation ids").summary == (
         "engine ends on [EOS] (163585), <|im_end|> (163586), [EOT] (163593), [PAD] (163839)")
     assert report.check("generation", "grammar-forced tool call").passed
+
+
+@needs_llama
+@pytest.mark.native
+def test_readme_llama_cpp_report_is_current(report):
+    # regenerate: kimi-chat tiny-model /tmp/tiny.gguf && kimi-chat conformance /tmp/tiny.gguf
+    assert readme_report("llama.cpp") == report.format_text()
 
 
 @needs_llama

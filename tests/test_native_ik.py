@@ -56,7 +56,7 @@ ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kimi_chat.testing.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-ik") / "tiny-kimi.gguf", dialect=DIALECT)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-ik") / "tiny.gguf", dialect=DIALECT)
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +234,10 @@ def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
     marks = r.check("tokenization", "combining marks")
     assert marks.first_difference == "\"e\\u0301's\" at token 2: kimi_chat [1048 \"'s\"], engine [6 \"'\" 82 's']"
     assert r.check("generation", "grammar-forced tool call").passed
+    # the README's report is this one (regenerate: kimi-chat conformance /tmp/tiny.gguf -b ik_llama.cpp)
+    from test_conformance import readme_report
+
+    assert readme_report(BACKEND) == r.format_text()
 
 
 def test_cli_conformance_on_ik(tiny_gguf):
