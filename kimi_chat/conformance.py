@@ -350,8 +350,8 @@ def _check_specials(model: "NativeModel", tok: "KimiTokenizer", d: Dialect) -> l
              for m in present if (kind(model.token_attr(m.id)) == "control") != m.special]
     n_text = sum(not m.special for m in present)
     out.append(Check("special tokens", "token types", "fail" if wrong else "pass",
-                     f"{len(wrong)} of {len(present)} markers typed against the official special flag "
-                     f"({n_text} are special=False)", wrong[0] if wrong else None,
+                     f"{len(present) - len(wrong)} of {len(present)} markers typed as the official config "
+                     f"flags them ({n_text} special=False)", wrong[0] if wrong else None,
                      "the GGUF conversion makes every special id a control token" if wrong else None))
 
     kept = [m for m in present if not m.special]

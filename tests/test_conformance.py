@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI
+from conftest import IN_CI, needs_reference
 
 from kimi_chat import markers as M
 from kimi_chat.conformance import (
@@ -235,6 +235,31 @@ def test_llama_cpp_report_names_what_llama_cpp_gets_wrong(report):
     assert report.check("special tokens", "end-of-generation ids").summary == (
         "engine ends on [EOS] (163585), <|im_end|> (163586), [EOT] (163593), [PAD] (163839)")
     assert report.check("generation", "grammar-forced tool call").passed
+
+
+@needs_llama
+@pytest.mark.native
+@needs_reference
+@pytest.mark.oracle
+def test_k3_gguf_is_checked_with_k3_markers(tmp_path):
+    from kimi_chat.runtime import NativeModel, conformance
+    from kimi_chat.testing.tiny_model import build_tiny_model
+    from kimi_chat.tokenizer import KimiTokenizer
+
+    path = build_tiny_model(tmp_path / "k3.gguf", dialect="kimi-k3", tokenizer=KimiTokenizer.from_reference("k3"),
+                            chat_template="{{ 'not a Kimi template' }}")
+    with NativeModel.load(path, n_ctx=2048, dialect="kimi-k3") as model:
+        r = conformance(model)
+        ends = model.is_eog(M.K3_END_OF_MSG.id)
+    assert r.dialect == "kimi-k3"
+    specials = r.check("special tokens", "single tokens at official ids")
+    assert specials.passed and specials.summary == f"{len(M.K3_MARKERS)} of {len(M.K3_MARKERS)} markers"
+    eog = r.check("special tokens", "end-of-generation ids")
+    assert eog.passed == ends
+    if not ends:  # what the tiny K3 GGUF says today: the engine picks EOG ids by name
+        assert eog.first_difference == "<|end_of_msg|> (163586) does not end generation"
+    assert r.check("chat format", "built-in format: user only").summary == (
+        "llama.cpp does not recognise the chat template")
 
 
 @needs_llama
