@@ -15,6 +15,10 @@ KimiTokenizer` (the official tiktoken rules) and the engine receives ids, so the
 a prompt. Marker-looking text inside messages stays text (``render_tokens(special_tokens="text")``).
 :meth:`NativeModel.compare_tokenization` reports where the engine's tokenization differs.
 
+**Two engines**: ``NativeModel.load(path, backend="llama.cpp")`` (the default, extra ``native``) or
+``backend="ik_llama.cpp"`` (extra ``native-ik``, :mod:`kimi_chat.runtime_ik`); :func:`conformance`
+reports what an engine gets wrong on its own (:mod:`kimi_chat.conformance`).
+
 The tokenizer is built from the GGUF's own vocabulary by default (its BPE tokens are the tiktoken
 ranks, its CONTROL tokens the special ids), so no reference files are needed to run a model.
 """
@@ -145,7 +149,8 @@ _ATTR_USER_DEFINED = 1 << 4
 
 
 class NativeModel:
-    """A GGUF model in llama.cpp (through llama-cpp-python). Build it with :meth:`load`."""
+    """A GGUF model in llama.cpp (through llama-cpp-python) or ik_llama.cpp (through
+    ik-llama-cpp-python, :mod:`kimi_chat.runtime_ik`). Build it with :meth:`load`."""
 
     def __init__(self, llama: Any, path: Path, *, dialect: str | Dialect | None = None,
                  tokenizer: KimiTokenizer | None = None, lib: Any = None, backend: str = "llama.cpp") -> None:

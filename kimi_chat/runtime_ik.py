@@ -78,7 +78,8 @@ class IkGrammar:
     @classmethod
     def from_string(cls, text: str, verbose: bool = False) -> "IkGrammar":
         """Like ``llama_cpp.LlamaGrammar.from_string``; the grammar is parsed at generation time
-        (ik_llama.cpp parses against a vocabulary), where a bad grammar raises ``ValueError``."""
+        (ik_llama.cpp parses against a vocabulary), where a bad grammar raises
+        :class:`~kimi_chat.errors.KimiChatError`."""
         return cls(text)
 
 
@@ -235,7 +236,7 @@ class IkEngine:
         if grammar is not None:
             g = lib.llama_sampler_init_grammar(self._model.vocab, grammar.text.encode("utf-8"), b"root")
             if not g:
-                raise ValueError("ik_llama.cpp could not parse the grammar")
+                raise KimiChatError("ik_llama.cpp rejected the grammar (its parse error is in the log)")
         try:
             C.llama_kv_cache_clear(self._ctx)
             lib.llama_set_rng_seed(self._ctx, self._seed)
