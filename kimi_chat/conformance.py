@@ -515,7 +515,7 @@ def conformance(
         model, own = NativeModel.load(gguf, backend=backend, n_ctx=n_ctx, dialect=dialect), True
     try:
         d = model.dialect if dialect is None else get_dialect(dialect)
-        source = model.dialect_source if dialect is None or own else "given"
+        source = model.dialect_source if dialect is None else "given"
         report = ConformanceReport(gguf=model.path.name, backend=model.backend,
                                    engine=_engine_version(model.backend), dialect=d.name,
                                    dialect_source=source, server=server)
