@@ -15,6 +15,10 @@ KimiTokenizer` (the official tiktoken rules) and the engine receives ids, so the
 a prompt. Marker-looking text inside messages stays text (``render_tokens(special_tokens="text")``).
 :meth:`NativeModel.compare_tokenization` reports where the engine's tokenization differs.
 
+**Two engines**: ``NativeModel.load(path, backend="llama.cpp")`` (the default, extra ``native``) or
+``backend="ik_llama.cpp"`` (extra ``native-ik``, :mod:`kimi_chat.runtime_ik`); :func:`conformance`
+reports what an engine gets wrong on its own (:mod:`kimi_chat.conformance`).
+
 The tokenizer is built from the GGUF's own vocabulary by default (its BPE tokens are the tiktoken
 ranks, its CONTROL tokens the special ids), so no reference files are needed to run a model.
 """
@@ -43,10 +47,17 @@ __all__ = [
     "ChatResult",
     "TokenizationDiff",
     "INSTALL_HINT",
+    "BACKENDS",
     "native_available",
+    "conformance",
+    "ConformanceReport",
+    "Check",
 ]
 
 INSTALL_HINT = "pip install 'kimi-chat[native]'"
+
+BACKENDS: tuple[str, ...] = ("llama.cpp", "ik_llama.cpp")
+"""The engines :meth:`NativeModel.load` can run a GGUF in."""
 
 
 class NativeUnavailable(KimiChatError, ImportError):
@@ -137,13 +148,16 @@ _ATTR_USER_DEFINED = 1 << 4
 
 
 class NativeModel:
-    """A GGUF model in llama.cpp (through llama-cpp-python). Build it with :meth:`load`."""
+    """A GGUF model in llama.cpp (through llama-cpp-python) or ik_llama.cpp (through
+    ik-llama-cpp-python, :mod:`kimi_chat.runtime_ik`). Build it with :meth:`load`."""
 
     def __init__(self, llama: Any, path: Path, *, dialect: str | Dialect | None = None,
-                 tokenizer: KimiTokenizer | None = None) -> None:
-        self._lib = _llama_cpp()
+                 tokenizer: KimiTokenizer | None = None, lib: Any = None, backend: str = "llama.cpp") -> None:
+        self._lib = lib if lib is not None else _llama_cpp()
         self._llama = llama
         self.path = path
+        self.backend = backend
+        """``llama.cpp`` or ``ik_llama.cpp`` (:data:`BACKENDS`)."""
         self._vocab = llama._model.vocab
         if dialect is not None:
             self.dialect = get_dialect(dialect)
@@ -163,6 +177,7 @@ class NativeModel:
         *,
         dialect: str | Dialect | None = None,
         tokenizer: KimiTokenizer | None = None,
+        backend: str = "llama.cpp",
         n_ctx: int = 4096,
         n_threads: int | None = None,
         verbose: bool = False,
@@ -173,22 +188,37 @@ class NativeModel:
         :meth:`chat` when none is given); ``tokenizer`` defaults to one built from the GGUF's own
         vocabulary (:meth:`tokenizer`). ``progress`` receives one-line status messages.
 
+        ``backend``: ``"llama.cpp"`` (llama-cpp-python, extra ``native``) or ``"ik_llama.cpp"``
+        (ik-llama-cpp-python, extra ``native-ik``; see :mod:`kimi_chat.runtime_ik`: one backend per
+        process). Extra keywords go to ``llama_cpp.Llama`` or, for ik_llama.cpp, to
+        ``llama_context_params``.
+
         ``dialect=None``: the dialect whose template the GGUF embeds (exact text match by
         :func:`kimi_chat.verify.identify`: an official, known-variant or kimi_chat template), else
         the default dialect; ``dialect_source`` says which."""
         path = Path(gguf_path)
         if not path.is_file():  # before the import: a missing file is said to be missing, extra or not
             raise FileNotFoundError(f"{path}: no such GGUF file" if not path.exists() else f"{path}: not a file")
-        lib = _llama_cpp()
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}")
+        if backend == "ik_llama.cpp":
+            from .runtime_ik import _ctypes_api, load_ik
+
+            _ctypes_api()  # a missing extra is said before the load message
+        else:
+            lib = _llama_cpp()
         if progress:
-            progress(f"loading {path} ({path.stat().st_size / 1e6:.1f} MB) ...")
+            progress(f"loading {path} ({path.stat().st_size / 1e6:.1f} MB) into {backend} ...")
         t0 = time.perf_counter()
-        try:
-            llama = lib.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=verbose,
-                              **llama_kwargs)
-        except ValueError as e:  # llama-cpp-python's "Failed to load model from file"
-            raise KimiChatError(f"{path}: llama.cpp could not load the model: {e}") from e
-        model = cls(llama, path, dialect=dialect, tokenizer=tokenizer)
+        if backend == "ik_llama.cpp":
+            llama, lib = load_ik(path, n_ctx=n_ctx, n_threads=n_threads, verbose=verbose, **llama_kwargs)
+        else:
+            try:
+                llama = lib.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=verbose,
+                                  **llama_kwargs)
+            except ValueError as e:  # llama-cpp-python's "Failed to load model from file"
+                raise KimiChatError(f"{path}: llama.cpp could not load the model: {e}") from e
+        model = cls(llama, path, dialect=dialect, tokenizer=tokenizer, lib=lib, backend=backend)
         if progress:
             arch = model.metadata.get("general.architecture", "?")
             progress(f"loaded {path.name} in {time.perf_counter() - t0:.1f}s ({arch}, {model.n_vocab} tokens)")
@@ -468,3 +498,7 @@ class NativeModel:
 
 def _progress_to_stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+# the conformance report (its own module; it imports this one lazily)
+from .conformance import Check, ConformanceReport, conformance  # noqa: E402

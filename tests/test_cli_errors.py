@@ -156,7 +156,8 @@ def test_safety_net_lets_other_encode_errors_through(monkeypatch):
 # ------------------------------------------------------------------ item 19: usage, version, stdin, --chunk, run
 
 
-_POSITIONALS = {"inspect": ["x.gguf"], "verify": ["t.jinja"], "run": ["m.gguf"], "tiny-model": ["o.gguf"]}
+_POSITIONALS = {"inspect": ["x.gguf"], "verify": ["t.jinja"], "run": ["m.gguf"], "tiny-model": ["o.gguf"],
+                "conformance": ["m.gguf"]}
 
 
 @pytest.mark.parametrize("cmd", sorted(build_parser()._subparsers._group_actions[0].choices))  # type: ignore[union-attr]
