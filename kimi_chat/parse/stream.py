@@ -33,6 +33,7 @@ from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..formats import format_for
 from ..peg import EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables
+from .ids import TokenMarkers
 from .lexer import MarkerLexer, Utf8Chunks
 from .output import DeltaBuffer, TextField
 from .tagcalls import TagCalls
@@ -72,6 +73,7 @@ class StreamParser:
         thinking_prefilled: bool | None = None,
         reasoning: bool | None = None,
         content_after_tool_calls: bool = True,
+        tokenizer: Any = None,
         **options: Any,
     ) -> None:
         d = get_dialect(dialect)
@@ -107,6 +109,7 @@ class StreamParser:
         self._runs = Runs(self._content, self._where, self._warn, content_after_tool_calls, calls)
         self._finished = False
         self._final: ParsedMessage | None = None
+        self._ids = TokenMarkers(m.markers, self._warn, tokenizer)
         self._sinks, self._handlers = event_tables(self._turn, self._runs, self._content, self._reasoning,
                                                    self._where)
         self._sink = self._sinks[m.start.field]
@@ -132,10 +135,12 @@ class StreamParser:
     def feed(self, text: str | bytes, token_ids: Sequence[int] | None = None) -> list[Delta]:
         """Parse the next chunk; return the deltas it decided (possibly none).
 
-        ``token_ids`` (optional) are the ids of the chunk's tokens. They are only used to see an
-        end-of-turn token that a relay stripped from the text (``<|im_end|>``, ``[EOS]``); the text
-        alone is always enough otherwise. ``str`` and ``bytes`` chunks may be mixed: a ``str`` that
-        comes while a UTF-8 character is incomplete ends it (U+FFFD, with a warning), in order.
+        ``token_ids`` (optional): the ids of the chunk's tokens. With them a marker is a marker only
+        if its special id came (a spelling typed as ordinary tokens is text: :mod:`kimi_chat.parse.ids`;
+        exact for any chunking with ``tokenizer=``), and an end-of-turn id whose text a relay
+        stripped still ends the turn. A chunk without ids is decided by its text. ``str`` and
+        ``bytes`` chunks may be mixed: a ``str`` that comes while a UTF-8 character is incomplete
+        ends it (U+FFFD, with a warning), in order.
         """
         if self._finished:
             raise RuntimeError("StreamParser.feed() after finish()")
@@ -153,10 +158,16 @@ class StreamParser:
             if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
                 text = self._lexer.flush() + text
             self._ignore(text)
-        elif text:
+        elif text or token_ids:
             lx = self._lexer
-            if lx.pending or lx.start0 in text or lx.start1 in text:
-                rest = lx.feed(text, self._text, self._marker)
+            real = None
+            if token_ids is not None:
+                self._ids.add(text, token_ids, self._pos + len(lx.pending))
+                real = self._ids.real
+            if not text:
+                pass
+            elif lx.pending or lx.start0 in text or lx.start1 in text:
+                rest = lx.feed(text, self._text, self._marker, real, self._pos)
                 if rest is not None:  # the turn ended: the rest is ignored
                     self._ignore(rest)
             elif self._state.loop:  # the fast path: no marker can start in this chunk
@@ -289,17 +300,22 @@ def parse(
     dialect: str | Dialect = DEFAULT_DIALECT,
     tools: Iterable[Any] | None = None,
     thinking_prefilled: bool | None = None,
+    token_ids: Sequence[int] | None = None,
+    tokenizer: Any = None,
     **options: Any,
 ) -> ParsedMessage:
     """Parse a whole assistant turn (the text the model generated after the generation prompt).
 
     Same options as :class:`StreamParser` (``reasoning``, ``content_after_tool_calls`` and render
-    options such as ``thinking=False`` go in ``options``). Never raises on any text; raises
+    options such as ``thinking=False`` go in ``options``). ``token_ids``: the ids of ``text`` (then a
+    marker is a marker only where its special id is; pass ``tokenizer=`` to place them exactly, see
+    :meth:`StreamParser.feed`). Never raises on any text; raises
     ``TypeError`` when ``text`` is not ``str``/``bytes`` or ``tools`` is not a list of tools.
     """
     if not isinstance(text, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
-    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled, **options)  # type: ignore[arg-type]
-    p.feed(text)
+    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled, tokenizer=tokenizer,  # type: ignore[arg-type]
+                     **options)
+    p.feed(text, token_ids)
     p.finish()
     return p.message

@@ -1,0 +1,121 @@
+"""Token ids make markers certain: which marker spellings in the text are real markers.
+
+A marker the model emits is ONE special token; the same spelling written by ordinary tokens (text
+a user typed and the model echoed, e.g. a string argument ``<|close|>argument<|sep|>``) is text.
+When the caller passes each chunk's token ids (``StreamParser.feed(text, token_ids)``), a spelling
+that has a special id (:data:`kimi_chat.markers` gives them) is a marker only where an id of it
+came; spellings with no id of their own (K2's singular ``<|tool_call_section_begin|>``) are still
+decided by the text.
+
+:class:`TokenMarkers` keeps one *credit* per special id seen, per spelling; the lexer asks
+:meth:`TokenMarkers.real` at each occurrence of a spelling, and an occurrence is a marker only if
+it takes a credit. Credits carry over chunks, so a server whose text lags its ids (a detokenizer
+that holds back an incomplete character or a possible stop string) is served too.
+
+* **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer` or a callable
+  ``id -> bytes``) each credit knows the character offset of its marker in the text (the ids'
+  bytes are decoded incrementally, as a streaming detokenizer does): exact for any chunking. A
+  credit whose marker text is not where the ids put it (a relay stripped or altered the text) is
+  dropped with a warning ``marker_text_missing``.
+* **Without one**, credits are taken in order, first occurrence first. Exact when no chunk holds,
+  for one spelling, both a real marker and a typed copy (every chunk of one token, the usual
+  stream, is exact); otherwise which occurrences are real is a guess, warned ``ambiguous_marker``.
+* A chunk whose ids hold no special id holds no marker of a spelling that has one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import markers as M
+from ..peg import MarkerTable
+from .lexer import Utf8Chunks
+from .toolcalls import Warn
+
+__all__ = ["TokenMarkers", "token_bytes"]
+
+_SPELLING_ID: dict[str, int] = {m.text: m.id for m in (*M.MARKERS, *M.K3_MARKERS) if m.id is not None}
+"""Marker spelling -> its special id (a spelling has the same id in every family that has it)."""
+
+
+def token_bytes(tokenizer: Any) -> Callable[[int], bytes]:
+    """The ``id -> bytes`` function of ``tokenizer`` (an object with ``id_to_bytes``, as
+    :class:`~kimi_chat.tokenizer.KimiTokenizer`, or a callable itself)."""
+    f = getattr(tokenizer, "id_to_bytes", None)
+    if callable(f):
+        return f  # type: ignore[no-any-return]
+    if callable(tokenizer):
+        return tokenizer  # type: ignore[no-any-return]
+    raise TypeError(f"tokenizer= takes a KimiTokenizer or a callable id -> bytes, not {type(tokenizer).__name__}")
+
+
+class TokenMarkers:
+    """The credits of one parse (see the module docstring).
+
+    ``table``: the lexer's marker table; ``warn(kind, message, offset, text="")``: where warnings go;
+    ``tokenizer``: optional decoder, as :func:`token_bytes` takes.
+    """
+
+    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_chars", "_end")
+
+    def __init__(self, table: MarkerTable, warn: Warn, tokenizer: Any = None) -> None:
+        self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
+        """Special id -> its spelling, for the spellings of ``table`` that have an id."""
+        self.credits: dict[str, deque[int | None]] = {s: deque() for s in self.ids.values()}
+        self.warn = warn
+        self._bytes = None if tokenizer is None else token_bytes(tokenizer)
+        self._utf8 = Utf8Chunks()
+        self._chars = 0  # characters the decoded ids spell so far
+        self._end = -1  # where the last chunk with ids ended (another start: a chunk without ids came)
+
+    def add(self, text: str, token_ids: Sequence[int], offset: int) -> None:
+        """The ids of the chunk ``text`` that starts at ``offset``: one credit per special id."""
+        ids = self.ids
+        credits = self.credits
+        if self._bytes is None:
+            for i in token_ids:
+                s = ids.get(i)
+                if s is not None:
+                    credits[s].append(None)
+            self._check_ambiguous(text, token_ids, offset)
+            return
+        if offset != self._end:  # the first chunk with ids, or chunks without ids came: count from here
+            self._chars = offset
+        self._end = offset + len(text)
+        to_bytes, decode = self._bytes, self._utf8.decode
+        n = self._chars
+        for i in token_ids:
+            out = decode(to_bytes(i))
+            n += len(out)
+            s = ids.get(i)
+            if s is not None:
+                credits[s].append(n - len(s))
+        self._chars = n
+
+    def _check_ambiguous(self, text: str, token_ids: Sequence[int], offset: int) -> None:
+        if len(token_ids) < 2:
+            return
+        for s, q in self.credits.items():
+            if q and text.count(s) > len(q):
+                self.warn("ambiguous_marker", f"a chunk holds {s} {text.count(s)} times for {len(q)} token "
+                          "id(s) of it: the first ones are taken as the markers (pass tokenizer= to be exact)",
+                          offset, s)
+
+    def real(self, spelling: str, offset: int) -> bool:
+        """Whether the occurrence of ``spelling`` at ``offset`` is a marker (it takes a credit)."""
+        q = self.credits.get(spelling)
+        if q is None:  # a spelling with no id of its own: the text decides
+            return True
+        while q:
+            want = q[0]
+            if want is None or want == offset:
+                q.popleft()
+                return True
+            if want > offset:
+                return False
+            q.popleft()
+            self.warn("marker_text_missing", f"the token ids put {spelling} at offset {want}, the text "
+                      "does not have it there (credit dropped)", want, spelling)
+        return False
