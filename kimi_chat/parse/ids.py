@@ -12,8 +12,8 @@ decided by the text.
 it takes a credit. Credits carry over chunks, so a server whose text lags its ids (a detokenizer
 that holds back an incomplete character or a possible stop string) is served too.
 
-* **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer` or a callable
-  ``id -> bytes``) each credit knows the character offset of its marker in the text (the ids'
+* **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
+  tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) each credit knows the character offset of its marker in the text (the ids'
   bytes are decoded incrementally, as a streaming detokenizer does): exact for any chunking. A
   credit whose marker text is not where the ids put it (a relay stripped or altered the text) is
   dropped with a warning ``marker_text_missing``.
@@ -41,14 +41,31 @@ _SPELLING_ID: dict[str, int] = {m.text: m.id for m in (*M.MARKERS, *M.K3_MARKERS
 
 
 def token_bytes(tokenizer: Any) -> Callable[[int], bytes]:
-    """The ``id -> bytes`` function of ``tokenizer`` (an object with ``id_to_bytes``, as
-    :class:`~kimi_chat.tokenizer.KimiTokenizer`, or a callable itself)."""
+    """The ``id -> bytes`` function of ``tokenizer``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`
+    (``id_to_bytes``), a ``transformers`` tokenizer of a byte-level vocabulary (``convert_ids_to_tokens``:
+    GPT-2 byte-level token strings, special tokens by name, as the Kimi tokenizers give them), or a
+    callable ``id -> bytes`` itself. ``TypeError`` for anything else."""
     f = getattr(tokenizer, "id_to_bytes", None)
     if callable(f):
         return f  # type: ignore[no-any-return]
+    conv = getattr(tokenizer, "convert_ids_to_tokens", None)
+    if callable(conv):
+        from ..tokenizer import BYTE_DECODER
+
+        def hf_bytes(i: int) -> bytes:
+            t = conv(i)
+            if isinstance(t, bytes):
+                return t
+            try:
+                return bytes([BYTE_DECODER[c] for c in t])
+            except KeyError:  # not a byte-level spelling (an added token's name): its text
+                return str(t).encode("utf-8")
+
+        return hf_bytes
     if callable(tokenizer):
         return tokenizer  # type: ignore[no-any-return]
-    raise TypeError(f"tokenizer= takes a KimiTokenizer or a callable id -> bytes, not {type(tokenizer).__name__}")
+    raise TypeError(f"tokenizer= takes a KimiTokenizer, a transformers tokenizer or a callable id -> bytes, "
+                    f"not {type(tokenizer).__name__}")
 
 
 class TokenMarkers:
