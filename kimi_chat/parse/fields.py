@@ -7,21 +7,25 @@ are dropped (or, K3's text outside any channel, kept) with a warning, and how th
   tool-call section, inside a section or a call outside its parts, K3 text outside any channel),
   and :meth:`Runs.leave`, which reports a run when the state leaves its field;
 * :class:`Turn`: ended / ignoring the rest / truncated, the text after the end, the stop reason;
+* :func:`family_parts`: the compiled machine, the lexer and the call assembler of a format;
 * :func:`event_tables`: field -> sink and (enter|exit, group) -> handler, per call assembler family
   (K2's :class:`~kimi_chat.parse.toolcalls.ToolCalls`, K3's :class:`~kimi_chat.parse.tagcalls.TagCalls`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
 
-from ..peg import EOF
-from .output import HeldWhitespace, TextField, TextRun
+from ..peg import EOF, Machine
+from .lexer import MarkerLexer
+from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
 from .tagcalls import TagCalls
-from .toolcalls import ToolCalls, Warn
+from .tags import TagLexer
+from .toolcalls import ToolCalls, Warn, index_tools
 from .types import ParseWarning, StopReason
 
-__all__ = ["Runs", "Turn", "event_tables"]
+__all__ = ["Runs", "Turn", "event_tables", "family_parts"]
 
 Sink = Callable[[str], None]
 Handler = Callable[[bool, str, str, int], None]
@@ -112,12 +116,12 @@ class Turn:
             self.trailing_offset = offset
         self.trailing.append(piece)
 
-    def warning(self) -> ParseWarning | None:
-        """The warning for the text after the end of the turn, if any."""
+    def warnings(self) -> list[ParseWarning]:
+        """The warning for the text after the end of the turn (``[]`` if none came)."""
         if not self.trailing:
-            return None
-        return ParseWarning("text_after_end", "text after the end of the turn ignored",
-                            self.trailing_offset, "".join(self.trailing))
+            return []
+        return [ParseWarning("text_after_end", "text after the end of the turn ignored",
+                             self.trailing_offset, "".join(self.trailing))]
 
     def stop_reason(self, finished: bool, has_calls: bool) -> StopReason | None:
         """The stop reason so far (``None`` while the turn is open and the input not finished)."""
@@ -128,6 +132,25 @@ class Turn:
         if self.truncated:
             return StopReason.TRUNCATED
         return StopReason.TOOL_CALLS if has_calls else StopReason.END_OF_TEXT
+
+
+def family_parts(
+    fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer, warn: Warn,
+    thinking_prefilled: bool | None, reasoning: bool | None, options: Mapping[str, Any],
+) -> tuple[Machine, MarkerLexer | TagLexer, ToolCalls | TagCalls]:
+    """The compiled machine, the lexer and the call assembler of a parse of dialect ``d``'s format
+    ``fmt``: K2 (markers; ``<think>`` a marker as the dialect or ``reasoning`` says, reasoning
+    pre-filled as the dialect's ``prefills_think(**options)`` or ``thinking_prefilled`` says) or a
+    format of tags, K3 (the think channel pre-filled unless ``thinking=False``, then the response one)."""
+    if fmt.tags is None:
+        prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
+        think = d.reasoning if reasoning is None else bool(reasoning)
+        m = fmt.machine(prefilled=prefilled, think=think)
+        return m, MarkerLexer(m.markers), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)
+    think = (options.get("thinking", True) is not False if thinking_prefilled is None else bool(thinking_prefilled))
+    m = fmt.machine(prefilled=think, think=think)
+    lexer = TagLexer(m.markers, fmt.tags)
+    return m, lexer, TagCalls(tools, fmt.tool_call_id_prefix, out, warn, lexer)
 
 
 def event_tables(

@@ -13,13 +13,16 @@ it takes a credit. Credits carry over chunks, so a server whose text lags its id
 that holds back an incomplete character or a possible stop string) is served too.
 
 * **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
-  tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) each credit knows the character offset of its marker in the text (the ids'
-  bytes are decoded incrementally, as a streaming detokenizer does): exact for any chunking. A
-  credit whose marker text is not where the ids put it (a relay stripped or altered the text) is
-  dropped with a warning ``marker_text_missing``.
+  tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) each credit knows the character
+  offset of its marker in the text (the ids' bytes are decoded incrementally, as a streaming
+  detokenizer does): exact for any chunking. A credit whose marker text is not where the ids put it
+  (a relay stripped or altered the text) is dropped with a warning ``marker_text_missing`` when the
+  text passes that offset.
 * **Without one**, credits are taken in order, first occurrence first. Exact when no chunk holds,
   for one spelling, both a real marker and a typed copy (every chunk of one token, the usual
   stream, is exact); otherwise which occurrences are real is a guess, warned ``ambiguous_marker``.
+  A credit whose text never comes (a relay stripped the marker but passed its id) waits for the
+  next occurrence of its spelling.
 * A chunk whose ids hold no special id holds no marker of a spelling that has one.
 """
 

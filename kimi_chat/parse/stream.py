@@ -1,27 +1,27 @@
 """The streaming parser: a format's compiled state table run over the lexer's tokens.
 
-The **lexer** (:class:`~kimi_chat.parse.lexer.MarkerLexer`, or :class:`~kimi_chat.parse.tags.TagLexer`
-for a format whose terminals are tags, Kimi-K3) splits the input into marker tokens and text runs,
-holding back only an undecided marker prefix at the end of a chunk; the **state table** compiled
-from the format's grammar (:mod:`kimi_chat.formats`) decides what each token means; entering and
-leaving its groups calls the handlers, and text goes to the sink of the current state's field
-(both tables: :mod:`kimi_chat.parse.fields`). Deltas come out as soon as a piece is decided.
+The lexer (:class:`~kimi_chat.parse.lexer.MarkerLexer`; :class:`~kimi_chat.parse.tags.TagLexer` for
+K3's tags) cuts markers out of the chunks, holding back only an undecided marker prefix; the state
+table compiled from the format's grammar (:mod:`kimi_chat.formats`) decides what each token means;
+its group events and the text of each field go where :mod:`kimi_chat.parse.fields` says; with token
+ids, :mod:`kimi_chat.parse.ids` says which spellings are markers. Deltas come out as soon as decided.
 
 Options of :class:`StreamParser` and :func:`parse`:
 
-* ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect`. Its ``reasoning`` says
-  whether ``<think>`` is a marker (else literal text), its ``prefills_think(**options)`` whether the
-  output starts inside reasoning (K3: the think channel unless ``thinking=False``, then response).
-* ``tools``: the declared tools (OpenAI shape, a list): names are checked, an opaque K2 header
-  (``0``, ``call_x``) gets its name inferred from the argument keys, K3 arguments are checked
-  against the schema. Read by :func:`~kimi_chat.parse.normalise_tools` (a name declared twice is a
-  ``ValueError``).
-* ``thinking_prefilled``: the output starts inside reasoning (``None``: the dialect decides).
-* ``reasoning``: treat ``<think>``/``</think>`` as markers (``None``: the dialect decides).
-* ``content_after_tool_calls``: text after a tool-call section is content (default); if False it
-  is dropped with a warning.
-* ``**options``: render options of the prompt (e.g. ``thinking=False``); an option the dialect
-  does not take is a ``TypeError``.
+* ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect` (its ``reasoning``: ``<think>``
+  is a marker; ``prefills_think(**options)``: the output starts inside reasoning; K3: the think
+  channel unless ``thinking=False``, then the response channel).
+* ``tools``: the declared tools (OpenAI shape, a list, read by :func:`~kimi_chat.parse.normalise_tools`):
+  names are checked, an opaque K2 header gets its name from the argument keys, K3 arguments are
+  checked against the schema.
+* ``thinking_prefilled`` / ``reasoning``: override the dialect (output starts inside reasoning /
+  ``<think>`` is a marker).
+* ``content_after_tool_calls``: text after a tool-call section is content (default), else dropped
+  with a warning.
+* ``tokenizer``: decodes token ids (a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
+  tokenizer or ``id -> bytes``): with ids given, markers are placed exactly (:meth:`StreamParser.feed`).
+* ``**options``: render options of the prompt (``thinking=False``); one the dialect does not take
+  is a ``TypeError``.
 """
 
 from __future__ import annotations
@@ -32,19 +32,15 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..formats import format_for
 from ..peg import EOF, TEXT, WS, State, Transition
-from .fields import Runs, Turn, event_tables
+from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
 from .lexer import MarkerLexer, Utf8Chunks
 from .output import DeltaBuffer, TextField
-from .tagcalls import TagCalls
-from .tags import TagLexer
-from .toolcalls import ToolCalls, index_tools
 from .types import Delta, ParsedMessage, ParseWarning
 
 __all__ = ["StreamParser", "parse"]
 
-_RUN_FIELDS = frozenset({"between", "call_between", "after", "outside"})
-"""Fields whose text run :meth:`Runs.leave` ends when the state leaves them."""
+_RUN_FIELDS = frozenset({"between", "call_between", "after", "outside"})  # Runs.leave ends their runs
 
 
 class StreamParser:
@@ -78,40 +74,30 @@ class StreamParser:
     ) -> None:
         d = get_dialect(dialect)
         d.check_options(options, what="render option", require_bool=False)
+        self._warnings: list[ParseWarning] = []
         fmt = format_for(d)
-        tags = fmt.tags
-        if tags is not None:  # the prompt opened the think channel, or (thinking off) the response one
-            think = prefilled = (options.get("thinking", True) is not False if thinking_prefilled is None
-                                 else bool(thinking_prefilled))
-        else:
-            prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
-            think = d.reasoning if reasoning is None else bool(reasoning)
         self.dialect = d
         self.format = fmt
-        self.machine = m = fmt.machine(prefilled=prefilled, think=think)
-        self._lexer: MarkerLexer | TagLexer = MarkerLexer(m.markers) if tags is None else TagLexer(m.markers, tags)
+        self._out = DeltaBuffer()
+        m, lexer, calls = family_parts(fmt, d, tools, self._out, self._warn, thinking_prefilled, reasoning, options)
+        self.machine = m
+        self._lexer = lexer
+        self._calls = calls
         self._end_class = next((c for c, ms in fmt.token_classes.items()
                                 if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
         self._state: State = m.start
         self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         self._decoder: Utf8Chunks | None = None
-        self._out = DeltaBuffer()
         self._content = TextField(TextField.CONTENT, self._out)
         self._reasoning = TextField(TextField.REASONING, self._out)
-        self._warnings: list[ParseWarning] = []
-        calls: ToolCalls | TagCalls
-        if tags is None:
-            calls = ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, self._out, self._warn)
-        else:
-            calls = TagCalls(tools, fmt.tool_call_id_prefix, self._out, self._warn, self._lexer)
-        self._calls = calls
         self._turn = Turn()
-        self._runs = Runs(self._content, self._where, self._warn, content_after_tool_calls, calls)
+        where = lambda: self._pos  # noqa: E731 - the offset the runs record
+        self._runs = Runs(self._content, where, self._warn, content_after_tool_calls, calls)
         self._finished = False
         self._final: ParsedMessage | None = None
         self._ids = TokenMarkers(m.markers, self._warn, tokenizer)
         self._sinks, self._handlers = event_tables(self._turn, self._runs, self._content, self._reasoning,
-                                                   self._where)
+                                                   where)
         self._sink = self._sinks[m.start.field]
 
     # ---------------------------------------------------------------------------- public interface
@@ -195,9 +181,7 @@ class StreamParser:
                 self.feed(rest)
         self._flush_pending()
         if self._turn.raw:
-            w = self._turn.warning()
-            if w is not None:
-                self._warnings.append(w)
+            self._warnings += self._turn.warnings()
         else:
             self._go(self._state.trans[EOF], EOF, "", self._pos)
         self._finished = True
@@ -209,11 +193,7 @@ class StreamParser:
         """The :class:`ParsedMessage` so far (final after :meth:`finish`)."""
         if self._final is not None:
             return self._final
-        warnings = list(self._warnings)
-        if self._turn.raw and not self._finished:
-            w = self._turn.warning()
-            if w is not None:
-                warnings.append(w)
+        warnings = self._warnings + (self._turn.warnings() if self._turn.raw and not self._finished else [])
         calls = self._calls.calls
         msg = ParsedMessage(
             content=self._content.value(),
@@ -230,9 +210,6 @@ class StreamParser:
         return f"<StreamParser {self.dialect.name} at {self._pos}: {self.state}>"
 
     # ---------------------------------------------------------------------------- input
-
-    def _where(self) -> int:
-        return self._pos
 
     def _end_utf8(self, why: str) -> str:
         """End the UTF-8 decoder's pending bytes: an incomplete character is U+FFFD, with a warning."""
@@ -314,8 +291,8 @@ def parse(
     """
     if not isinstance(text, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
-    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled, tokenizer=tokenizer,  # type: ignore[arg-type]
-                     **options)
+    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
+                     tokenizer=tokenizer, **options)
     p.feed(text, token_ids)
     p.finish()
     return p.message
