@@ -144,16 +144,13 @@ class StreamParser:
             if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
                 text = self._lexer.flush() + text
             self._ignore(text)
-        elif text or token_ids:
+        elif text:
             lx = self._lexer
-            real = None
             if token_ids is not None:
                 self._ids.add(text, token_ids, self._pos + len(lx.pending))
-                real = self._ids.real
-            if not text:
-                pass
-            elif lx.pending or lx.start0 in text or lx.start1 in text:
-                rest = lx.feed(text, self._text, self._marker, real, self._pos)
+            if lx.pending or lx.start0 in text or lx.start1 in text:
+                rest = (lx.feed(text, self._text, self._marker) if token_ids is None
+                        else lx.feed(text, self._text, self._marker, self._ids.real, self._pos))
                 if rest is not None:  # the turn ended: the rest is ignored
                     self._ignore(rest)
             elif self._state.loop:  # the fast path: no marker can start in this chunk
@@ -161,6 +158,8 @@ class StreamParser:
                 self._pos += len(text)
             else:
                 self._text(text)
+        elif token_ids:  # no text yet (an incomplete character): the ids still count
+            self._ids.add(text, token_ids, self._pos + len(self._lexer.pending))
         if token_ids is not None and not turn.ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
             # the end-of-turn token came after this chunk's text, and its spelling was stripped
             self._flush_pending()
