@@ -78,7 +78,7 @@ class TokenMarkers:
     ``tokenizer``: optional decoder, as :func:`token_bytes` takes.
     """
 
-    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_chars", "_end")
+    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_chars", "_end", "_memo")
 
     def __init__(self, table: MarkerTable, warn: Warn, tokenizer: Any = None) -> None:
         self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
@@ -87,6 +87,7 @@ class TokenMarkers:
         self.warn = warn
         self._bytes = None if tokenizer is None else token_bytes(tokenizer)
         self._utf8 = Utf8Chunks()
+        self._memo: dict[int, bytes] = {}  # id -> its bytes, as decoded so far
         self._chars = 0  # characters the decoded ids spell so far
         self._end = -1  # where the last chunk with ids ended (another start: a chunk without ids came)
 
@@ -104,10 +105,13 @@ class TokenMarkers:
         if offset != self._end:  # the first chunk with ids, or chunks without ids came: count from here
             self._chars = offset
         self._end = offset + len(text)
-        to_bytes, decode = self._bytes, self._utf8.decode
+        to_bytes, decode, memo = self._bytes, self._utf8.decode, self._memo
         n = self._chars
         for i in token_ids:
-            out = decode(to_bytes(i))
+            b = memo.get(i)
+            if b is None:
+                b = memo[i] = to_bytes(i)
+            out = decode(b)
             n += len(out)
             s = ids.get(i)
             if s is not None:
