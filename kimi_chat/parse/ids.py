@@ -13,11 +13,11 @@ it takes a credit. Credits carry over chunks, so a server whose text lags its id
 that holds back an incomplete character or a possible stop string) is served too.
 
 * **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
-  tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) each credit knows the character
-  offset of its marker in the text (the ids' bytes are decoded incrementally, as a streaming
-  detokenizer does): exact for any chunking. A credit whose marker text is not where the ids put it
-  (a relay stripped or altered the text) is dropped with a warning ``marker_text_missing`` when the
-  text passes that offset.
+  tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) the ids' bytes are decoded
+  incrementally, as a streaming detokenizer does; when they spell exactly the chunk's text (the
+  usual case), each credit holds the offset of its marker: exact for any chunking. A chunk whose
+  text is not its ids' (the text lags them, a relay stripped or altered it, a server handed over
+  part of the text with all the ids) gives credits without offsets, as without a decoder.
 * **Without one**, credits are taken in order, first occurrence first. Exact when no chunk holds,
   for one spelling, both a real marker and a typed copy (every chunk of one token, the usual
   stream, is exact); otherwise which occurrences are real is a guess, warned ``ambiguous_marker``.
@@ -78,7 +78,7 @@ class TokenMarkers:
     ``tokenizer``: optional decoder, as :func:`token_bytes` takes.
     """
 
-    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_chars", "_end", "_memo")
+    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_memo")
 
     def __init__(self, table: MarkerTable, warn: Warn, tokenizer: Any = None) -> None:
         self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
@@ -88,35 +88,36 @@ class TokenMarkers:
         self._bytes = None if tokenizer is None else token_bytes(tokenizer)
         self._utf8 = Utf8Chunks()
         self._memo: dict[int, bytes] = {}  # id -> its bytes, as decoded so far
-        self._chars = 0  # characters the decoded ids spell so far
-        self._end = -1  # where the last chunk with ids ended (another start: a chunk without ids came)
 
     def add(self, text: str, token_ids: Sequence[int], offset: int) -> None:
-        """The ids of the chunk ``text`` that starts at ``offset``: one credit per special id."""
+        """The ids of the chunk ``text`` that starts at ``offset``: one credit per special id (with
+        its offset when a decoder is given and the ids spell exactly ``text``)."""
         ids = self.ids
         credits = self.credits
-        if self._bytes is None:
+        if self._bytes is not None:
+            to_bytes, decode, memo = self._bytes, self._utf8.decode, self._memo
+            parts: list[str] = []
+            found: list[tuple[str, int]] = []
+            n = 0
             for i in token_ids:
+                b = memo.get(i)
+                if b is None:
+                    b = memo[i] = to_bytes(i)
+                out = decode(b)
+                parts.append(out)
+                n += len(out)
                 s = ids.get(i)
                 if s is not None:
-                    credits[s].append(None)
-            self._check_ambiguous(text, token_ids, offset)
-            return
-        if offset != self._end:  # the first chunk with ids, or chunks without ids came: count from here
-            self._chars = offset
-        self._end = offset + len(text)
-        to_bytes, decode, memo = self._bytes, self._utf8.decode, self._memo
-        n = self._chars
-        for i in token_ids:
-            b = memo.get(i)
-            if b is None:
-                b = memo[i] = to_bytes(i)
-            out = decode(b)
-            n += len(out)
+                    found.append((s, offset + n - len(s)))
+            if "".join(parts) == text:  # aligned: each marker is where its id put it
+                for s, at in found:
+                    credits[s].append(at)
+                return
+        for i in token_ids:  # no decoder, or the text is not the ids' (it lags them, or was altered)
             s = ids.get(i)
             if s is not None:
-                credits[s].append(n - len(s))
-        self._chars = n
+                credits[s].append(None)
+        self._check_ambiguous(text, token_ids, offset)
 
     def _check_ambiguous(self, text: str, token_ids: Sequence[int], offset: int) -> None:
         if len(token_ids) < 2:
@@ -124,7 +125,7 @@ class TokenMarkers:
         for s, q in self.credits.items():
             if q and text.count(s) > len(q):
                 self.warn("ambiguous_marker", f"a chunk holds {s} {text.count(s)} times for {len(q)} token "
-                          "id(s) of it: the first ones are taken as the markers (pass tokenizer= to be exact)",
+                          "id(s) of it: the first ones are taken as the markers (exact: the chunk's own ids and tokenizer=)",
                           offset, s)
 
     def real(self, spelling: str, offset: int) -> bool:
@@ -139,7 +140,5 @@ class TokenMarkers:
                 return True
             if want > offset:
                 return False
-            q.popleft()
-            self.warn("marker_text_missing", f"the token ids put {spelling} at offset {want}, the text "
-                      "does not have it there (credit dropped)", want, spelling)
+            q.popleft()  # an aligned chunk's marker is always scanned: only a skipped text passes one
         return False
