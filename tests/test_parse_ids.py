@@ -159,6 +159,24 @@ def test_chunking_invariance_with_ids(k3tok, value, data):
     assert stream(K3, k3tok, ids, range(1, len(ids)), decoder=False) == whole
 
 
+@st.composite
+def k2_values(draw):
+    pieces = st.sampled_from([M.TOOL_CALL_END.text, M.TOOL_CALLS_SECTION_END.text, M.TOOL_CALL_BEGIN.text,
+                              M.TOOL_CALL_ARGUMENT_BEGIN.text, M.IM_END.text, "[EOS]", " ", "x", "é", "<|", "|>"])
+    return "".join(draw(st.lists(pieces, max_size=10)))
+
+
+@given(value=k2_values(), data=st.data())
+def test_chunking_invariance_with_ids_k2(k2tok, value, data):
+    args = {"s": value}
+    ids, text = completion(k2tok, K2, args)
+    whole = parse(text, dialect=K2, tools=TOOLS, token_ids=ids, tokenizer=k2tok)
+    assert json.loads(whole.tool_calls[0].arguments) == args and whole.warnings == []
+    cuts = data.draw(st.lists(st.integers(1, max(1, len(ids) - 1)), max_size=len(ids)), label="cuts")
+    assert stream(K2, k2tok, ids, cuts) == whole
+    assert stream(K2, k2tok, ids, range(1, len(ids)), decoder=False) == whole
+
+
 def test_without_decoder_several_tokens_per_chunk_is_warned(k3tok):
     args = {"s": f"a{ARG_CLOSER}b"}
     ids, text = completion(k3tok, K3, args)
