@@ -177,6 +177,16 @@ def test_chunking_invariance_with_ids_k2(k2tok, value, data):
     assert stream(K2, k2tok, ids, range(1, len(ids)), decoder=False) == whole
 
 
+@pytest.mark.parametrize("step", [2, 3, 7, 1000])
+def test_without_decoder_chunks_with_no_typed_copy_are_exact(k3tok, step):
+    args = {"s": "Zürich, 東京 <b>|x|</b>", "n": 3}
+    ids, text = completion(k3tok, K3, args)
+    want = parse(text, dialect=K3, tools=TOOLS)  # no typed marker: plain text says the same
+    assert json.loads(want.tool_calls[0].arguments) == args
+    assert stream(K3, k3tok, ids, range(step, len(ids), step), decoder=False) == want
+    assert parse(text, dialect=K3, tools=TOOLS, token_ids=ids) == want
+
+
 def test_without_decoder_several_tokens_per_chunk_is_warned(k3tok):
     args = {"s": f"a{ARG_CLOSER}b"}
     ids, text = completion(k3tok, K3, args)
