@@ -34,7 +34,7 @@ from ..formats import format_for
 from ..peg import EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
-from .lexer import MarkerLexer, Utf8Chunks
+from .lexer import Utf8Chunks
 from .output import DeltaBuffer, TextField
 from .types import Delta, ParsedMessage, ParseWarning
 
