@@ -12,6 +12,9 @@ The package, along the seams a second format family needs (the format itself is 
 * :mod:`~kimi_chat.parse.toolcalls`: :func:`normalise_tools` (the one reading of ``tools``), call
   headers, name inference, arguments;
 * :mod:`~kimi_chat.parse.output`: the text fields and the delta buffer;
+* :mod:`~kimi_chat.parse.tags` / :mod:`~kimi_chat.parse.tagcalls`: K3's tags and their tool calls;
+* :mod:`~kimi_chat.parse.fields`: where each field's text and each group's events go, per family;
+* :mod:`~kimi_chat.parse.ids`: token ids make markers certain (``feed(text, token_ids)``);
 * :mod:`~kimi_chat.parse.stream`: :class:`StreamParser` and :func:`parse`, driving the state table.
 
 See ``docs/format.md`` for the format, the grammar and every rule with an example.

@@ -34,6 +34,7 @@ Token = tuple["str | None", str]
 
 OnText = Callable[[str], object]
 OnMarker = Callable[[str, str], "bool | None"]
+Real = Callable[[str, int], bool]
 
 
 class MarkerLexer:
@@ -83,9 +84,14 @@ class MarkerLexer:
         self.feed(text, lambda piece: append((None, piece)), lambda cls, spelling: append((cls, spelling)))
         return out
 
-    def feed(self, text: str, on_text: OnText, on_marker: OnMarker) -> str | None:
+    def feed(self, text: str, on_text: OnText, on_marker: OnMarker, real: Real | None = None,
+             base: int = 0) -> str | None:
         """Lex ``pending + text``: call ``on_text`` / ``on_marker`` for what is decided, hold back the
-        undecided suffix. Returns ``None``, or the unscanned rest if ``on_marker`` returned ``True``."""
+        undecided suffix. Returns ``None``, or the unscanned rest if ``on_marker`` returned ``True``.
+
+        ``real(spelling, offset)`` (token ids known, :class:`kimi_chat.parse.ids.TokenMarkers`)
+        says whether the occurrence at ``offset`` (``base``: the offset of ``pending + text``) is a
+        marker; if not, it is text."""
         if self.pending:
             text = self.pending + text
             self.pending = ""
@@ -101,7 +107,9 @@ class MarkerLexer:
             if i >= 0 and i < hold and text[i:] in self._prefixes:
                 hold = i
         s0, s1 = self.start0, self.start1
-        if hold > 256 and (text.count(s0, 0, hold) + text.count(s1, 0, hold)) * 128 < hold:
+        if real is not None:
+            pos = self._scan_ids(text, hold, on_text, on_marker, real, base)
+        elif hold > 256 and (text.count(s0, 0, hold) + text.count(s1, 0, hold)) * 128 < hold:
             pos = self._scan_sparse(text, hold, on_text, on_marker)
         else:
             pos = self._scan_dense(text, hold, on_text, on_marker)
@@ -129,6 +137,25 @@ class MarkerLexer:
             if on_marker(classes[spelling], spelling):
                 return -pos - 1
             m = search(text, pos, hold)
+        return pos
+
+    def _scan_ids(self, text: str, hold: int, on_text: OnText, on_marker: OnMarker, real: Real, base: int) -> int:
+        """The tokens of ``text[:hold]`` when ``real`` decides which occurrences are markers (as
+        :meth:`_scan_dense`; an occurrence that is not real stays in the text run)."""
+        search = self._search
+        classes = self._classes
+        m = search(text, 0, hold)
+        pos = 0
+        while m is not None:
+            s = m.start()
+            spelling = m.group()
+            if real(spelling, base + s):
+                if s > pos:
+                    on_text(text[pos:s])
+                pos = m.end()
+                if on_marker(classes[spelling], spelling):
+                    return -pos - 1
+            m = search(text, m.end(), hold)
         return pos
 
     def _scan_sparse(self, text: str, hold: int, on_text: OnText, on_marker: OnMarker) -> int:

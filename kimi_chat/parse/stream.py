@@ -1,53 +1,46 @@
-"""The streaming parser: a format's compiled state table run over the marker lexer's tokens.
+"""The streaming parser: a format's compiled state table run over the lexer's tokens.
 
-* the **lexer** (:class:`~kimi_chat.parse.lexer.MarkerLexer`) splits the input into marker tokens
-  and text runs, holding back only an undecided marker prefix at the end of a chunk;
-* the **state table** compiled from the format's grammar (:mod:`kimi_chat.formats`) decides what each
-  token means; entering and leaving its groups (reasoning, section, call, header, arguments, end)
-  calls the handlers below;
-* text goes to the field of the current state: content and reasoning (:class:`TextField`), a tool
-  call's header and arguments (:class:`~kimi_chat.parse.toolcalls.ToolCalls`), or runs that are
-  dropped with a warning; deltas come out as soon as a piece is decided.
+The lexer (:class:`~kimi_chat.parse.lexer.MarkerLexer`; :class:`~kimi_chat.parse.tags.TagLexer` for
+K3's tags) cuts markers out of the chunks, holding back only an undecided marker prefix; the state
+table compiled from the format's grammar (:mod:`kimi_chat.formats`) decides what each token means;
+its group events and the text of each field go where :mod:`kimi_chat.parse.fields` says; with token
+ids, :mod:`kimi_chat.parse.ids` says which spellings are markers. Deltas come out as soon as decided.
 
 Options of :class:`StreamParser` and :func:`parse`:
 
-* ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect`. Its ``reasoning`` says
-  whether ``<think>`` is a marker (else it is literal text) and its ``prefills_think(**options)``
-  whether the output starts inside reasoning.
-* ``tools``: the declared tools (OpenAI shape, a list); used to check names and to infer the
-  name of a call whose header is opaque (``0``, ``call_x``) from its argument keys. Read by
-  :func:`~kimi_chat.parse.normalise_tools` (a name declared twice is a ``ValueError``).
-* ``thinking_prefilled``: the prompt ended with ``<think>``, the output starts inside reasoning
-  (``None``: the dialect decides, from ``options`` such as ``thinking=False``).
-* ``reasoning``: treat ``<think>``/``</think>`` as markers (``None``: the dialect decides; an
-  Instruct dialect says no). ``thinking_prefilled=True`` implies it.
-* ``content_after_tool_calls``: text after a tool-call section is content (default); if False
-  it is dropped with a warning.
-* ``**options``: render options of the prompt (e.g. ``thinking=False``), passed to
-  ``dialect.prefills_think``; an option the dialect does not take is a ``TypeError``.
-
-A format whose terminals are tags (Kimi-K3, ``OutputFormat.tags``) is lexed by
-:class:`~kimi_chat.parse.tags.TagLexer` and its calls assembled by
-:class:`~kimi_chat.parse.tagcalls.TagCalls`; its prompt pre-fills the think channel unless
-``thinking=False`` (then the response channel), and ``thinking_prefilled`` overrides that.
+* ``dialect``: a dialect name or :class:`~kimi_chat.dialects.Dialect` (its ``reasoning``: ``<think>``
+  is a marker; ``prefills_think(**options)``: the output starts inside reasoning; K3: the think
+  channel unless ``thinking=False``, then the response channel).
+* ``tools``: the declared tools (OpenAI shape, a list, read by :func:`~kimi_chat.parse.normalise_tools`):
+  names are checked, an opaque K2 header gets its name from the argument keys, K3 arguments are
+  checked against the schema.
+* ``thinking_prefilled`` / ``reasoning``: override the dialect (output starts inside reasoning /
+  ``<think>`` is a marker).
+* ``content_after_tool_calls``: text after a tool-call section is content (default), else dropped
+  with a warning.
+* ``tokenizer``: decodes token ids (a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
+  tokenizer or ``id -> bytes``): with ids given, markers are placed exactly (:meth:`StreamParser.feed`).
+* ``**options``: render options of the prompt (``thinking=False``); one the dialect does not take
+  is a ``TypeError``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable
+from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..formats import format_for
 from ..peg import EOF, TEXT, WS, State, Transition
-from .lexer import MarkerLexer, Utf8Chunks
-from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
-from .tagcalls import TagCalls
-from .tags import TagLexer
-from .toolcalls import ToolCalls, index_tools
-from .types import Delta, ParsedMessage, ParseWarning, StopReason
+from .fields import Runs, Turn, event_tables, family_parts
+from .ids import TokenMarkers
+from .lexer import Utf8Chunks
+from .output import DeltaBuffer, TextField
+from .types import Delta, ParsedMessage, ParseWarning
 
 __all__ = ["StreamParser", "parse"]
+
+_RUN_FIELDS = frozenset({"between", "call_between", "after", "outside"})  # Runs.leave ends their runs
 
 
 class StreamParser:
@@ -76,53 +69,35 @@ class StreamParser:
         thinking_prefilled: bool | None = None,
         reasoning: bool | None = None,
         content_after_tool_calls: bool = True,
+        tokenizer: Any = None,
         **options: Any,
     ) -> None:
         d = get_dialect(dialect)
         d.check_options(options, what="render option", require_bool=False)
+        self._warnings: list[ParseWarning] = []
         fmt = format_for(d)
-        tags = fmt.tags
-        if tags is not None:  # the prompt opened the think channel, or (thinking off) the response one
-            think = prefilled = (options.get("thinking", True) is not False if thinking_prefilled is None
-                                 else bool(thinking_prefilled))
-        else:
-            prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
-            think = d.reasoning if reasoning is None else bool(reasoning)
         self.dialect = d
         self.format = fmt
-        self.machine = m = fmt.machine(prefilled=prefilled, think=think)
-        self._lexer: MarkerLexer | TagLexer = MarkerLexer(m.markers) if tags is None else TagLexer(m.markers, tags)
+        self._out = DeltaBuffer()
+        m, lexer, calls = family_parts(fmt, d, tools, self._out, self._warn, thinking_prefilled, reasoning, options)
+        self.machine = m
+        self._lexer = lexer
+        self._calls = calls
         self._end_class = next((c for c, ms in fmt.token_classes.items()
                                 if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
-        self._content_after = content_after_tool_calls
-
         self._state: State = m.start
         self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         self._decoder: Utf8Chunks | None = None
-        self._out = DeltaBuffer()
         self._content = TextField(TextField.CONTENT, self._out)
         self._reasoning = TextField(TextField.REASONING, self._out)
-        self._after = HeldWhitespace()  # a fresh one per after-section run
-        self._run = TextRun()
-        self._warnings: list[ParseWarning] = []
-        self._outside = TextRun()
-        self._outside_lead = HeldWhitespace()
-        calls: ToolCalls | TagCalls
-        if tags is None:
-            calls = ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, self._out, self._warn)
-        else:
-            calls = TagCalls(tools, fmt.tool_call_id_prefix, self._out, self._warn, self._lexer)
-        self._calls = calls
-        self._section_implicit = False
-        self._ended = False
-        self._raw = False  # after the end of the turn: everything is ignored text
-        self._trailing: list[str] = []
-        self._trailing_offset = 0
-        self._truncated = False
+        self._turn = Turn()
+        where = lambda: self._pos  # noqa: E731 - the offset the runs record
+        self._runs = Runs(self._content, where, self._warn, content_after_tool_calls, calls)
         self._finished = False
         self._final: ParsedMessage | None = None
-
-        self._sinks, self._handlers = _event_tables(self, calls, content_after_tool_calls)
+        self._ids = TokenMarkers(m.markers, self._warn, tokenizer)
+        self._sinks, self._handlers = event_tables(self._turn, self._runs, self._content, self._reasoning,
+                                                   where)
         self._sink = self._sinks[m.start.field]
 
     # ---------------------------------------------------------------------------- public interface
@@ -134,7 +109,7 @@ class StreamParser:
         s = self._state.name
         if self._finished:
             return s + " (finished)"
-        if self._raw:
+        if self._turn.raw:
             return "ended (ignoring the rest)"
         return s
 
@@ -146,10 +121,12 @@ class StreamParser:
     def feed(self, text: str | bytes, token_ids: Sequence[int] | None = None) -> list[Delta]:
         """Parse the next chunk; return the deltas it decided (possibly none).
 
-        ``token_ids`` (optional) are the ids of the chunk's tokens. They are only used to see an
-        end-of-turn token that a relay stripped from the text (``<|im_end|>``, ``[EOS]``); the text
-        alone is always enough otherwise. ``str`` and ``bytes`` chunks may be mixed: a ``str`` that
-        comes while a UTF-8 character is incomplete ends it (U+FFFD, with a warning), in order.
+        ``token_ids`` (optional): the ids of the chunk's tokens. With them a marker is a marker only
+        if its special id came (a spelling typed as ordinary tokens is text: :mod:`kimi_chat.parse.ids`;
+        exact for any chunking with ``tokenizer=``), and an end-of-turn id whose text a relay
+        stripped still ends the turn. A chunk without ids is decided by its text. ``str`` and
+        ``bytes`` chunks may be mixed: a ``str`` that comes while a UTF-8 character is incomplete
+        ends it (U+FFFD, with a warning), in order.
         """
         if self._finished:
             raise RuntimeError("StreamParser.feed() after finish()")
@@ -162,14 +139,18 @@ class StreamParser:
             text = self._decoder.decode(bytes(text))
         else:
             raise TypeError(f"StreamParser.feed() takes str or bytes, not {type(text).__name__}")
-        if self._raw:
+        turn = self._turn
+        if turn.raw:
             if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
                 text = self._lexer.flush() + text
             self._ignore(text)
         elif text:
             lx = self._lexer
+            if token_ids is not None:
+                self._ids.add(text, token_ids, self._pos + len(lx.pending))
             if lx.pending or lx.start0 in text or lx.start1 in text:
-                rest = lx.feed(text, self._text, self._marker)
+                rest = (lx.feed(text, self._text, self._marker) if token_ids is None
+                        else lx.feed(text, self._text, self._marker, self._ids.real, self._pos))
                 if rest is not None:  # the turn ended: the rest is ignored
                     self._ignore(rest)
             elif self._state.loop:  # the fast path: no marker can start in this chunk
@@ -177,10 +158,12 @@ class StreamParser:
                 self._pos += len(text)
             else:
                 self._text(text)
-        if token_ids is not None and not self._ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
+        elif token_ids:  # no text yet (an incomplete character): the ids still count
+            self._ids.add(text, token_ids, self._pos + len(self._lexer.pending))
+        if token_ids is not None and not turn.ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
             # the end-of-turn token came after this chunk's text, and its spelling was stripped
             self._flush_pending()
-            if not self._raw and self._end_class is not None:
+            if not turn.raw and self._end_class is not None:
                 tr = self._state.trans.get(self._end_class)
                 if tr is not None:
                     self._go(tr, self._end_class, "", self._pos)
@@ -196,9 +179,8 @@ class StreamParser:
             if rest:
                 self.feed(rest)
         self._flush_pending()
-        if self._raw:
-            if self._trailing:
-                self._warnings.append(self._trailing_warning())
+        if self._turn.raw:
+            self._warnings += self._turn.warnings()
         else:
             self._go(self._state.trans[EOF], EOF, "", self._pos)
         self._finished = True
@@ -210,14 +192,13 @@ class StreamParser:
         """The :class:`ParsedMessage` so far (final after :meth:`finish`)."""
         if self._final is not None:
             return self._final
-        warnings = list(self._warnings)
-        if self._raw and self._trailing and not self._finished:
-            warnings.append(self._trailing_warning())
+        warnings = self._warnings + (self._turn.warnings() if self._turn.raw and not self._finished else [])
+        calls = self._calls.calls
         msg = ParsedMessage(
             content=self._content.value(),
             reasoning_content=self._reasoning.value(),
-            tool_calls=[c.snapshot() for c in self._calls.calls],
-            stop_reason=self._stop_reason(),
+            tool_calls=[c.snapshot() for c in calls],
+            stop_reason=self._turn.stop_reason(self._finished, bool(calls)),
             warnings=warnings,
         )
         if self._finished:
@@ -239,7 +220,7 @@ class StreamParser:
 
     def _flush_pending(self) -> None:
         """The held-back suffix is text after all (the input ended, or an end token came)."""
-        if self._raw:
+        if self._turn.raw:
             self._ignore(self._lexer.flush())
         else:
             self._lexer.flush_into(self._text, self._marker)
@@ -257,35 +238,26 @@ class StreamParser:
 
     def _marker(self, cls: str, spelling: str) -> bool:
         tr = self._state.trans.get(cls)
-        if tr is None and self._raw:  # the turn ended inside this chunk: the rest is ignored
-            self._ignored_piece(spelling)
-            self._pos += len(spelling)
-            return True
-        if tr is None:
+        turn = self._turn
+        if tr is None and turn.raw:  # the turn ended inside this chunk: the rest is ignored
+            turn.ignore(spelling, self._pos)
+        elif tr is None:
             self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
             self._calls.stray(spelling)
         else:
             self._go(tr, cls, spelling, self._pos)
         self._pos += len(spelling)
-        return self._raw
+        return turn.raw
 
     def _ignore(self, text: str) -> None:
         if text:
-            if not self._trailing:
-                self._trailing_offset = self._pos
-            self._trailing.append(text)
+            self._turn.ignore(text, self._pos)
             self._pos += len(text)
-
-    # ---------------------------------------------------------------------------- transitions
 
     def _go(self, tr: Transition, tok: str, spelling: str, offset: int) -> None:
         fld = self._state.field
-        if fld == "between" or fld == "call_between" or (fld == "after" and not self._content_after):
-            self._end_run(fld)
-        elif fld == "after":
-            self._after = HeldWhitespace()
-        elif fld == "outside":
-            self._end_outside()
+        if fld in _RUN_FIELDS:
+            self._runs.leave(fld)
         for kind, name, arg in tr.events:
             if kind == "warn":
                 self._warn(name, arg, offset, spelling)  # type: ignore[arg-type]
@@ -294,154 +266,8 @@ class StreamParser:
         self._state = tr.target
         self._sink = self._sinks[tr.target.field]
 
-    def _exit_truncates(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
-        if tok == EOF:
-            self._truncated = True
-
-    def _enter_section(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
-        self._section_implicit = tok != "SECTION_BEGIN"
-
-    def _exit_section(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
-        if tok == EOF and not self._section_implicit:
-            self._truncated = True
-
-    def _exit_call(self, consumed: bool, tok: str, spelling: str) -> None:
-        self._calls.end(spelling if consumed else None, tok == EOF)
-        if tok == EOF:
-            self._truncated = True
-
-    def _enter_end(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
-        self._ended = True
-        self._raw = True
-
-    def _enter_close(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
-        self._ended = True  # the message is closed; its end-of-message marker may follow
-
-    def _enter_trailing(self, consumed: bool, tok: str, spelling: str, offset: int) -> None:
-        self._raw = True
-        if spelling:
-            self._ignored_piece(spelling)
-
-    def _ignored_piece(self, piece: str) -> None:
-        """A piece after the end of the turn, inside a chunk (the caller advances the offset)."""
-        if not self._trailing:
-            self._trailing_offset = self._pos
-        self._trailing.append(piece)
-
-    # ---------------------------------------------------------------------------- text runs
-
-    def _after_text(self, piece: str) -> None:
-        p = self._after.take(piece)
-        if p is not None:
-            self._content.add(p)
-
-    def _run_text(self, piece: str) -> None:
-        self._run.add(piece, self._pos)
-
-    def _call_between(self, piece: str) -> None:
-        self._calls.raw_text(piece)  # type: ignore[union-attr]
-        self._run.add(piece, self._pos)
-
-    def _outside_text(self, piece: str) -> None:
-        self._outside.add(piece, self._pos)
-        p = self._outside_lead.take(piece)
-        if p is not None:
-            self._content.add(p)
-
-    def _end_outside(self) -> None:
-        self._outside_lead = HeldWhitespace()
-        text = self._outside.end()
-        if text is not None:
-            self._warn("text_outside_channels", "text outside any channel kept as content",
-                       self._outside.offset, text)
-
-    def _end_run(self, fld: str) -> None:
-        text = self._run.end()
-        if text is None:
-            return
-        if fld == "call_between":
-            self._warn("text_in_call", "text inside a tool call, outside its elements, dropped",
-                       self._run.offset, text)
-        elif fld == "between":
-            self._warn("text_in_section", "text inside a tool-call section, outside any call, dropped",
-                       self._run.offset, text)
-        else:
-            self._warn("text_after_tool_calls", "text after a tool-call section dropped "
-                       "(content_after_tool_calls=False)", self._run.offset, text)
-
-    # ---------------------------------------------------------------------------- results
-
     def _warn(self, kind: str, message: str, offset: int, text: str = "") -> None:
         self._warnings.append(ParseWarning(kind, message, offset, text))
-
-    def _trailing_warning(self) -> ParseWarning:
-        return ParseWarning("text_after_end", "text after the end of the turn ignored",
-                            self._trailing_offset, "".join(self._trailing))
-
-    def _stop_reason(self) -> StopReason | None:
-        if self._ended:
-            return StopReason.TOOL_CALLS if self._calls.calls else StopReason.END_TURN
-        if not self._finished:
-            return None
-        if self._truncated:
-            return StopReason.TRUNCATED
-        return StopReason.TOOL_CALLS if self._calls.calls else StopReason.END_OF_TEXT
-
-
-def _event_tables(
-    p: StreamParser, calls: ToolCalls | TagCalls, content_after_tool_calls: bool
-) -> tuple[dict[str | None, Callable[[str], None] | None], dict[tuple[str, str], Callable[[bool, str, str, int], None]]]:
-    """The parser's two tables: where text goes in each field of the grammar (``sinks``), and what
-    each group's enter/exit event does (``handlers``); the K2 call assembler's fields and groups, or
-    the K3 one's (tags: channels, typed arguments, the message close)."""
-    sinks: dict[str | None, Callable[[str], None] | None] = {
-        None: None,
-        "content": p._content.add,
-        "reasoning": p._reasoning.add,
-        "between": p._run_text,
-        "after": p._after_text if content_after_tool_calls else p._run_text,
-        "ignored": p._ignored_piece,
-    }
-    if isinstance(calls, ToolCalls):
-        sinks.update(header=calls.header_text, arguments=calls.arguments_text)
-    else:
-        sinks.update(outside=p._outside_text, call_between=p._call_between,
-                     value=calls.value_text, json=calls.json_text)
-    handlers: dict[tuple[str, str], Callable[[bool, str, str, int], None]] = {
-        ("enter", "reasoning"): lambda c, tok, s, o: p._content.reset(),  # leading ws is not content
-        ("exit", "reasoning"): p._exit_truncates,
-        ("enter", "section"): p._enter_section,
-        ("exit", "section"): p._exit_section,
-        ("enter", "call"): lambda c, tok, s, o: calls.begin(o, s),
-        ("exit", "call"): lambda c, tok, s, o: p._exit_call(c, tok, s),
-        ("enter", "header"): _nothing,
-        ("exit", "header"): lambda c, tok, s, o: calls.header_end(tok == EOF),
-        ("enter", "arguments"): lambda c, tok, s, o: calls.arguments_begin(s),
-        ("exit", "arguments"): _nothing,
-        ("enter", "end"): p._enter_end,
-        ("exit", "end"): _nothing,
-    }
-    if isinstance(calls, TagCalls):
-        tc = calls
-        handlers.update({
-            ("enter", "response"): _nothing,
-            ("exit", "response"): p._exit_truncates,
-            ("enter", "tools"): _nothing,
-            ("exit", "tools"): p._exit_truncates,
-            ("enter", "argument"): lambda c, tok, s, o: tc.argument_begin(s, o),
-            ("exit", "argument"): lambda c, tok, s, o: tc.argument_end(s if c else None, tok == EOF),
-            ("enter", "json"): lambda c, tok, s, o: tc.json_begin(s),
-            ("exit", "json"): lambda c, tok, s, o: tc.json_end(s if c else None),
-            ("enter", "close"): p._enter_close,
-            ("exit", "close"): _nothing,
-            ("enter", "trailing"): p._enter_trailing,
-            ("exit", "trailing"): _nothing,
-        })
-    return sinks, handlers
-
-
-def _nothing(consumed: bool, tok: str, spelling: str, offset: int) -> None:
-    pass
 
 
 def parse(
@@ -450,17 +276,22 @@ def parse(
     dialect: str | Dialect = DEFAULT_DIALECT,
     tools: Iterable[Any] | None = None,
     thinking_prefilled: bool | None = None,
+    token_ids: Sequence[int] | None = None,
+    tokenizer: Any = None,
     **options: Any,
 ) -> ParsedMessage:
     """Parse a whole assistant turn (the text the model generated after the generation prompt).
 
     Same options as :class:`StreamParser` (``reasoning``, ``content_after_tool_calls`` and render
-    options such as ``thinking=False`` go in ``options``). Never raises on any text; raises
+    options such as ``thinking=False`` go in ``options``). ``token_ids``: the ids of ``text`` (then a
+    marker is a marker only where its special id is; pass ``tokenizer=`` to place them exactly, see
+    :meth:`StreamParser.feed`). Never raises on any text; raises
     ``TypeError`` when ``text`` is not ``str``/``bytes`` or ``tools`` is not a list of tools.
     """
     if not isinstance(text, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
-    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled, **options)  # type: ignore[arg-type]
-    p.feed(text)
+    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
+                     tokenizer=tokenizer, **options)
+    p.feed(text, token_ids)
     p.finish()
     return p.message

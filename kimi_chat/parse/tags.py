@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from ..peg import STRAY, MarkerTable
-from .lexer import MarkerLexer, OnMarker, OnText
+from .lexer import MarkerLexer, OnMarker, OnText, Real
 
 __all__ = ["TagLexer", "parse_attributes", "unescape"]
 
@@ -76,11 +76,14 @@ class TagLexer:
         """Whether ``text`` must be scanned."""
         return self._opener is not None or self._inner.may_start(text)
 
-    def feed(self, text: str, on_text: OnText, on_marker: OnMarker) -> str | None:
-        """Lex ``pending + text`` (as :meth:`MarkerLexer.feed`): returns ``None``, or the unscanned
-        rest (the held tag included) if ``on_marker`` returned ``True``."""
+    def feed(self, text: str, on_text: OnText, on_marker: OnMarker, real: Real | None = None,
+             base: int = 0) -> str | None:
+        """Lex ``pending + text`` (as :meth:`MarkerLexer.feed`, ``real`` and ``base`` included):
+        returns ``None``, or the unscanned rest (the held tag included) if ``on_marker`` returned ``True``."""
         self._on_text, self._on_marker = on_text, on_marker
-        rest = self._inner.feed(text, self._text, self._marker)
+        if real is not None and self._opener is not None:
+            base += len(self._opener) + self._len
+        rest = self._inner.feed(text, self._text, self._marker, real, base)
         if rest is not None and self._opener is not None:  # cannot happen: a tag stops only when it ends
             rest = self.flush() + rest
         return rest
