@@ -33,13 +33,18 @@ from typing import Any
 from .. import markers as M
 from ..formats.k2 import TOKEN_CLASSES
 from ..formats.k2 import machine as compile_machine
+from ..formats.k3 import TAGS as K3_TAGS
+from ..formats.k3 import machine as k3_machine
 from ..parse import Delta, MarkerLexer, ParsedMessage, ParsedToolCall, StreamParser
+from ..parse.tags import TagLexer
 from ..peg import TEXT, WS, Machine, State
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
 
 __all__ = [
     "REASONING_DIALECT",
     "PLAIN_DIALECT",
+    "K3_DIALECT",
+    "K3_RESPONSE_OPEN",
     "ReasoningStage",
     "BodyStage",
     "CallDelta",
@@ -53,9 +58,15 @@ __all__ = [
 REASONING_DIALECT = "kimi-k2-thinking"
 """Dialect used when ``<think>`` is a marker (what it changes is set explicitly anyway)."""
 PLAIN_DIALECT = "kimi-k2-instruct"
+K3_DIALECT = "kimi-k3"
+"""The Kimi-K3 dialect (XTML output: the think, response and tools channels)."""
 
 _THINK_BEGIN = M.THINK_BEGIN.text
 _THINK_END = M.THINK_END.text
+_K3_THINK_CLOSE = M.K3_CLOSE.text + "think" + M.K3_SEP.text
+"""What the K3 body stage is fed first after a reasoning stage: the think channel closed (empty)."""
+K3_RESPONSE_OPEN = M.K3_OPEN.text + "response" + M.K3_SEP.text
+"""The response channel's open tag (what a K3 prompt with thinking off pre-fills)."""
 
 
 def _reasoning_closers() -> tuple[frozenset[int], frozenset[int]]:
@@ -96,10 +107,10 @@ class _Splitter:
     only, else the body has started) is held as well.
     """
 
-    def __init__(self, machine: Machine, *, inside: bool) -> None:
+    def __init__(self, machine: Machine, *, inside: bool, lexer: MarkerLexer | TagLexer | None = None) -> None:
         self._m = machine
         self._state: State = machine.start
-        self._lexer = MarkerLexer(machine.markers)
+        self._lexer = MarkerLexer(machine.markers) if lexer is None else lexer
         self._pre = self._pre_states(machine)
         self._before = ""  # decided text seen before reasoning was entered (whitespace)
         self._pos = 0  # offset, in held + text, of the next piece the lexer reports
@@ -195,12 +206,19 @@ class ReasoningStage:
     that; after it, every later chunk is returned whole as ``rest``).
     """
 
-    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None) -> None:
-        self.prefilled = prefilled
+    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None, family: str = "k2") -> None:
         self._logger = LOGGER if logger is None else logger
-        self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True)
-        rule = "message_prefilled" if prefilled else "message"
-        self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled)
+        self.family = family
+        if family == "k3":  # the prompt opened the think channel (K3 has no "may open" start)
+            self.prefilled = prefilled = True
+            self._parser = StreamParser(K3_DIALECT, thinking_prefilled=True)
+            m = k3_machine("message")
+            self._split = _Splitter(m, inside=True, lexer=TagLexer(m.markers, K3_TAGS))
+        else:
+            self.prefilled = prefilled
+            self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True)
+            rule = "message_prefilled" if prefilled else "message"
+            self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled)
         self._finished = False
         self._fed = 0  # characters fed to the parser
 
@@ -260,9 +278,10 @@ class ReasoningStage:
         return reasoning, None
 
     @classmethod
-    def split(cls, text: str, *, prefilled: bool, logger: logging.Logger | None = None) -> tuple[str | None, str | None]:
+    def split(cls, text: str, *, prefilled: bool, logger: logging.Logger | None = None,
+              family: str = "k2") -> tuple[str | None, str | None]:
         """Whole text: ``(reasoning, rest)`` (``rest`` is ``None`` if the text ended in reasoning)."""
-        st = cls(prefilled=prefilled, logger=logger)
+        st = cls(prefilled=prefilled, logger=logger, family=family)
         reasoning, rest = st.feed(text)
         if rest is None:
             tail, rest = st.finish()
@@ -335,6 +354,12 @@ class BodyStage:
     ``<think>``/``</think>`` are markers here (stray ones are dropped with a warning); otherwise
     they are literal text.
 
+    ``family="k3"`` (Kimi-K3 XTML): ``after_reasoning`` puts the parser after a closed think
+    channel (the text handed over by the reasoning stage: ``<|open|>response<|sep|>...``);
+    ``thinking=False`` (the prompt opened the response channel, no reasoning stage ran) starts
+    inside the response channel; ``after_reasoning=False`` with thinking on parses the whole turn,
+    the think channel included (its text is then not content: see :attr:`message`).
+
     :meth:`feed` and :meth:`finish` return only the calls the client gets (executable ones,
     renumbered ``0, 1, ...``; see :mod:`~kimi_chat.integrations.diagnostics`); :attr:`message` is the
     whole parse, every call included. :meth:`finish` logs the parse's warnings and the non-``ok``
@@ -342,17 +367,26 @@ class BodyStage:
     """
 
     def __init__(self, *, tools: Sequence[Any] | None, after_reasoning: bool,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> None:
         self.after_reasoning = after_reasoning
+        self.family = family
         self._logger = LOGGER if logger is None else logger
         self._gate = CallGate(self._logger)
         self._calls: list[ParsedToolCall] | None = None
-        if after_reasoning:
+        self._shift = 0
+        if family == "k3":
+            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking)
+            if thinking and after_reasoning:
+                # decides nothing (an empty think channel is no reasoning); never inside an assert
+                self.parser.feed(_K3_THINK_CLOSE)
+                self._shift = len(_K3_THINK_CLOSE)
+        elif after_reasoning:
             self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True)
             # put the machine where the whole-turn grammar is after a reasoning block: decides
             # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
             # would strip the feed and leave `<think>` opening reasoning in the body.
             self.parser.feed(_THINK_BEGIN + _THINK_END)
+            self._shift = len(_THINK_BEGIN + _THINK_END)
         else:
             self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False)
 
@@ -367,8 +401,8 @@ class BodyStage:
         out = self._for_client(merge_deltas(self.parser.finish()))
         msg = self.parser.message
         self._calls = self._gate.check_final(msg.tool_calls)
-        shift = len(_THINK_BEGIN + _THINK_END) if self.after_reasoning else 0
-        log_warnings(self._logger, msg.warnings, "output after reasoning" if self.after_reasoning else "output", shift)
+        log_warnings(self._logger, msg.warnings, "output after reasoning" if self.after_reasoning else "output",
+                     self._shift)
         log_passed_calls(self._logger, self._calls)
         return out
 
@@ -407,18 +441,19 @@ class BodyStage:
 
     @classmethod
     def run(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
-            logger: logging.Logger | None = None) -> BodyStage:
+            logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> BodyStage:
         """Parse a whole text (``feed`` then ``finish``): read :attr:`message` and :attr:`calls`."""
-        st = cls(tools=tools, after_reasoning=after_reasoning, logger=logger)
+        st = cls(tools=tools, after_reasoning=after_reasoning, logger=logger, family=family, thinking=thinking)
         st.feed(text)
         st.finish()
         return st
 
     @classmethod
     def parse(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
-              logger: logging.Logger | None = None) -> ParsedMessage:
+              logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> ParsedMessage:
         """Parse a whole text: its :class:`ParsedMessage` (every call)."""
-        return cls.run(text, tools=tools, after_reasoning=after_reasoning, logger=logger).message
+        return cls.run(text, tools=tools, after_reasoning=after_reasoning, logger=logger, family=family,
+                       thinking=thinking).message
 
 
 # --------------------------------------------------------------------------------------------------
