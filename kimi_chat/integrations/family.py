@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .. import markers as M
-from ..dialects import get_dialect
+from ..dialects import Dialect, get_dialect
 
 __all__ = [
     "DIALECT_ENV",
@@ -34,6 +34,7 @@ __all__ = [
     "Family",
     "tokenizer_family",
     "choose_family",
+    "override",
     "k3_prompt_channel",
     "k3_reasoning_ended",
     "k3_reasoning_ends_in",
@@ -77,23 +78,32 @@ def tokenizer_family(tokenizer: Any) -> Family:
     return fam
 
 
-def _family_of(dialect: str, where: str) -> Family:
+def _dialect(name: str, where: str) -> Dialect:
     try:
-        return get_dialect(dialect).family
+        return get_dialect(name)
     except (KeyError, ValueError) as e:
-        raise ValueError(f"{where}: {dialect!r} is not a kimi_chat dialect name ({e})") from None
+        raise ValueError(f"{where}: {name!r} is not a kimi_chat dialect name ({e})") from None
+
+
+def override(chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[Dialect, str] | None:
+    """The dialect an override names, and where (``None``: no override). A name that is no dialect is a
+    ``ValueError`` naming the setting."""
+    ctk = chat_template_kwargs or {}
+    if ctk.get(DIALECT_KWARG):
+        name = str(ctk[DIALECT_KWARG])
+        return _dialect(name, f"chat_template_kwargs[{DIALECT_KWARG!r}]"), f"chat_template_kwargs {DIALECT_KWARG}={name}"
+    if os.environ.get(DIALECT_ENV):
+        name = os.environ[DIALECT_ENV]
+        return _dialect(name, f"${DIALECT_ENV}"), f"${DIALECT_ENV}={name}"
+    return None
 
 
 def choose_family(tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None,
                   logger: logging.Logger | None = None) -> Family:
     """The family to parse with (see the module docstring for the order); logs the choice at INFO."""
-    ctk = chat_template_kwargs or {}
-    if ctk.get(DIALECT_KWARG):
-        name = str(ctk[DIALECT_KWARG])
-        fam, why = _family_of(name, f"chat_template_kwargs[{DIALECT_KWARG!r}]"), f"chat_template_kwargs {DIALECT_KWARG}={name}"
-    elif os.environ.get(DIALECT_ENV):
-        name = os.environ[DIALECT_ENV]
-        fam, why = _family_of(name, f"${DIALECT_ENV}"), f"${DIALECT_ENV}={name}"
+    ov = override(chat_template_kwargs)
+    if ov is not None:
+        fam, why = ov[0].family, ov[1]
     elif tokenizer is None:
         fam, why = "k2", "no tokenizer given and no override"
     else:

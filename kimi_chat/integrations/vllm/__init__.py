@@ -59,7 +59,7 @@ from .. import (
     tools_as_dicts,
     track_streamed,
 )
-from ..family import DIALECT_KWARG, choose_family, k3_prompt_channel, k3_reasoning_ended, k3_reasoning_ends_in
+from ..family import DIALECT_KWARG, choose_family, override, k3_prompt_channel, k3_reasoning_ended, k3_reasoning_ends_in
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 
@@ -74,6 +74,12 @@ _END_THINK_ID = M.THINK_END.id
 
 _THINK_KNOWN: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 _K3_CLOSE_ID, _K3_SEP_ID = M.K3_CLOSE.id, M.K3_SEP.id
+
+
+def _reasons(tokenizer: Any, ctk: Any) -> bool:
+    """A K2 reasoning model: the overriding dialect says so, else the tokenizer has ``<think>``."""
+    ov = override(ctk)
+    return ov[0].reasoning if ov is not None else _has_think_token(tokenizer)
 
 
 def _thinking_off(ctk: Any) -> bool:
@@ -119,7 +125,7 @@ class KimiChatReasoningParser(ReasoningParser):
         self._thinking_off = _thinking_off(ctk)
         self._family = choose_family(tokenizer, ctk, LOGGER)
         self._decode = _decoder(tokenizer)
-        self._reasoning_model = self._family == "k3" or _has_think_token(tokenizer)
+        self._reasoning_model = self._family == "k3" or _reasons(tokenizer, ctk)
         self._mode: str | None = None  # "none" | "prefilled" | "may_open", from the prompt
         self._stage: ReasoningStage | None = None
         self._ended = False
@@ -274,10 +280,8 @@ class KimiChatToolParser(ToolParser):
         if fam == "k3":
             return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing,
                     "thinking": not _thinking_off(getattr(request, "chat_template_kwargs", None))}
-        return {"family": fam, "after_reasoning": self._after_reasoning()}
-
-    def _after_reasoning(self) -> bool:
-        return not self.skip_reasoning_parsing and _has_think_token(self.model_tokenizer)
+        ctk = getattr(request, "chat_template_kwargs", None)
+        return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing and _reasons(self.model_tokenizer, ctk)}
 
     def _tools_for(self, request: Any) -> Any:
         if self._tools is None and request is not None:
