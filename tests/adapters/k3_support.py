@@ -124,6 +124,13 @@ K3_CASES: list[K3Case] = [
            text=f"Weather.{close('think')}{tag('response')}Checking.{close('response')}{tag('tools')}"
                 f"{CALL_WEATHER}{ARG_CITY}Zür",
            stop=False),
+    K3Case("truncated_in_response", ("Partial ans", "Short.", []),
+           text=f"Short.{close('think')}{tag('response')}Partial ans", stop=False),
+    K3Case("bare_response_close_in_think", (None, "Hi there.", []),
+           text=f"Hi there.{close('response')}{close('message')}",
+           why="debatable: the model wrote its reply with no think close and no response open. The grammar "
+               "keeps the text in the think channel (the response close is a stray tag, dropped with a "
+               "warning); SGLang's built-in guesses it was the response"),
     K3Case("thinking_off", ("Plain answer.", None, []), text=f"Plain answer.{close('response')}{close('message')}",
            thinking=False),
     K3Case("thinking_off_with_call", ("Sure.", None, [("functions.get_weather:0", "get_weather", '{"city":"Zürich"}')]),
