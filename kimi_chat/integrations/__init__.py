@@ -19,6 +19,13 @@ at the same place for both servers:
 Both stages log what the parse reported (parse warnings, non-``ok`` call statuses) to the logger
 they are given, and the body stage hands on only executable tool calls, renumbered without gaps (:mod:`kimi_chat.integrations.diagnostics` says which, and at which level).
 
+Kimi-K3 (``family="k3"``): the same two stages over the K3 grammar (:mod:`kimi_chat.formats.k3`,
+lexed into tags by :class:`~kimi_chat.parse.tags.TagLexer`): the reasoning stage ends at
+``<|close|>think<|sep|>`` or before what closes the think channel instead (a response or tools channel,
+the message close, ``<|end_of_msg|>``); the body stage is first fed an empty ``<|close|>think<|sep|>``
+(or, thinking off, starts inside the response channel). :mod:`kimi_chat.integrations.family` says
+which family a server serves.
+
 The framework adapters live in :mod:`kimi_chat.integrations.vllm` and
 :mod:`kimi_chat.integrations.sglang`; this module imports neither framework.
 """

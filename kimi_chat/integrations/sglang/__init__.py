@@ -24,6 +24,14 @@ Diagnostics go to the logger ``kimi_chat.integrations.sglang`` (levels: see
 :mod:`kimi_chat.integrations.diagnostics`); a call that is not executable (cut before its arguments)
 is not returned, only logged.
 
+Kimi-K3: the same classes; the family comes from the tokenizer SGLang passes the detectors (or
+``$KIMI_CHAT_DIALECT``; a detector built without a tokenizer follows the first one that had one).
+Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps K3's special tokens in
+the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
+makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
+false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
+detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag.
+
 The tool-call detector parses ``<think>``/``</think>`` as plain text (it cannot tell whether a
 reasoning detector ran before it); after a reasoning block, a stray ``</think>`` in the content is
 therefore kept as text rather than dropped.

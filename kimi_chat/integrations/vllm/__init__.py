@@ -25,6 +25,14 @@ Tool-call ids are the model's own headers (``functions.NAME:IDX``), verbatim; na
 hyphens and inner colons; arguments are what the model wrote (never re-serialised, no size cap).
 A call that is not executable (cut before its arguments) is not returned; it is logged instead.
 
+Kimi-K3 (XTML) is served by the same two classes under the same names: the format family is chosen
+per parser from the tokenizer, ``$KIMI_CHAT_DIALECT`` or the request's
+``chat_template_kwargs["kimi_chat_dialect"]`` (:mod:`kimi_chat.integrations.family`). For K3 the
+prompt's last tag (by token ids) says whether the output starts in the think channel or, thinking off,
+in the response channel; reasoning ends at ``<|close|>think<|sep|>`` (or a response/tools channel
+opened instead); the tool parser asks vLLM's own ``kimi_k3`` structural tag for ``required``; call ids
+are ``functions.NAME:IDX`` (IDX: the call's position in the turn).
+
 Diagnostics go to the logger ``kimi_chat.integrations.vllm`` (levels: see
 :mod:`kimi_chat.integrations.diagnostics`).
 """
