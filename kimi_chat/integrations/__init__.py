@@ -145,6 +145,8 @@ class _Splitter:
         """Consume ``text``. Returns ``None`` while still in reasoning, else ``(split, token_end)``:
         offsets into ``held + text`` (``held`` as it was before this call, see :attr:`held`) where
         the rest starts and where the token that decided it ends."""
+        if self.entered and not self._before and not self._lexer.may_start(text) and self._loops():
+            return None  # no marker can start here and text keeps the state: still reasoning
         self._pos = len(self._before)
         self._lexer.feed(text, self._on_text, self._on_marker)
         if self._result is not None:
@@ -174,6 +176,15 @@ class _Splitter:
         elif self.entered:
             self._before = ""
         return self._result is not None
+
+    def _loops(self) -> bool:
+        """Text and whitespace leave the current state as it is (no event: inside reasoning text)."""
+        st = self._state
+        for cls in (TEXT, WS):
+            tr = st.trans.get(cls)
+            if tr is None or tr.target is not st or tr.events:
+                return False
+        return True
 
     @property
     def held(self) -> str:
