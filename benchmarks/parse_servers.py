@@ -3,9 +3,11 @@ process. Run in the adapters venv from the repository root::
 
     PYTHONPATH=$PWD ~/.cache/kimi-chat/venv-adapters/bin/python benchmarks/parse_servers.py [--quick] [--mb]
 
-The outputs and token-sized deltas are ``benchmarks/parse.py``'s K3 ones (``make_k3_output``,
-``k3_token_deltas``: tags' markers whole, tag names, attributes and text in 1-7 character pieces), each
-delta with its token ids (the real K3 vocabulary, ``tests/adapters/adapter_support.hf_tokenizer("k3")``).
+The outputs are ``benchmarks/parse.py``'s K3 ones (``make_k3_output``); the deltas are its real tokens,
+one delta per token as the engine's detokenizer sends them (the K3 vocabulary,
+``tests/adapters/adapter_support.hf_tokenizer("k3")``, decoded incrementally), each with its id: the
+built-in vLLM reasoning parser finds ``<|close|>think<|sep|>`` by its token ids, so the ids must be the
+model's (``benchmarks/parse.py``'s character-split deltas would hide the tag from it).
 
 * vLLM 0.33: the parser class ``ParserManager.get_parser`` composes for ``--tool-call-parser X
   --reasoning-parser X`` (X = ``kimi_k3``, vLLM's ``KimiK3Parser``; X = ``kimi_chat``, ours), one
@@ -33,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from parse import k3_token_deltas, make_k3_output, pct  # noqa: E402
+from parse import make_k3_output, pct  # noqa: E402
 
 from kimi_chat import markers as M  # noqa: E402
 
@@ -50,9 +52,20 @@ def _inputs(size: int, tok):
     text = make_k3_output(size)
     if text.endswith(M.K3_END_OF_MSG.text):  # the stop token: not in the text a server parses
         text = text[: -len(M.K3_END_OF_MSG.text)]
-    deltas = k3_token_deltas(text)
-    ids = [tok.encode(d, add_special_tokens=False) for d in deltas]
-    ids[-1] = ids[-1] + [M.K3_END_OF_MSG.id]
+    from tokenizers.decoders import DecodeStream
+
+    stream = DecodeStream(skip_special_tokens=False)
+    deltas, ids, pending = [], [], []
+    for t in tok.encode(text, add_special_tokens=False):  # one delta per token (as the engine sends)
+        pending.append(t)
+        piece = stream.step(tok._tokenizer, t)
+        if piece:
+            deltas.append(piece)
+            ids.append(pending)
+            pending = []
+    if "".join(deltas) != text:
+        raise AssertionError("the deltas do not spell the output")
+    ids[-1] = ids[-1] + pending + [M.K3_END_OF_MSG.id]
     return deltas, ids
 
 
@@ -152,7 +165,7 @@ def main() -> None:
     tok = hf_tokenizer("k3")
     prompt = tok.encode(render_k3(USER), add_special_tokens=False)
     print(f"python {sys.version.split()[0]}, vLLM {vllm.__version__}, SGLang {sglang.__version__}; "
-          "K3 outputs of benchmarks/parse.py, token-sized deltas with their ids")
+          "K3 outputs of benchmarks/parse.py, one delta per token (with its id)")
     print(f"{'output':>7} {'deltas':>7} | {'runner':28} {'median':>9} {'p99':>9} {'total ms':>10} | {'ratio':>7}")
     sizes = [1_000, 10_000] + ([] if args.quick else [100_000])
     for size in sizes + ([1_000_000] if args.mb else []):
