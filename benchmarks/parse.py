@@ -20,7 +20,9 @@ Prints (no asserts, numbers only):
    content, two tool calls) in 4-character chunks (the message is kept up to date incrementally, so
    this should cost a small multiple of the feeds alone, not grow with the square of the size);
 6. Kimi-K3 (``--k3``: only these): per-delta cost on outputs written by ``render_k3`` of 1 KB to 1 MB,
-   and whole-text ``parse()`` of 100 KB (the comparison with the servers' K3 parsers is issue 14 item 9).
+   against a K3 re-parse baseline (``extract_k3_info``, after vLLM's ``kimi_k3`` parsers), and
+   whole-text ``parse()`` of 100 KB. The servers' own K3 parsers, fed the same deltas in one process:
+   ``benchmarks/parse_servers.py`` (adapters venv).
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def extract_tool_call_info(text: str) -> tuple[str | None, str | None, list[tupl
 def baseline_delta(state: dict, delta: str) -> None:
     """One delta, served the quadratic way: accumulate, re-parse everything, diff."""
     state["text"] += delta
-    reasoning, content, calls = extract_tool_call_info(state["text"])
+    reasoning, content, calls = state.get("extract", extract_tool_call_info)(state["text"])
     prev = state["prev"]
     # what a server then sends: the new suffix of each field
     _ = (reasoning or "")[len(prev[0] or ""):], (content or "")[len(prev[1] or ""):], calls[len(prev[2]):]
@@ -162,12 +164,13 @@ def per_delta_ours(deltas: list[str], repeat: int = 3, dialect: str = DIALECT) -
     return [t / 1000 for t in best]
 
 
-def per_delta_baseline(deltas: list[str], sample: int | None) -> tuple[list[float], float, bool]:
+def per_delta_baseline(deltas: list[str], sample: int | None, extract=None) -> tuple[list[float], float, bool]:
     """Per-delta microseconds of the baseline (on a sample if ``sample``) and its total (measured
-    or extrapolated)."""
+    or extrapolated). ``extract``: the re-parse function (default: the K2 one)."""
+    extract = extract_tool_call_info if extract is None else extract
     n = len(deltas)
     if sample is None or sample >= n:
-        state = {"text": "", "prev": (None, None, [])}
+        state = {"text": "", "prev": (None, None, []), "extract": extract}
         times = []
         for d in deltas:
             t0 = time.perf_counter_ns()
@@ -178,7 +181,7 @@ def per_delta_baseline(deltas: list[str], sample: int | None) -> tuple[list[floa
     times = []
     for i in idx:
         acc = "".join(deltas[:i])
-        state = {"text": acc, "prev": extract_tool_call_info(acc)}
+        state = {"text": acc, "prev": extract(acc), "extract": extract}
         t0 = time.perf_counter_ns()
         baseline_delta(state, deltas[i])
         times.append((time.perf_counter_ns() - t0) / 1000)
@@ -211,19 +214,67 @@ def k3_token_deltas(text: str, seed: int = 1) -> list[str]:
     return token_deltas(text, seed, split=_K3_SPLIT, markers=_K3_MARKERS)
 
 
+_K3_O, _K3_C, _K3_S = _E(M.K3_OPEN.text), _E(M.K3_CLOSE.text), _E(M.K3_SEP.text)
+_K3_THINK_CLOSE = re.compile(_K3_C + r"\s*think\s*" + _K3_S)
+_K3_RESPONSE = re.compile(_K3_O + r"\s*response\s*" + _K3_S + r"(.*?)(?:" + _K3_C + r"\s*response\s*" + _K3_S + "|$)", re.DOTALL)
+_K3_TOOLS = re.compile(_K3_O + r"\s*tools\s*" + _K3_S)
+_K3_CALL = re.compile(_K3_O + r"\s*call\s+((?:(?!" + _K3_S + r").)*?)" + _K3_S + r"(.*?)" + _K3_C + r"\s*call\s*" + _K3_S,
+                      re.DOTALL)
+_K3_ARG = re.compile(_K3_O + r"\s*argument\s+((?:(?!" + _K3_S + r").)*?)" + _K3_S + r"(.*?)" + _K3_C
+                     + r"\s*argument\s*" + _K3_S, re.DOTALL)
+_K3_ATTR = re.compile(r'(\w+)="([^"]*)"')
+
+
+def extract_k3_info(text: str) -> tuple[str | None, str | None, list[tuple[str, str, str]]]:
+    """The regex approach for K3 (after vLLM's ``kimi_k3`` reasoning and tool parsers): reasoning up to
+    ``<|close|>think<|sep|>``, the response channel by a regex, calls by ``finditer`` over the tools
+    channel, each argument JSON-decoded by its type and the whole re-serialised."""
+    m = _K3_THINK_CLOSE.search(text)
+    if m is None:
+        return text, None, []
+    reasoning, rest = text[:m.start()], text[m.end():]
+    r = _K3_RESPONSE.search(rest)
+    content = r.group(1) if r else None
+    calls = []
+    t = _K3_TOOLS.search(rest)
+    if t is not None:
+        for attrs, body in _K3_CALL.findall(rest, t.end()):
+            name = dict(_K3_ATTR.findall(attrs)).get("tool", "")
+            args: dict = {}
+            for a_attrs, value in _K3_ARG.findall(body):
+                a = dict(_K3_ATTR.findall(a_attrs))
+                if a.get("type", "string") == "string":
+                    args[a.get("key", "")] = value
+                else:
+                    try:
+                        args[a.get("key", "")] = json.loads(value)
+                    except ValueError:
+                        args[a.get("key", "")] = value
+            calls.append(("", name, json.dumps(args, ensure_ascii=False)))
+    return reasoning, content, calls
+
+
 def k3_rows(sizes: list[int]) -> None:
-    """Per-delta cost of the K3 parser (no re-parse baseline here: issue 14 item 9)."""
+    """Per-delta cost of the K3 parser against the K3 re-parse baseline (the servers' own K3 parsers:
+    ``benchmarks/parse_servers.py``, in the adapters venv)."""
     print("Kimi-K3 (dialect kimi-k3), token-sized deltas (markers whole, tag text and text 1-7 chars)")
-    print(f"{'output':>8} {'deltas':>8} | {'ours: median':>12} {'p99':>7} {'mean':>7} {'total ms':>9}")
+    print(f"{'output':>8} {'deltas':>8} | {'ours: median':>12} {'p99':>7} {'mean':>7} {'total ms':>9} | "
+          f"{'baseline: median':>16} {'total ms':>11} | {'ratio (total)':>13}")
     for size in sizes:
         text = make_k3_output(size)
         deltas = k3_token_deltas(text)
         msg = parse(text, dialect="kimi-k3")
         assert len(msg.tool_calls) == 2 and not msg.warnings, msg.warnings
+        r, c, calls = extract_k3_info(text)  # sanity: the baseline reads this input as we do
+        assert (r, c) == (msg.reasoning_content, msg.content), (r[:40], c)
+        assert [json.loads(a) for _, _, a in calls] == [json.loads(x.arguments) for x in msg.tool_calls]
         per_delta_ours(deltas, 1, "kimi-k3")
         ours = per_delta_ours(deltas, dialect="kimi-k3")
+        base, base_total, extrapolated = per_delta_baseline(deltas, None if size <= 10_000 else 200, extract_k3_info)
         print(f"{size // 1000:>6}KB {len(deltas):>8} | {statistics.median(ours):>10.2f}us {pct(ours, .99):>5.2f}us "
-              f"{statistics.fmean(ours):>5.2f}us {sum(ours) / 1000:>9.1f}")
+              f"{statistics.fmean(ours):>5.2f}us {sum(ours) / 1000:>9.1f} | {statistics.median(base):>14.1f}us "
+              f"{base_total / 1000:>10.1f}{'*' if extrapolated else ' '} | {base_total / sum(ours):>12.0f}x")
+    print("  * baseline total extrapolated from 200 deltas sampled evenly over the stream (mean x deltas)")
     text = make_k3_output(100_000)
     runs = []
     for _ in range(30):

@@ -19,6 +19,13 @@ at the same place for both servers:
 Both stages log what the parse reported (parse warnings, non-``ok`` call statuses) to the logger
 they are given, and the body stage hands on only executable tool calls, renumbered without gaps (:mod:`kimi_chat.integrations.diagnostics` says which, and at which level).
 
+Kimi-K3 (``family="k3"``): the same two stages over the K3 grammar (:mod:`kimi_chat.formats.k3`,
+lexed into tags by :class:`~kimi_chat.parse.tags.TagLexer`): the reasoning stage ends at
+``<|close|>think<|sep|>`` or before what closes the think channel instead (a response or tools channel,
+the message close, ``<|end_of_msg|>``); the body stage is first fed an empty ``<|close|>think<|sep|>``
+(or, thinking off, starts inside the response channel). :mod:`kimi_chat.integrations.family` says
+which family a server serves.
+
 The framework adapters live in :mod:`kimi_chat.integrations.vllm` and
 :mod:`kimi_chat.integrations.sglang`; this module imports neither framework.
 """
@@ -33,13 +40,18 @@ from typing import Any
 from .. import markers as M
 from ..formats.k2 import TOKEN_CLASSES
 from ..formats.k2 import machine as compile_machine
+from ..formats.k3 import TAGS as K3_TAGS
+from ..formats.k3 import machine as k3_machine
 from ..parse import Delta, MarkerLexer, ParsedMessage, ParsedToolCall, StreamParser
+from ..parse.tags import TagLexer
 from ..peg import TEXT, WS, Machine, State
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
 
 __all__ = [
     "REASONING_DIALECT",
     "PLAIN_DIALECT",
+    "K3_DIALECT",
+    "K3_RESPONSE_OPEN",
     "ReasoningStage",
     "BodyStage",
     "CallDelta",
@@ -53,9 +65,15 @@ __all__ = [
 REASONING_DIALECT = "kimi-k2-thinking"
 """Dialect used when ``<think>`` is a marker (what it changes is set explicitly anyway)."""
 PLAIN_DIALECT = "kimi-k2-instruct"
+K3_DIALECT = "kimi-k3"
+"""The Kimi-K3 dialect (XTML output: the think, response and tools channels)."""
 
 _THINK_BEGIN = M.THINK_BEGIN.text
 _THINK_END = M.THINK_END.text
+_K3_THINK_CLOSE = M.K3_CLOSE.text + "think" + M.K3_SEP.text
+"""What the K3 body stage is fed first after a reasoning stage: the think channel closed (empty)."""
+K3_RESPONSE_OPEN = M.K3_OPEN.text + "response" + M.K3_SEP.text
+"""The response channel's open tag (what a K3 prompt with thinking off pre-fills)."""
 
 
 def _reasoning_closers() -> tuple[frozenset[int], frozenset[int]]:
@@ -96,10 +114,10 @@ class _Splitter:
     only, else the body has started) is held as well.
     """
 
-    def __init__(self, machine: Machine, *, inside: bool) -> None:
+    def __init__(self, machine: Machine, *, inside: bool, lexer: MarkerLexer | TagLexer | None = None) -> None:
         self._m = machine
         self._state: State = machine.start
-        self._lexer = MarkerLexer(machine.markers)
+        self._lexer = MarkerLexer(machine.markers) if lexer is None else lexer
         self._pre = self._pre_states(machine)
         self._before = ""  # decided text seen before reasoning was entered (whitespace)
         self._pos = 0  # offset, in held + text, of the next piece the lexer reports
@@ -127,6 +145,8 @@ class _Splitter:
         """Consume ``text``. Returns ``None`` while still in reasoning, else ``(split, token_end)``:
         offsets into ``held + text`` (``held`` as it was before this call, see :attr:`held`) where
         the rest starts and where the token that decided it ends."""
+        if self.entered and not self._before and not self._lexer.may_start(text) and self._loops():
+            return None  # no marker can start here and text keeps the state: still reasoning
         self._pos = len(self._before)
         self._lexer.feed(text, self._on_text, self._on_marker)
         if self._result is not None:
@@ -156,6 +176,15 @@ class _Splitter:
         elif self.entered:
             self._before = ""
         return self._result is not None
+
+    def _loops(self) -> bool:
+        """Text and whitespace leave the current state as it is (no event: inside reasoning text)."""
+        st = self._state
+        for cls in (TEXT, WS):
+            tr = st.trans.get(cls)
+            if tr is None or tr.target is not st or tr.events:
+                return False
+        return True
 
     @property
     def held(self) -> str:
@@ -195,12 +224,19 @@ class ReasoningStage:
     that; after it, every later chunk is returned whole as ``rest``).
     """
 
-    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None) -> None:
-        self.prefilled = prefilled
+    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None, family: str = "k2") -> None:
         self._logger = LOGGER if logger is None else logger
-        self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True)
-        rule = "message_prefilled" if prefilled else "message"
-        self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled)
+        self.family = family
+        if family == "k3":  # the prompt opened the think channel (K3 has no "may open" start)
+            self.prefilled = prefilled = True
+            self._parser = StreamParser(K3_DIALECT, thinking_prefilled=True)
+            m = k3_machine("message")
+            self._split = _Splitter(m, inside=True, lexer=TagLexer(m.markers, K3_TAGS))
+        else:
+            self.prefilled = prefilled
+            self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True)
+            rule = "message_prefilled" if prefilled else "message"
+            self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled)
         self._finished = False
         self._fed = 0  # characters fed to the parser
 
@@ -260,9 +296,10 @@ class ReasoningStage:
         return reasoning, None
 
     @classmethod
-    def split(cls, text: str, *, prefilled: bool, logger: logging.Logger | None = None) -> tuple[str | None, str | None]:
+    def split(cls, text: str, *, prefilled: bool, logger: logging.Logger | None = None,
+              family: str = "k2") -> tuple[str | None, str | None]:
         """Whole text: ``(reasoning, rest)`` (``rest`` is ``None`` if the text ended in reasoning)."""
-        st = cls(prefilled=prefilled, logger=logger)
+        st = cls(prefilled=prefilled, logger=logger, family=family)
         reasoning, rest = st.feed(text)
         if rest is None:
             tail, rest = st.finish()
@@ -335,6 +372,12 @@ class BodyStage:
     ``<think>``/``</think>`` are markers here (stray ones are dropped with a warning); otherwise
     they are literal text.
 
+    ``family="k3"`` (Kimi-K3 XTML): ``after_reasoning`` puts the parser after a closed think
+    channel (the text handed over by the reasoning stage: ``<|open|>response<|sep|>...``);
+    ``thinking=False`` (the prompt opened the response channel, no reasoning stage ran) starts
+    inside the response channel; ``after_reasoning=False`` with thinking on parses the whole turn,
+    the think channel included (its text is then not content: see :attr:`message`).
+
     :meth:`feed` and :meth:`finish` return only the calls the client gets (executable ones,
     renumbered ``0, 1, ...``; see :mod:`~kimi_chat.integrations.diagnostics`); :attr:`message` is the
     whole parse, every call included. :meth:`finish` logs the parse's warnings and the non-``ok``
@@ -342,17 +385,26 @@ class BodyStage:
     """
 
     def __init__(self, *, tools: Sequence[Any] | None, after_reasoning: bool,
-                 logger: logging.Logger | None = None) -> None:
+                 logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> None:
         self.after_reasoning = after_reasoning
+        self.family = family
         self._logger = LOGGER if logger is None else logger
         self._gate = CallGate(self._logger)
         self._calls: list[ParsedToolCall] | None = None
-        if after_reasoning:
+        self._shift = 0
+        if family == "k3":
+            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking)
+            if thinking and after_reasoning:
+                # decides nothing (an empty think channel is no reasoning); never inside an assert
+                self.parser.feed(_K3_THINK_CLOSE)
+                self._shift = len(_K3_THINK_CLOSE)
+        elif after_reasoning:
             self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True)
             # put the machine where the whole-turn grammar is after a reasoning block: decides
             # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
             # would strip the feed and leave `<think>` opening reasoning in the body.
             self.parser.feed(_THINK_BEGIN + _THINK_END)
+            self._shift = len(_THINK_BEGIN + _THINK_END)
         else:
             self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False)
 
@@ -367,8 +419,8 @@ class BodyStage:
         out = self._for_client(merge_deltas(self.parser.finish()))
         msg = self.parser.message
         self._calls = self._gate.check_final(msg.tool_calls)
-        shift = len(_THINK_BEGIN + _THINK_END) if self.after_reasoning else 0
-        log_warnings(self._logger, msg.warnings, "output after reasoning" if self.after_reasoning else "output", shift)
+        log_warnings(self._logger, msg.warnings, "output after reasoning" if self.after_reasoning else "output",
+                     self._shift)
         log_passed_calls(self._logger, self._calls)
         return out
 
@@ -407,18 +459,19 @@ class BodyStage:
 
     @classmethod
     def run(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
-            logger: logging.Logger | None = None) -> BodyStage:
+            logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> BodyStage:
         """Parse a whole text (``feed`` then ``finish``): read :attr:`message` and :attr:`calls`."""
-        st = cls(tools=tools, after_reasoning=after_reasoning, logger=logger)
+        st = cls(tools=tools, after_reasoning=after_reasoning, logger=logger, family=family, thinking=thinking)
         st.feed(text)
         st.finish()
         return st
 
     @classmethod
     def parse(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
-              logger: logging.Logger | None = None) -> ParsedMessage:
+              logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> ParsedMessage:
         """Parse a whole text: its :class:`ParsedMessage` (every call)."""
-        return cls.run(text, tools=tools, after_reasoning=after_reasoning, logger=logger).message
+        return cls.run(text, tools=tools, after_reasoning=after_reasoning, logger=logger, family=family,
+                       thinking=thinking).message
 
 
 # --------------------------------------------------------------------------------------------------

@@ -33,7 +33,8 @@ def hf_tokenizer(config: str):
     """A ``transformers`` fast tokenizer (``TokenizersBackend``) for the Kimi vocabulary: the BPE of
     the reference ``tiktoken.model`` converted by transformers' ``TikTokenConverter`` with Kimi's
     ``pat_str``, plus the 258 special ids of ``config`` (``"k2"``: July-2025 Kimi-K2-Instruct;
-    ``"k2.6"``: the K2.5/K2.6 line, where ``<think>``/``</think>`` are tokens). Each added token
+    ``"k2.6"``: the K2.5/K2.6 line, where ``<think>``/``</think>`` are tokens; ``"k3"``: Kimi-K3, its
+    256 special ids with ``<|open|>``/``<|close|>``/``<|sep|>``/``<|end_of_msg|>``). Each added token
     keeps the ``special`` flag of the official config, so ``skip_special_tokens`` drops what the
     official tokenizer drops (not the tool-call markers, not ``<think>``)."""
     from tokenizers import AddedToken
@@ -52,14 +53,17 @@ def hf_tokenizer(config: str):
         else:
             tok.add_tokens([t])
         assert tok.token_to_id(name) == i, (name, i, tok.token_to_id(name))
+    k3 = config == "k3"
     hf = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=M.BOS.text,
-        eos_token=M.IM_END.text,  # generation stops on <|im_end|> (generation_config eos_token_id)
+        # generation stops on <|im_end|> (K2 generation_config eos_token_id) / <|end_of_msg|> (K3 config.json)
+        eos_token=M.K3_END_OF_MSG.text if k3 else M.IM_END.text,
         unk_token=M.UNK.text,
         pad_token=M.PAD.text,
     )
-    sample = f"{THINK}hé 東京{UNTHINK}{SB}{CB}functions.f:0{AB}{{}}{CE}{SE}"
+    sample = (f'hé<|close|>think<|sep|><|open|>call tool="f" index="1"<|sep|>東京<|end_of_msg|>' if k3
+              else f"{THINK}hé 東京{UNTHINK}{SB}{CB}functions.f:0{AB}{{}}{CE}{SE}")
     assert hf.encode(sample, add_special_tokens=False) == ours.encode(sample)
     return hf
 

@@ -45,13 +45,12 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.entrypoints.openai.chat_completion.stream_processor import ChatStreamProcessor
 from vllm.parser import ParserManager
 from vllm.reasoning import ReasoningParserManager
-from vllm.sampling_params import SamplingParams
 from vllm.tool_parsers import ToolParserManager
-from vllm.v1.engine import EngineCoreRequest
-from vllm.v1.engine.detokenizer import FastIncrementalDetokenizer, IncrementalDetokenizer
 
 from kimi_chat import markers as M
 from kimi_chat.parse import parse
+
+from . import vllm_harness as H
 
 PLUGIN = "kimi_chat.integrations.vllm"
 SERVE_FLAGS = [  # the README's `vllm serve` flags (tests/adapters checks that they register and compose)
@@ -142,69 +141,27 @@ def _request(case: Case, **extra) -> ChatCompletionRequest:
 
 
 def _parser_cls(tok, name: str, reasoning: bool = True):
-    cls = ParserManager.get_parser(tool_parser_name=name, reasoning_parser_name=name if reasoning else None,
-                                   enable_auto_tools=True, model_name="kimi", tokenizer=tok)
-    assert cls is not None
-    return cls
+    return H.parser_cls(tok, name, reasoning)
 
 
 def _adjusted(cls, tok, case: Case, request: ChatCompletionRequest, prompt: list[int]) -> ChatCompletionRequest:
-    """The renderer's step (``online_renderer``): a parser instance adjusts the request."""
-    p = cls(tok, request.tools, model_config=None, chat_template_kwargs=_ctk(case))
-    p.set_prompt_token_ids(prompt)
-    return p.adjust_request(request=request)
+    return H.adjusted(cls, tok, _ctk(case), request, prompt)
 
 
-def _detokenizer(tok, request: ChatCompletionRequest, prompt: list[int]) -> IncrementalDetokenizer:
-    params = request.to_sampling_params(max_tokens=1 << 20, default_sampling_params={})
-    assert isinstance(params, SamplingParams)
-    engine_request = EngineCoreRequest(
-        request_id="test", prompt_token_ids=prompt, mm_features=None, sampling_params=params,
-        pooling_params=None, arrival_time=0.0, lora_request=None, cache_salt=None,
-        data_parallel_rank=None,
-    )
-    det = IncrementalDetokenizer.from_new_request(tok, engine_request)
-    assert isinstance(det, FastIncrementalDetokenizer)
-    return det
+def _detokenizer(tok, request: ChatCompletionRequest, prompt: list[int]):
+    return H.detokenizer(tok, request, prompt)
 
 
 def run_stream(tok, case: Case, name: str = "kimi_chat", step: int = 1, reasoning: bool = True):
     """Stream ``case`` through vLLM: detokenizer -> ChatStreamProcessor -> parser.parse_delta."""
-    cls = _parser_cls(tok, name, reasoning)
-    prompt = prompt_ids(tok, case)
-    out = output_ids(tok, case)
-    request = _adjusted(cls, tok, case, _request(case, stream=True), prompt)
-    det = _detokenizer(tok, request, prompt)
-    parser = cls(tok, request.tools, model_config=None, chat_template_kwargs=_ctk(case))
-    proc = ChatStreamProcessor(request, parser, enable_auto_tools=True, parser_cls=cls)
-    acc = Stream()
-    finish = None
-    for i in range(0, len(out), step):
-        new = out[i:i + step]
-        last = i + step >= len(out)
-        det.update(new, stop_terminated=last and case.stop)
-        text = det.get_next_output_text(finished=last, delta=True)
-        r = proc.step(text, new, ("stop" if case.stop else "length") if last else None, prompt)
-        if r.delta is not None:
-            d = r.delta.model_dump(exclude_none=True)
-            acc.add(d.get("content"), d.get("reasoning"), d.get("tool_calls"))
-        finish = r.finish_reason
-    return acc, finish, parser
+    return H.stream(tok, _parser_cls(tok, name, reasoning), _request(case, stream=True), _ctk(case),
+                    prompt_ids(tok, case), output_ids(tok, case), stop=case.stop, step=step)
 
 
 def run_whole(tok, case: Case, name: str = "kimi_chat", reasoning: bool = True):
     """The non-streaming chat path: detokenized output text -> set_prompt_token_ids -> parse."""
-    cls = _parser_cls(tok, name, reasoning)
-    prompt = prompt_ids(tok, case)
-    out = output_ids(tok, case)
-    request = _adjusted(cls, tok, case, _request(case), prompt)
-    det = _detokenizer(tok, request, prompt)
-    det.update(out, stop_terminated=case.stop)
-    text = det.get_next_output_text(finished=True, delta=False)
-    parser = cls(tok, request.tools, model_config=None, chat_template_kwargs=_ctk(case))
-    parser.set_prompt_token_ids(prompt)
-    reasoning, content, calls = parser.parse(text, request, enable_auto_tools=True, model_output_token_ids=out)
-    return (content or None, reasoning or None, [(c.id, c.name, c.arguments) for c in calls or []])
+    return H.whole(tok, _parser_cls(tok, name, reasoning), _request(case), _ctk(case), prompt_ids(tok, case),
+                   output_ids(tok, case), stop=case.stop)
 
 
 def _tok(case: Case, tok_reasoning, tok_instruct):

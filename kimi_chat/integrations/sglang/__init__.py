@@ -24,6 +24,14 @@ Diagnostics go to the logger ``kimi_chat.integrations.sglang`` (levels: see
 :mod:`kimi_chat.integrations.diagnostics`); a call that is not executable (cut before its arguments)
 is not returned, only logged.
 
+Kimi-K3: the same classes; the family comes from the tokenizer SGLang passes the detectors (or
+``$KIMI_CHAT_DIALECT``; a detector built without a tokenizer follows the first one that had one).
+Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps K3's special tokens in
+the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
+makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
+false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
+detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag.
+
 The tool-call detector parses ``<think>``/``</think>`` as plain text (it cannot tell whether a
 reasoning detector ran before it); after a reasoning block, a stray ``</think>`` in the content is
 therefore kept as text rather than dropped.
@@ -44,8 +52,23 @@ from sglang.srt.parser.reasoning_parser import StreamingParseResult as Reasoning
 
 from ... import markers as M
 from ...formats.k2 import machine as compile_machine
+from ...formats.k3 import machine as k3_machine
 from ...parse import ToolCallStatus
-from .. import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
+from .. import K3_RESPONSE_OPEN, BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
+from ..family import choose_family
+
+_SERVER_FAMILY: list[str] = []
+"""The family the first detector given a tokenizer chose (one model per SGLang server): for a detector
+SGLang builds without one (some of its code paths do)."""
+
+
+def _family(tokenizer: Any) -> str:
+    if tokenizer is None and _SERVER_FAMILY:
+        return _SERVER_FAMILY[0]
+    fam = choose_family(tokenizer, None, LOGGER)
+    if tokenizer is not None:
+        _SERVER_FAMILY[:] = [fam]
+    return fam
 
 __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 
@@ -57,16 +80,29 @@ LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
 
 _MARKER = compile_machine("message_plain", think=False).markers.pattern
 """Any Kimi marker (the parser's own marker table)."""
+_K3_MARKER = k3_machine("message").markers.pattern
+"""Any Kimi-K3 marker (the K3 parser's marker table)."""
 
 
 class KimiChatDetector(BaseFormatDetector):
     """Content and tool calls (SGLang ``FunctionCallParser`` detector)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokenizer: Any = None) -> None:
         super().__init__()
-        self.bot_token = M.TOOL_CALLS_SECTION_BEGIN.text
-        self.eot_token = M.TOOL_CALLS_SECTION_END.text
+        self.family = _family(tokenizer)
+        if self.family == "k3":
+            self.bot_token = M.K3_OPEN.text + "tools" + M.K3_SEP.text
+            self.eot_token = M.K3_CLOSE.text + "tools" + M.K3_SEP.text
+        else:
+            self.bot_token = M.TOOL_CALLS_SECTION_BEGIN.text
+            self.eot_token = M.TOOL_CALLS_SECTION_END.text
         self._stage: BodyStage | None = None
+
+    def _new_stage(self, tools: list[Any]) -> BodyStage:
+        # K3: the text after the think channel (our reasoning detector hands it over so, thinking off
+        # included); K2: <think> is plain text here (see the module docstring)
+        return BodyStage(tools=tools_as_dicts(tools), after_reasoning=self.family == "k3", logger=LOGGER,
+                         family=self.family)
 
     @classmethod
     def parses_without_tools(cls) -> bool:
@@ -75,16 +111,20 @@ class KimiChatDetector(BaseFormatDetector):
 
     def has_tool_call(self, text: str) -> bool:
         """Any Kimi marker: then the parsed content (markers dropped) replaces the raw text."""
+        if self.family == "k3":
+            return _K3_MARKER.search(text) is not None
         return _MARKER.search(text) is not None
 
     def detect_and_parse(self, text: str, tools: list[Any]) -> StreamingParseResult:
-        self._stage = st = BodyStage.run(text, tools=tools_as_dicts(tools), after_reasoning=False, logger=LOGGER)
+        self._stage = st = self._new_stage(tools)
+        st.feed(text)
+        st.finish()
         calls = [ToolCallItem(tool_index=i, name=c.name or "", parameters=c.arguments) for i, c in enumerate(st.calls)]
         return StreamingParseResult(normal_text=st.message.content or "", calls=calls)
 
     def parse_streaming_increment(self, new_text: str, tools: list[Any]) -> StreamingParseResult:
         if self._stage is None:
-            self._stage = BodyStage(tools=tools_as_dicts(tools), after_reasoning=False, logger=LOGGER)
+            self._stage = self._new_stage(tools)
         return self._result(self._stage.feed(new_text))
 
     def finish(self, tools: list[Any]) -> StreamingParseResult:
@@ -110,6 +150,8 @@ class KimiChatDetector(BaseFormatDetector):
         return StreamingParseResult(normal_text=m.content or "", calls=calls)
 
     def structure_info(self):  # noqa: ANN201 - SGLang's _GetInfoFunc
+        if self.family == "k3":  # as SGLang's KimiK3Detector: only its model-native structural tag
+            raise NotImplementedError("Kimi K3 uses its model-native structural tag implementation")
         begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text
         arg, end = M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
 
@@ -119,8 +161,27 @@ class KimiChatDetector(BaseFormatDetector):
 
         return get_info
 
-    def get_structural_tag_name(self) -> str:
-        return "kimi"  # xgrammar's built-in structural tag for Kimi's tool-call format
+    def get_structural_tag_name(self) -> str | None:
+        return None if self.family == "k3" else "kimi"  # xgrammar's built-in tag for Kimi-K2's format
+
+    def get_structural_tag(self, tools: Any = None, tool_choice: Any = "auto", thinking_mode: bool = False,
+                           parallel_tool_calls: bool = True) -> Any:
+        """K3: SGLang's own K3 XTML structural tag (``kimik3_structural_tag``); K2: xgrammar's ``kimi``."""
+        if self.family != "k3":
+            return super().get_structural_tag(tools, tool_choice, thinking_mode, parallel_tool_calls)
+        from sglang.srt.function_call.kimik3_structural_tag import get_kimik3_structural_tag
+
+        return get_kimik3_structural_tag(tools=tools or [], tool_choice=tool_choice, thinking_mode=thinking_mode,
+                                         parallel_tool_calls=parallel_tool_calls)
+
+    def get_auto_tool_call_structural_tag(self, tools: Any = None, thinking_mode: bool = False,
+                                          parallel_tool_calls: bool = True) -> Any:
+        if self.family != "k3":
+            return super().get_auto_tool_call_structural_tag(tools, thinking_mode, parallel_tool_calls)
+        from sglang.srt.function_call.kimik3_structural_tag import get_kimik3_auto_tool_call_structural_tag
+
+        return get_kimik3_auto_tool_call_structural_tag(tools or [], thinking_mode=thinking_mode,
+                                                        parallel_tool_calls=parallel_tool_calls)
 
 
 class KimiChatReasoningDetector(BaseReasoningFormatDetector):
@@ -133,6 +194,7 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         continue_final_message: bool = False,
         previous_content: str = "",
         force_nonempty_content: bool = False,
+        tokenizer: Any = None,
     ) -> None:
         super().__init__(
             M.THINK_BEGIN.text,
@@ -145,8 +207,12 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
             reasoning_default="thinking",
             force_nonempty_content=force_nonempty_content,
         )
-        prefilled = bool(force_reasoning)
-        if continue_final_message and previous_content:
+        prefilled: bool | None = bool(force_reasoning)
+        self.family = _family(tokenizer)
+        self._lead: str | None = None  # K3 thinking off: the response channel's open tag, handed on first
+        if self.family == "k3" and not force_reasoning:
+            prefilled, self._lead = None, K3_RESPONSE_OPEN
+        elif continue_final_message and previous_content:
             # the assistant message being continued says where the output starts
             last_open = previous_content.rfind(M.THINK_BEGIN.text)
             last_close = previous_content.rfind(M.THINK_END.text)
@@ -162,19 +228,25 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         if self._prefilled is None:
             return None
         if self._stage is None:
-            self._stage = ReasoningStage(prefilled=self._prefilled, logger=LOGGER)
+            self._stage = ReasoningStage(prefilled=self._prefilled, logger=LOGGER, family=self.family)
         return self._stage
+
+    def _led(self, text: str) -> str:
+        """K3 with thinking off: the output starts inside the response channel the prompt opened; the
+        tool detector is told so by that channel's open tag before the first text."""
+        lead, self._lead = self._lead, None
+        return (lead or "") + text
 
     def detect_and_parse(self, text: str) -> ReasoningResult:
         if self._prefilled is None:
-            return ReasoningResult(normal_text=text)
-        reasoning, rest = ReasoningStage.split(text, prefilled=self._prefilled, logger=LOGGER)
+            return ReasoningResult(normal_text=self._led(text))
+        reasoning, rest = ReasoningStage.split(text, prefilled=self._prefilled, logger=LOGGER, family=self.family)
         return self._maybe_apply_force_nonempty_content(ReasoningResult(normal_text=rest, reasoning_text=reasoning))
 
     def parse_streaming_increment(self, new_text: str) -> ReasoningResult:
         stage = self._get_stage()
         if stage is None:
-            return ReasoningResult(normal_text=new_text)
+            return ReasoningResult(normal_text=self._led(new_text) if new_text else new_text)
         reasoning, rest = stage.feed(new_text)
         self._in_reasoning = not stage.ended
         return self._out(reasoning, rest, done=rest is not None)

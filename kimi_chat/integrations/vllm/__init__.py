@@ -25,6 +25,14 @@ Tool-call ids are the model's own headers (``functions.NAME:IDX``), verbatim; na
 hyphens and inner colons; arguments are what the model wrote (never re-serialised, no size cap).
 A call that is not executable (cut before its arguments) is not returned; it is logged instead.
 
+Kimi-K3 (XTML) is served by the same two classes under the same names: the format family is chosen
+per parser from the tokenizer, ``$KIMI_CHAT_DIALECT`` or the request's
+``chat_template_kwargs["kimi_chat_dialect"]`` (:mod:`kimi_chat.integrations.family`). For K3 the
+prompt's last tag (by token ids) says whether the output starts in the think channel or, thinking off,
+in the response channel; reasoning ends at ``<|close|>think<|sep|>`` (or a response/tools channel
+opened instead); the tool parser asks vLLM's own ``kimi_k3`` structural tag for ``required``; call ids
+are ``functions.NAME:IDX`` (IDX: the call's position in the turn).
+
 Diagnostics go to the logger ``kimi_chat.integrations.vllm`` (levels: see
 :mod:`kimi_chat.integrations.diagnostics`).
 """
@@ -59,6 +67,7 @@ from .. import (
     tools_as_dicts,
     track_streamed,
 )
+from ..family import DIALECT_KWARG, choose_family, override, k3_prompt_channel, k3_reasoning_ended, k3_reasoning_ends_in
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 
@@ -72,6 +81,25 @@ _END_THINK_ID = M.THINK_END.id
 
 
 _THINK_KNOWN: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+_K3_CLOSE_ID, _K3_SEP_ID = M.K3_CLOSE.id, M.K3_SEP.id
+
+
+def _reasons(tokenizer: Any, ctk: Any) -> bool:
+    """A K2 reasoning model: the overriding dialect says so, else the tokenizer has ``<think>``."""
+    ov = override(ctk)
+    return ov[0].reasoning if ov is not None else _has_think_token(tokenizer)
+
+
+def _thinking_off(ctk: Any) -> bool:
+    """``chat_template_kwargs`` turn thinking off (``thinking``/``enable_thinking`` false)."""
+    ctk = ctk or {}
+    return ctk.get("thinking") is False or ctk.get("enable_thinking") is False
+
+
+def _decoder(tokenizer: Any):
+    def decode(ids: Sequence[int]) -> str:
+        return tokenizer.decode(list(ids), skip_special_tokens=False)
+    return decode
 
 
 def _has_think_token(tokenizer: Any) -> bool:
@@ -102,8 +130,10 @@ class KimiChatReasoningParser(ReasoningParser):
     def __init__(self, tokenizer: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(tokenizer, *args, **kwargs)
         ctk = kwargs.get("chat_template_kwargs") or {}
-        self._thinking_off = ctk.get("thinking") is False or ctk.get("enable_thinking") is False
-        self._reasoning_model = _has_think_token(tokenizer)
+        self._thinking_off = _thinking_off(ctk)
+        self._family = choose_family(tokenizer, ctk, LOGGER)
+        self._decode = _decoder(tokenizer)
+        self._reasoning_model = self._family == "k3" or _reasons(tokenizer, ctk)
         self._mode: str | None = None  # "none" | "prefilled" | "may_open", from the prompt
         self._stage: ReasoningStage | None = None
         self._ended = False
@@ -113,6 +143,10 @@ class KimiChatReasoningParser(ReasoningParser):
     def _mode_for(self, prompt_ids: Sequence[int] | None) -> str:
         if not self._reasoning_model:
             return "none"
+        if self._family == "k3":  # the prompt opened the think channel, or (thinking off) the response one
+            if prompt_ids is None:
+                return "none" if self._thinking_off else "prefilled"
+            return "none" if k3_prompt_channel(prompt_ids, self._decode) == "response" else "prefilled"
         if prompt_ids is None:
             return "none" if self._thinking_off else "may_open"
         pr = prompt_reasoning(prompt_ids)
@@ -136,6 +170,8 @@ class KimiChatReasoningParser(ReasoningParser):
         judged from the current assistant turn only (after the last ``<|im_assistant|>``)."""
         if not self._reasoning_model:
             return True
+        if self._family == "k3":
+            return k3_reasoning_ended(input_ids, self._decode)
         header, begin = M.IM_ASSISTANT.id, M.THINK_BEGIN.id
         for i in range(len(input_ids) - 1, -1, -1):
             t = input_ids[i]
@@ -149,11 +185,18 @@ class KimiChatReasoningParser(ReasoningParser):
         """Whether reasoning ends within ``delta_ids`` (O(delta): the ids that close reasoning)."""
         if not self._reasoning_model:
             return True
+        if self._family == "k3":  # a tag ends it: look back over the tag's span only
+            delta = list(delta_ids)
+            head = len(input_ids) - len(delta)
+            return k3_reasoning_ends_in(input_ids[max(0, head - 64):max(0, head)], delta, self._decode)
         return any(t in REASONING_END_IDS for t in delta_ids)
 
     def extract_content_ids(self, input_ids: list[int]) -> list[int]:
         """The ids after reasoning: after the first ``</think>``, or from the first tool-call
-        section/call begin (which belong to the content); all of them if neither is there."""
+        section/call begin (which belong to the content); all of them if neither is there. K3: the
+        ids after the first ``<|close|>think<|sep|>``, or from a response/tools channel's open tag."""
+        if self._family == "k3":
+            return _k3_content_ids(input_ids, self._decode)
         for i, t in enumerate(input_ids):
             if t == _END_THINK_ID:
                 return input_ids[i + 1:]
@@ -171,7 +214,7 @@ class KimiChatReasoningParser(ReasoningParser):
         mode = self._current_mode()
         if mode == "none":
             return None, model_output
-        return ReasoningStage.split(model_output, prefilled=mode == "prefilled", logger=LOGGER)
+        return ReasoningStage.split(model_output, prefilled=mode == "prefilled", logger=LOGGER, family=self._family)
 
     # ---------------------------------------------------------------- streaming
 
@@ -191,7 +234,7 @@ class KimiChatReasoningParser(ReasoningParser):
             if mode == "none":
                 self._ended = True
                 return DeltaMessage(content=delta_text)
-            self._stage = ReasoningStage(prefilled=mode == "prefilled", logger=LOGGER)
+            self._stage = ReasoningStage(prefilled=mode == "prefilled", logger=LOGGER, family=self._family)
         reasoning, rest = self._stage.feed(delta_text, delta_token_ids)
         if rest is not None:
             # the raw rest goes on as "content": vLLM hands it to the tool parser
@@ -210,7 +253,8 @@ class KimiChatReasoningParser(ReasoningParser):
         reasoning, rest = self._stage.finish()
         content = None
         if rest is not None:  # the output never opened reasoning: a whitespace/marker-prefix tail
-            content = BodyStage.parse(rest, tools=None, after_reasoning=True, logger=LOGGER).content
+            content = BodyStage.parse(rest, tools=None, after_reasoning=True, logger=LOGGER,
+                                      family=self._family).content
         if reasoning is None and content is None:
             return None
         return DeltaMessage(reasoning=reasoning, content=content)
@@ -228,9 +272,24 @@ class KimiChatToolParser(ToolParser):
         super().__init__(tokenizer, tools)
         self._tools = tools_as_dicts(self.tools)
         self._stage: BodyStage | None = None
+        self._family = choose_family(tokenizer, None, LOGGER)
+        if self._family == "k3":  # vLLM's own K3 XTML structural tag (tool_choice required / named)
+            self.structural_tag_model = "kimi_k3"
 
-    def _after_reasoning(self) -> bool:
-        return not self.skip_reasoning_parsing and _has_think_token(self.model_tokenizer)
+    def _family_for(self, request: Any) -> str:
+        ctk = getattr(request, "chat_template_kwargs", None)
+        if ctk and ctk.get(DIALECT_KWARG):
+            self._family = choose_family(self.model_tokenizer, ctk, LOGGER)
+        return self._family
+
+    def _body(self, request: Any) -> dict[str, Any]:
+        """How the body stage for ``request`` starts (family; after a reasoning stage; thinking)."""
+        fam = self._family_for(request)
+        if fam == "k3":
+            return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing,
+                    "thinking": not _thinking_off(getattr(request, "chat_template_kwargs", None))}
+        ctk = getattr(request, "chat_template_kwargs", None)
+        return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing and _reasons(self.model_tokenizer, ctk)}
 
     def _tools_for(self, request: Any) -> Any:
         if self._tools is None and request is not None:
@@ -245,8 +304,7 @@ class KimiChatToolParser(ToolParser):
     # ---------------------------------------------------------------- whole output
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
-        st = BodyStage.run(model_output, tools=self._tools_for(request), after_reasoning=self._after_reasoning(),
-                           logger=LOGGER)
+        st = BodyStage.run(model_output, tools=self._tools_for(request), logger=LOGGER, **self._body(request))
         calls = [
             ToolCall(
                 id=c.id or _fresh_id(),
@@ -269,8 +327,7 @@ class KimiChatToolParser(ToolParser):
         request: Any,
     ) -> DeltaMessage | None:
         if self._stage is None:
-            self._stage = BodyStage(tools=self._tools_for(request), after_reasoning=self._after_reasoning(),
-                                    logger=LOGGER)
+            self._stage = BodyStage(tools=self._tools_for(request), logger=LOGGER, **self._body(request))
         return self._delta(self._stage.feed(delta_text, delta_token_ids))
 
     def finish_streaming(self) -> DeltaMessage | None:
@@ -293,6 +350,24 @@ class KimiChatToolParser(ToolParser):
                 )
             )
         return DeltaMessage(content=m.content, tool_calls=calls)
+
+
+def _k3_content_ids(input_ids: list[int], decode: Any) -> list[int]:
+    """K3: the ids after the first ``<|close|>think<|sep|>``, or from the first response/tools open
+    tag (it belongs to the content); all of them if neither is there."""
+    n = len(input_ids)
+    for i, t in enumerate(input_ids):
+        if t != _K3_CLOSE_ID and t != M.K3_OPEN.id:
+            continue
+        j = next((k for k in range(i + 1, min(n, i + 65)) if input_ids[k] == _K3_SEP_ID), None)
+        if j is None:
+            continue
+        name = decode(input_ids[i + 1:j]).strip()
+        if t == _K3_CLOSE_ID and name == "think":
+            return input_ids[j + 1:]
+        if t != _K3_CLOSE_ID and name in ("response", "tools"):
+            return input_ids[i:]
+    return input_ids
 
 
 def _fresh_id() -> str:
