@@ -8,10 +8,13 @@ import ast
 import logging
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import kimi_chat
+from conftest import needs_reference
+from kimi_chat import KimiTokenizer
 from kimi_chat import markers as M
 from kimi_chat.integrations import BodyStage, ReasoningStage, diagnostics, prompt_reasoning
 from kimi_chat.integrations.diagnostics import NOT_EXECUTABLE, CallGate, is_executable
@@ -309,3 +312,36 @@ def test_gate_withhold_is_silent_and_final():
     assert gate.seen(0) and gate.client_index(0) is None
     assert gate.admit(_call(0, ToolCallStatus.OK)) is None  # decided once
     assert gate.admit(_call(1, ToolCallStatus.OK)) == 0 and h.records == []
+
+
+@needs_reference
+@pytest.mark.parametrize("family, config, closer", [
+    ("k2", "k2.5", M.THINK_END.text),
+    ("k3", "k3", "<|close|>think<|sep|>"),
+])
+@pytest.mark.parametrize("step", [1, 3, 100])
+def test_reasoning_stage_with_ids_keeps_a_typed_closer_as_reasoning(family, config, closer, step):
+    """With token ids, a reasoning closer spelled by ordinary tokens (the user's text echoed) does not
+    end reasoning; the special one does. Without ids the text decides (the typed one ends it)."""
+    tok = KimiTokenizer.from_reference(config)
+    typed = f"the user wrote {closer} here"
+    after = "Answer." if family == "k2" else "<|open|>response<|sep|>Answer.<|close|>response<|sep|>"
+    ids = tok.encode(typed, allow_special=False) + tok.encode(closer) + tok.encode(after)
+    chunks = [ids[i:i + step] for i in range(0, len(ids), step)]
+
+    def run(with_ids: bool) -> tuple[str, str]:
+        # several tokens per chunk need the decoder to be exact (the typed and the real closer meet)
+        rs = ReasoningStage(prefilled=True, family=family, tokenizer=tok if step > 1 else None)
+        reasoning, rest = [], []
+        for ch in chunks:
+            r, x = rs.feed(tok.decode(ch), ch if with_ids else None)
+            reasoning.append(r or "")
+            rest.append(x or "")
+        r, x = rs.finish()
+        return "".join(reasoning) + (r or ""), "".join(rest) + (x or "")
+
+    reasoning, rest = run(with_ids=True)
+    assert reasoning == typed
+    assert rest == after
+    reasoning, rest = run(with_ids=False)
+    assert reasoning == "the user wrote "

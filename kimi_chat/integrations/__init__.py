@@ -43,6 +43,7 @@ from ..formats.k2 import machine as compile_machine
 from ..formats.k3 import TAGS as K3_TAGS
 from ..formats.k3 import machine as k3_machine
 from ..parse import Delta, MarkerLexer, ParsedMessage, ParsedToolCall, StreamParser
+from ..parse.ids import TokenMarkers
 from ..parse.tags import TagLexer
 from ..peg import TEXT, WS, Machine, State
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
@@ -105,6 +106,10 @@ section or call (they belong to what follows). Used where a server asks with tok
 # Reasoning stage
 
 
+def _no_warning(kind: str, message: str, offset: int, text: str = "") -> None:
+    """The splitter's warnings are the parser's (it sees the same text and ids): not repeated."""
+
+
 class _Splitter:
     """Walks the compiled grammar over raw text (markers and text runs only) until the reasoning
     group is left; reports where, in the raw text, the reasoning stage ends.
@@ -114,10 +119,13 @@ class _Splitter:
     only, else the body has started) is held as well.
     """
 
-    def __init__(self, machine: Machine, *, inside: bool, lexer: MarkerLexer | TagLexer | None = None) -> None:
+    def __init__(self, machine: Machine, *, inside: bool, lexer: MarkerLexer | TagLexer | None = None,
+                 tokenizer: Any = None) -> None:
         self._m = machine
         self._state: State = machine.start
         self._lexer = MarkerLexer(machine.markers) if lexer is None else lexer
+        self._ids = TokenMarkers(machine.markers, _no_warning, tokenizer)  # token ids make markers certain
+        self._fed = 0  # characters fed so far
         self._pre = self._pre_states(machine)
         self._before = ""  # decided text seen before reasoning was entered (whitespace)
         self._pos = 0  # offset, in held + text, of the next piece the lexer reports
@@ -141,14 +149,23 @@ class _Splitter:
             seen.add(st.id)
         return frozenset(seen)
 
-    def feed(self, text: str) -> tuple[int, int] | None:
-        """Consume ``text``. Returns ``None`` while still in reasoning, else ``(split, token_end)``:
-        offsets into ``held + text`` (``held`` as it was before this call, see :attr:`held`) where
-        the rest starts and where the token that decided it ends."""
+    def feed(self, text: str, token_ids: Sequence[int] | None = None) -> tuple[int, int] | None:
+        """Consume ``text`` (with its token ids, if known: then a marker spelled by ordinary tokens,
+        e.g. a typed ``</think>``, is text, as :class:`~kimi_chat.parse.StreamParser` reads it).
+        Returns ``None`` while still in reasoning, else ``(split, token_end)``: offsets into
+        ``held + text`` (``held`` as it was before this call, see :attr:`held`) where the rest starts
+        and where the token that decided it ends."""
+        at = self._fed  # offset of ``text`` in the output
+        self._fed += len(text)
+        if token_ids is not None:
+            self._ids.add(text, token_ids, at)
         if self.entered and not self._before and not self._lexer.may_start(text) and self._loops():
             return None  # no marker can start here and text keeps the state: still reasoning
         self._pos = len(self._before)
-        self._lexer.feed(text, self._on_text, self._on_marker)
+        if token_ids is None:
+            self._lexer.feed(text, self._on_text, self._on_marker)
+        else:
+            self._lexer.feed(text, self._on_text, self._on_marker, self._ids.real, at - len(self._lexer.pending))
         if self._result is not None:
             self.done = True
             self._before = ""
@@ -222,21 +239,27 @@ class ReasoningStage:
     :meth:`feed` returns ``(reasoning, rest)``: the reasoning decided by this chunk (``None`` if
     none) and, once reasoning has ended, the raw rest of the output (``rest`` is ``None`` before
     that; after it, every later chunk is returned whole as ``rest``).
+
+    Token ids passed to :meth:`feed` make markers certain (a typed ``</think>`` stays reasoning);
+    ``tokenizer`` (any decoder :func:`kimi_chat.parse.ids.token_bytes` takes) makes that exact for
+    chunks of several tokens too (see :mod:`kimi_chat.parse.ids`).
     """
 
-    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None, family: str = "k2") -> None:
+    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None, family: str = "k2",
+                 tokenizer: Any = None) -> None:
         self._logger = LOGGER if logger is None else logger
         self.family = family
         if family == "k3":  # the prompt opened the think channel (K3 has no "may open" start)
             self.prefilled = prefilled = True
-            self._parser = StreamParser(K3_DIALECT, thinking_prefilled=True)
+            self._parser = StreamParser(K3_DIALECT, thinking_prefilled=True, tokenizer=tokenizer)
             m = k3_machine("message")
-            self._split = _Splitter(m, inside=True, lexer=TagLexer(m.markers, K3_TAGS))
+            self._split = _Splitter(m, inside=True, lexer=TagLexer(m.markers, K3_TAGS), tokenizer=tokenizer)
         else:
             self.prefilled = prefilled
-            self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True)
+            self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True,
+                                        tokenizer=tokenizer)
             rule = "message_prefilled" if prefilled else "message"
-            self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled)
+            self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled, tokenizer=tokenizer)
         self._finished = False
         self._fed = 0  # characters fed to the parser
 
@@ -250,7 +273,7 @@ class ReasoningStage:
         if self._split.done:
             return None, text
         held = self._split.held  # already fed to the parser (undecided there too)
-        r = self._split.feed(text)
+        r = self._split.feed(text, token_ids)
         if r is None:
             self._fed += len(text)
             return _reasoning(self._parser.feed(text, token_ids)), None
@@ -260,7 +283,11 @@ class ReasoningStage:
         # its reasoning is used
         before = token_end - len(held)
         start = self._fed - len(held)  # offset of held + text in the output
-        reasoning = _reasoning(self._parser.feed(text[:before])) if before > 0 else None
+        if token_ids is not None:  # the ids are the whole chunk's: the parser reads it all (with them,
+            # its reasoning ends where the splitter's did; what follows is not reasoning)
+            reasoning = _reasoning(self._parser.feed(text, token_ids))
+        else:
+            reasoning = _reasoning(self._parser.feed(text[:before])) if before > 0 else None
         self._log(start + split)
         return reasoning, (held + text)[split:]
 
@@ -381,11 +408,12 @@ class BodyStage:
     :meth:`feed` and :meth:`finish` return only the calls the client gets (executable ones,
     renumbered ``0, 1, ...``; see :mod:`~kimi_chat.integrations.diagnostics`); :attr:`message` is the
     whole parse, every call included. :meth:`finish` logs the parse's warnings and the non-``ok``
-    statuses of the calls handed on to ``logger``.
+    statuses of the calls handed on to ``logger``. ``tokenizer``: as for :class:`ReasoningStage`.
     """
 
     def __init__(self, *, tools: Sequence[Any] | None, after_reasoning: bool,
-                 logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> None:
+                 logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True,
+                 tokenizer: Any = None) -> None:
         self.after_reasoning = after_reasoning
         self.family = family
         self._logger = LOGGER if logger is None else logger
@@ -393,20 +421,22 @@ class BodyStage:
         self._calls: list[ParsedToolCall] | None = None
         self._shift = 0
         if family == "k3":
-            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking)
+            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking, tokenizer=tokenizer)
             if thinking and after_reasoning:
                 # decides nothing (an empty think channel is no reasoning); never inside an assert
                 self.parser.feed(_K3_THINK_CLOSE)
                 self._shift = len(_K3_THINK_CLOSE)
         elif after_reasoning:
-            self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True)
+            self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True,
+                                       tokenizer=tokenizer)
             # put the machine where the whole-turn grammar is after a reasoning block: decides
             # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
             # would strip the feed and leave `<think>` opening reasoning in the body.
             self.parser.feed(_THINK_BEGIN + _THINK_END)
             self._shift = len(_THINK_BEGIN + _THINK_END)
         else:
-            self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False)
+            self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False,
+                                       tokenizer=tokenizer)
 
     def feed(self, text: str, token_ids: Sequence[int] | None = None) -> Merged:
         """Consume the next chunk: what it decided, for the client."""

@@ -35,9 +35,8 @@ BUILTIN = {
     ("bare_response_close_in_think", "sglang", "whole", ("content", "reasoning")),
 }
 OURS = {
-    # the ids are what tell a typed marker from a real one: vLLM's whole path and SGLang pass text only;
-    # vLLM's stream passes them, and the id-aware lexer (another branch) makes this row go at merge
-    ("string_value_spells_the_closer", "vllm", "stream", ("calls",)),
+    # the ids are what tell a typed marker from a real one: vLLM's whole path and SGLang pass text only
+    # (vLLM's stream passes them, and the parser then keeps the typed closer as text)
     ("string_value_spells_the_closer", "vllm", "whole", ("calls",)),
     ("string_value_spells_the_closer", "sglang", "stream", ("calls",)),
     ("string_value_spells_the_closer", "sglang", "whole", ("calls",)),

@@ -21,8 +21,6 @@ from .k3_support import K3_CASES, TOOLS, K3Case, output_ids, output_text, parsed
 from .test_vllm import _serve_args
 
 LOGGER = "kimi_chat.integrations.vllm"
-NEEDS_IDS = pytest.mark.xfail(strict=True, reason="needs the id-aware K3 lexer (another branch): a marker spelled "
-                              "by ordinary tokens is text when ids are given. Remove this mark at merge.")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -62,9 +60,8 @@ def run_whole(tok, case: K3Case, *, name: str = "kimi_chat", ctk: dict | None = 
 
 
 def _cases(ids_matter: bool):
-    """The cases, the ones only token ids decide marked (streaming passes the ids)."""
-    return [pytest.param(c, id=c.name, marks=NEEDS_IDS if (ids_matter and c.needs_ids) else ())
-            for c in K3_CASES]
+    """The cases (streaming passes the ids, so the ones only token ids decide hold there too)."""
+    return [pytest.param(c, id=c.name) for c in K3_CASES]
 
 
 # ------------------------------------------------------------------------------------ rule cases
