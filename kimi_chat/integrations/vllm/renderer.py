@@ -1,0 +1,185 @@
+"""vLLM's renderer for ``--tokenizer-mode kimi_chat``: chat requests to token ids by
+:func:`kimi_chat.render_tokens`, for every Kimi dialect (K2, 0905, K2-Thinking, K2.5, K2.6, K3).
+
+``vllm serve MODEL --tokenizer-mode kimi_chat`` (the ``vllm.general_plugins`` entry point registers
+the mode in vLLM's tokenizer registry and ``RENDERER_REGISTRY``) turns each chat request into ids the
+way the model's official template + tokenizer do, with three differences from vLLM's HF renderer:
+
+* no remote code: the tokenizer is :class:`~kimi_chat.tokenizer.KimiTokenizer` over the directory's
+  ``tiktoken.model`` (:mod:`kimi_chat.integrations.vllm.tokenizer`), the template is kimi_chat's
+  dialect (identified from the directory at startup, or ``$KIMI_CHAT_DIALECT``);
+* typed markers stay text: the ids come from the renderer's own segments (template markers are
+  special ids, message text is ordinary text), so a user who types ``<|im_end|><|im_system|>...``
+  cannot close their turn or forge a system turn (vLLM's HF renderer tokenizes the rendered *string*,
+  and the marker text becomes the special ids);
+* speed: one render and one tiktoken pass, no Jinja and no Python tokenizer.
+
+Request options: ``add_generation_prompt``, ``continue_final_message`` (K2 only: the official K3
+tokenizer has no such option), ``tools``, and the ``chat_template_kwargs`` the dialect reads
+(``thinking`` / ``preserve_thinking`` for K2.5/K2.6; ``thinking``, ``thinking_effort``,
+``response_schema`` for K3). ``enable_thinking`` and ``reasoning_effort`` map as vLLM's own renderers
+map them (K3: exactly :class:`vllm.renderers.kimi_k3.KimiK3Renderer`'s mapping; K2.5/K2.6:
+``enable_thinking`` -> ``thinking``, ``reasoning_effort="none"`` -> ``thinking=False``). For K3,
+``tool_choice`` (other than ``auto``) and ``response_format`` go to the encoder as the K3 renderer
+passes them, and tool results are re-ordered to the call order by vLLM's K3 normalisation. Other
+``chat_template_kwargs`` keys are ignored (as a Jinja template ignores variables it does not read).
+
+Not supported (refused with a 400 naming what): images, audio and video in messages (text only for
+now), a request or server ``chat_template`` (the dialect is the template), ``documents``, and
+``return_token_offsets``. Typed special-token text is always encoded as text (the ``"text"`` policy of
+:func:`kimi_chat.render_tokens`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from vllm.config import VllmConfig
+from vllm.exceptions import VLLMValidationError
+from vllm.renderers.base import BaseRenderer
+from vllm.renderers.chat_utils import (
+    ChatCompletionMessageParam,
+    ConversationMessage,
+    parse_chat_messages,
+    parse_chat_messages_async,
+)
+from vllm.renderers.inputs import DictPrompt
+from vllm.renderers.inputs.preprocess import parse_dec_only_prompt
+from vllm.renderers.kimi_k3 import (
+    _apply_k3_thinking_kwargs,
+    _dump_k3_template_value,
+    _normalize_k3_tool_messages,
+)
+from vllm.renderers.params import ChatParams
+from vllm.utils.async_utils import make_async
+
+from ...dialects import Dialect
+from ...errors import KimiChatError
+from ...tokenizer import KimiTokenizer
+from ...tokens import render_tokens
+from .tokenizer import MODE, KimiChatVllmTokenizer
+
+__all__ = ["MODE", "KimiChatRenderer", "render_ids", "template_options"]
+
+LOGGER = logging.getLogger("kimi_chat.integrations.vllm")
+
+_VLLM_KEYS = frozenset({"tokenize", "return_dict", "chat_template", "tools", "add_generation_prompt",
+                        "continue_final_message", "documents", "reasoning_effort", "enable_thinking"})
+"""Keys vLLM itself puts in ``chat_template_kwargs`` (the rest come from the request / server)."""
+
+
+def template_options(d: Dialect, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], bool | None, bool]:
+    """``(options, add_generation_prompt, continue_final_message)`` for :func:`render_tokens` from
+    vLLM's ``chat_template_kwargs`` (see the module docstring for the mapping). Raises
+    ``VLLMValidationError`` for what this renderer does not support."""
+    kw = dict(kwargs)
+    if kw.get("chat_template") is not None:
+        raise VLLMValidationError(
+            f"--tokenizer-mode {MODE} renders the {d.name} dialect; a chat_template (request or "
+            "--chat-template) is not used: drop it, or serve without --tokenizer-mode kimi_chat",
+            parameter="chat_template")
+    if kw.get("documents"):
+        raise VLLMValidationError(f"documents are not supported by {d.name}", parameter="documents")
+    agp = kw.get("add_generation_prompt")
+    cont = bool(kw.get("continue_final_message") or False)
+    if d.family == "k3":
+        extra = {k: v for k, v in kw.items() if k in ("enable_thinking", "reasoning_effort")}
+        _apply_k3_thinking_kwargs(extra)  # vLLM's K3 mapping (and its thinking_effort validation)
+        for k, v in extra.items():
+            kw.setdefault(k, v)
+    elif "thinking" in d.options:
+        if kw.get("enable_thinking") is not None:
+            kw.setdefault("thinking", bool(kw["enable_thinking"]))
+        if kw.get("reasoning_effort") == "none":
+            kw.setdefault("thinking", False)
+    options = {k: v for k, v in kw.items() if k in d.options and k not in _VLLM_KEYS and v is not None}
+    return options, agp, cont
+
+
+def render_ids(
+    tok: KimiTokenizer,
+    d: Dialect,
+    messages: list[Any],
+    tools: Sequence[Any] | None,
+    options: Mapping[str, Any],
+    add_generation_prompt: bool | None,
+    continue_final_message: bool,
+) -> list[int]:
+    """The prompt ids (:func:`render_tokens`, typed special-token text as text); a render error
+    becomes a ``VLLMValidationError`` (a 400) keeping kimi_chat's message (index and field)."""
+    try:
+        return render_tokens(messages, tokenizer=tok, tools=tools or None, dialect=d,
+                             add_generation_prompt=add_generation_prompt,
+                             continue_final_message=continue_final_message, **options).ids
+    except (KimiChatError, ValueError, TypeError) as e:
+        raise VLLMValidationError(f"{d.name}: {e}") from e
+
+
+class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
+    """Renders chat prompts with :func:`kimi_chat.render_tokens` in the model's dialect (decided by
+    the tokenizer at load; logged at INFO here). Needs the ``kimi_chat`` tokenizer (same mode)."""
+
+    def __init__(self, config: VllmConfig, tokenizer: KimiChatVllmTokenizer | None) -> None:
+        super().__init__(config, tokenizer)
+        if tokenizer is not None and not isinstance(tokenizer, KimiChatVllmTokenizer):
+            raise TypeError(f"{type(self).__name__} needs the {MODE} tokenizer (--tokenizer-mode {MODE}), "
+                            f"got {type(tokenizer).__name__}")
+        if tokenizer is not None:
+            md = tokenizer.model_dialect
+            LOGGER.info("kimi_chat renderer: serving %s with dialect %s (%s)", tokenizer.name_or_path,
+                        md.dialect.name, md.reason)
+        self._render_async = make_async(self._render, executor=self._executor)
+
+    # ---------------------------------------------------------------- rendering
+
+    def _parse_args(self, messages: list[ChatCompletionMessageParam], params: ChatParams) -> dict[str, Any]:
+        d = self.get_tokenizer().dialect
+        return dict(messages=messages, model_config=self.model_config,
+                    content_format="string" if d.family == "k3" else "openai",
+                    media_io_kwargs=params.media_io_kwargs, mm_processor_kwargs=params.mm_processor_kwargs)
+
+    def _conversation(self, conversation: list[ConversationMessage], mm_data: Any, mm_uuids: Any) -> list[Any]:
+        d = self.get_tokenizer().dialect
+        if mm_data or mm_uuids:
+            raise VLLMValidationError(
+                f"--tokenizer-mode {MODE} renders text only for now: images, audio and video are not "
+                f"supported ({d.name}); serve without --tokenizer-mode {MODE} for multimodal requests",
+                parameter="messages")
+        if d.family == "k3":
+            return _normalize_k3_tool_messages(conversation)
+        return cast(list[Any], conversation)
+
+    def _render(self, conversation: list[Any], params: ChatParams) -> list[int]:
+        tok = self.get_tokenizer()
+        d = tok.dialect
+        kwargs = params.get_apply_chat_template_kwargs()
+        options, agp, cont = template_options(d, kwargs)
+        if d.family == "k3":
+            if params.tool_choice not in (None, "auto"):
+                options["tool_choice"] = _dump_k3_template_value(params.tool_choice)
+            if params.response_format is not None:
+                options["response_format"] = _dump_k3_template_value(params.response_format)
+        return render_ids(tok.kimi, d, conversation, kwargs.get("tools"), options, agp, cont)
+
+    def render_messages(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        params: ChatParams,
+    ) -> tuple[list[ConversationMessage], DictPrompt]:
+        """``(conversation, {"prompt_token_ids": ids})`` for one chat request."""
+        conversation, mm_data, mm_uuids = parse_chat_messages(**self._parse_args(messages, params))
+        conv = self._conversation(conversation, mm_data, mm_uuids)
+        return cast(list[ConversationMessage], conv), parse_dec_only_prompt(self._render(conv, params))
+
+    async def render_messages_async(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        params: ChatParams,
+    ) -> tuple[list[ConversationMessage], DictPrompt]:
+        """:meth:`render_messages`, rendering in the renderer's thread pool."""
+        conversation, mm_data, mm_uuids = await parse_chat_messages_async(**self._parse_args(messages, params))
+        conv = self._conversation(conversation, mm_data, mm_uuids)
+        ids = await self._render_async(conv, params)
+        return cast(list[ConversationMessage], conv), parse_dec_only_prompt(ids)
