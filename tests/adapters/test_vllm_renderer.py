@@ -145,11 +145,12 @@ def renderer_for(model_dirs):
     return get
 
 
-def chat_params(tools=None, tool_choice=None, response_format=None, **kwargs) -> ChatParams:
+def chat_params(tools=None, tool_choice=None, response_format=None, content_format="auto", **kwargs) -> ChatParams:
     """As vLLM's OpenAI server builds them (``preprocess_chat``): tools and ``tokenize=False`` among the
     template kwargs."""
     return ChatParams(chat_template_kwargs=dict(add_generation_prompt=True, continue_final_message=False,
                                                 tools=tools, tokenize=False, **kwargs),
+                      chat_template_content_format=content_format,
                       tool_choice=tool_choice, response_format=response_format)
 
 

@@ -32,6 +32,7 @@ now), a request or server ``chat_template`` (the dialect is the template), ``doc
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -39,6 +40,7 @@ from typing import Any, cast
 from vllm.config import VllmConfig
 from vllm.exceptions import VLLMValidationError
 from vllm.renderers.base import BaseRenderer
+from vllm.renderers.chat_utils.chat_message import _CLAUDE_CODE_BILLING_HEADER
 from vllm.renderers.chat_utils import (
     ChatCompletionMessageParam,
     ConversationMessage,
@@ -117,6 +119,82 @@ def render_ids(
         raise VLLMValidationError(f"{d.name}: {e}") from e
 
 
+_FAST_ROLES = frozenset({"system", "user", "assistant", "tool"})
+_FAST_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "reasoning"})
+
+
+def _fast_call(call: Any) -> dict[str, Any] | None:
+    """A tool call as vLLM's chat parser leaves it (arguments: the JSON object parsed; other text kept
+    verbatim where vLLM would replace it by ``{}``), or None when it is not a plain function call."""
+    if type(call) is not dict or call.get("type", "function") != "function":
+        return None
+    fn = call.get("function")
+    if type(fn) is not dict:
+        return None
+    args = fn.get("arguments")
+    if not args:
+        args = {}
+    elif type(args) is str:
+        try:
+            parsed = json.loads(args)
+        except ValueError:
+            parsed = None
+        if type(parsed) is dict:
+            args = parsed
+    return {**call, "function": {**fn, "arguments": args}}
+
+
+def _text_parts(c: Any) -> bool:
+    return all(type(p) is dict and p.get("type") == "text" and type(p.get("text")) is str and len(p) == 2 for p in c)
+
+
+def fast_conversation(messages: Sequence[Any], family: str) -> list[dict[str, Any]] | None:
+    """The conversation vLLM's ``parse_chat_messages`` gives for text-only plain messages, without its
+    per-part machinery (about half of a request's cost): the same fields kept (assistant ``reasoning``,
+    also as ``reasoning_content``; ``tool_call_id`` of tool messages; a string ``name``), a tool
+    message's text parts joined by newlines, tool-call arguments parsed as vLLM parses them; content
+    otherwise as the client sent it (string, or a K2 list of text parts, which kimi_chat renders as
+    the official template does). None when any message needs vLLM's parser (media parts, other roles
+    or keys, K3 content lists, Claude Code's billing header)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if type(m) is not dict or m.get("role") not in _FAST_ROLES or not _FAST_KEYS.issuperset(m):
+            return None
+        role = m["role"]
+        c = m.get("content")
+        if c is not None and type(c) is not str:
+            if type(c) is not list or not _text_parts(c):
+                return None
+            if role == "tool":
+                c = "\n".join(p["text"] for p in c)
+            elif family == "k3":
+                return None
+        if role == "system" and _CLAUDE_CODE_BILLING_HEADER in str(c):
+            return None
+        new: dict[str, Any] = {"role": role, "content": c}
+        if type(m.get("name")) is str:
+            new["name"] = m["name"]
+        if role == "assistant":
+            calls = m.get("tool_calls")
+            if calls is not None:
+                if type(calls) is not list:
+                    return None
+                fixed = [_fast_call(x) for x in calls]
+                if None in fixed:
+                    return None
+                if fixed:
+                    new["tool_calls"] = fixed
+            r = m.get("reasoning")
+            if r is not None:
+                if type(r) is not str:
+                    return None
+                new["reasoning"] = new["reasoning_content"] = r
+        elif role == "tool" and "tool_call_id" in m:
+            new["tool_call_id"] = m["tool_call_id"]
+        out.append(new)
+    return out
+
+
 class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
     """Renders chat prompts with :func:`kimi_chat.render_tokens` in the model's dialect (decided by
     the tokenizer at load; logged at INFO here). Needs the ``kimi_chat`` tokenizer (same mode)."""
@@ -139,6 +217,13 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
         return dict(messages=messages, model_config=self.model_config,
                     content_format="string" if d.family == "k3" else "openai",
                     media_io_kwargs=params.media_io_kwargs, mm_processor_kwargs=params.mm_processor_kwargs)
+
+    def _fast(self, messages: Sequence[Any]) -> list[Any] | None:
+        family = self.get_tokenizer().dialect.family
+        conv = fast_conversation(messages, family)
+        if conv is not None and family == "k3":
+            return _normalize_k3_tool_messages(cast(list[ConversationMessage], conv))
+        return conv
 
     def _conversation(self, conversation: list[ConversationMessage], mm_data: Any, mm_uuids: Any) -> list[Any]:
         d = self.get_tokenizer().dialect
@@ -169,8 +254,10 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
         params: ChatParams,
     ) -> tuple[list[ConversationMessage], DictPrompt]:
         """``(conversation, {"prompt_token_ids": ids})`` for one chat request."""
-        conversation, mm_data, mm_uuids = parse_chat_messages(**self._parse_args(messages, params))
-        conv = self._conversation(conversation, mm_data, mm_uuids)
+        conv = self._fast(messages)
+        if conv is None:
+            conversation, mm_data, mm_uuids = parse_chat_messages(**self._parse_args(messages, params))
+            conv = self._conversation(conversation, mm_data, mm_uuids)
         return cast(list[ConversationMessage], conv), parse_dec_only_prompt(self._render(conv, params))
 
     async def render_messages_async(
@@ -179,7 +266,9 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
         params: ChatParams,
     ) -> tuple[list[ConversationMessage], DictPrompt]:
         """:meth:`render_messages`, rendering in the renderer's thread pool."""
-        conversation, mm_data, mm_uuids = await parse_chat_messages_async(**self._parse_args(messages, params))
-        conv = self._conversation(conversation, mm_data, mm_uuids)
+        conv = self._fast(messages)
+        if conv is None:
+            conversation, mm_data, mm_uuids = await parse_chat_messages_async(**self._parse_args(messages, params))
+            conv = self._conversation(conversation, mm_data, mm_uuids)
         ids = await self._render_async(conv, params)
         return cast(list[ConversationMessage], conv), parse_dec_only_prompt(ids)
