@@ -38,12 +38,11 @@ from vllm.tokenizers.registry import TokenizerRegistry
 from kimi_chat import markers as M
 from kimi_chat.dialects import DIALECTS, get_dialect
 from kimi_chat.errors import KimiChatError
-from kimi_chat.oracle import deep_sort_dict, oracle_template
+from kimi_chat.oracle import oracle_template, render_official
 from kimi_chat.oracle_k3 import official_k3_ids, official_k3_render, official_k3_tokenizer
 from kimi_chat.reference import reference_dir
 from kimi_chat.tokenizer import K3_CONFIG, REFERENCE_CONFIGS, KimiTokenizer
 from kimi_chat.tokens import render_tokens
-from kimi_chat.tools_ts import tools_to_typescript
 
 from .adapter_support import TOOLS, hf_tokenizer
 
@@ -105,19 +104,6 @@ def make_model_dir(root: Path, name: str) -> Path:
 
 def _vocab(name: str) -> str:
     return "k2" if name.startswith("kimi-k2-instruct") else "k2.6"
-
-
-def official_text(conv: list, tools: list | None, name: str, **kwargs) -> str:
-    """The official K2 prompt text: the dialect's oracle template through transformers' own
-    ``apply_chat_template`` (of the real fast tokenizer), after the Kimi tokenizer's pre-processing
-    (``deep_sort_dict`` of the tools, ``tools_ts_str`` for K2.5/K2.6), as ``tokenization_kimi.py`` does."""
-    d = get_dialect(name)
-    if tools and d.sort_tool_keys:
-        tools = deep_sort_dict(tools)
-    if tools and d.tools_typescript:
-        kwargs["tools_ts_str"] = tools_to_typescript(tools)
-    return hf_tokenizer(_vocab(name)).apply_chat_template(
-        conv, tools=tools, chat_template=oracle_template(d), tokenize=False, add_generation_prompt=True, **kwargs)
 
 
 def vllm_config(model_dir: Path, mode: str = "kimi_chat") -> SimpleNamespace:
@@ -228,7 +214,7 @@ def test_dialect_identified_and_ids_match(name, renderer_for, caplog):
         assert ids == official_k3_ids(conv, TOOLS, add_generation_prompt=True)
         assert tok.decode(ids) == official_k3_render(conv, TOOLS, add_generation_prompt=True)
     else:
-        official = official_text(conv, TOOLS, name)
+        official = render_official(conv, tools=TOOLS, dialect=d, add_generation_prompt=True)
         assert tok.decode(ids) == official
         assert ids == tok.kimi.encode(official)  # no typed markers: the ids of the official text
 
@@ -256,6 +242,17 @@ def test_k3_tool_choice_and_response_format_as_the_k3_renderer_passes_them(rende
     conv, ids = render_chat(r, msgs, chat_params(response_format=fmt))
     assert ids == official_k3_ids(conv, None, add_generation_prompt=True, response_format=fmt)
     assert ids != render_chat(r, msgs, chat_params())[1]
+
+
+def test_template_identified_by_behaviour(tmp_path):
+    """A copy of the 0905 template that is not its exact text (a comment added) renders every probe as
+    the dialect does: identified by behaviour, in vLLM's environment (its transformers pin lacked what
+    the oracle rendering used: every probe failed and the template was 'unknown')."""
+    d = make_model_dir(tmp_path, "kimi-k2-instruct-0905")
+    (d / "chat_template.jinja").write_text(oracle_template("kimi-k2-instruct-0905") + "{# local copy #}")
+    tok = renderer_from_config(vllm_config(d)).get_tokenizer()
+    assert tok.dialect.name == "kimi-k2-instruct-0905"
+    assert "behavioural match" in tok.model_dialect.reason
 
 
 def test_unknown_template_is_a_startup_error(tmp_path):
