@@ -38,7 +38,7 @@ from vllm.tokenizers.registry import TokenizerRegistry
 from kimi_chat import markers as M
 from kimi_chat.dialects import DIALECTS, get_dialect
 from kimi_chat.errors import KimiChatError
-from kimi_chat.oracle import oracle_template, render_official
+from kimi_chat.oracle import deep_sort_dict, oracle_template, render_official
 from kimi_chat.oracle_k3 import official_k3_ids, official_k3_render, official_k3_tokenizer
 from kimi_chat.reference import reference_dir
 from kimi_chat.tokenizer import K3_CONFIG, REFERENCE_CONFIGS, KimiTokenizer
@@ -374,3 +374,58 @@ def test_incremental_detokenization_through_vllm(renderer_for):
         tokens += new
         text += piece
     assert text == out
+
+
+# ------------------------------------------------------------------------------------ paths
+
+
+def test_async_path_gives_the_same_ids(renderer_for):
+    import asyncio
+
+    for name in ("kimi-k2.6", "kimi-k3"):
+        r = renderer_for(name)
+        (_,), (sync,) = r.render_chat([CONVERSATION], chat_params(TOOLS))
+        (_,), (asy,) = asyncio.run(r.render_chat_async([CONVERSATION], chat_params(TOOLS)))
+        assert asy["prompt_token_ids"] == sync["prompt_token_ids"]
+
+
+@pytest.mark.parametrize("name", ["kimi-k2.6", "kimi-k3"])
+def test_messages_outside_the_fast_path_go_through_vllms_parser(name, renderer_for):
+    """A message with a key the fast path does not know takes vLLM's own parser; the ids
+    are still render_tokens' of the conversation vLLM made, and equal the fast path's for the same
+    text."""
+    from kimi_chat.integrations.vllm.renderer import fast_conversation
+
+    r = renderer_for(name)
+    tok = r.get_tokenizer()
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "part one"}], "x_extra": 1},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}]
+    assert fast_conversation(msgs, tok.dialect.family) is None
+    conv, ids = render_chat(r, msgs, chat_params())
+    assert ids == render_tokens(conv, tokenizer=tok.kimi, dialect=name).ids
+    plain = [{"role": "user", "content": "part one"}, *msgs[1:]]
+    assert render_chat(r, plain, chat_params())[1] == ids
+
+
+def test_hf_renderer_auto_content_format_writes_a_python_repr_for_0905(renderer_for, model_dirs):
+    """Found while benchmarking: vLLM's ``auto`` content format picks ``openai`` for the Kimi templates,
+    so an assistant tool-call turn with ``content: ""`` reaches the 0905 template as a list, which it
+    prints as a Python repr. kimi_chat renders the message as the client sent it (the official text)."""
+    name = "kimi-k2-instruct-0905"
+    msgs = [CONVERSATION[1], CONVERSATION[2], CONVERSATION[3], CONVERSATION[4]]
+    tools = deep_sort_dict(TOOLS)
+    _, hf_ids = render_chat(_hf_renderer(model_dirs[name], name), msgs, chat_params(tools))
+    r = renderer_for(name)
+    tok = r.get_tokenizer()
+    conv, ids = render_chat(r, msgs, chat_params(TOOLS))
+    assert "[{'type': 'text', 'text': ''}]" in tok.decode(hf_ids)
+    assert tok.decode(ids) == render_official(conv, tools=TOOLS, dialect=name, add_generation_prompt=True)
+    assert "[{'type'" not in tok.decode(ids)
+
+
+def test_tokenizer_apply_chat_template(renderer_for):
+    tok = renderer_for("kimi-k2.6").get_tokenizer()
+    msgs = [{"role": "user", "content": "hi"}]
+    ids = tok.apply_chat_template(msgs, add_generation_prompt=True)
+    assert ids == render_tokens(msgs, tokenizer=tok.kimi, dialect="kimi-k2.6").ids
+    assert tok.apply_chat_template(msgs, tokenize=False) == tok.decode(ids)
