@@ -60,7 +60,7 @@ from vllm.utils.async_utils import make_async
 from ...dialects import Dialect
 from ...errors import KimiChatError
 from ...tokenizer import KimiTokenizer
-from ...tokens import render_tokens
+from ...tokens import render_ids as _render_ids
 from .tokenizer import MODE, KimiChatVllmTokenizer
 
 __all__ = ["MODE", "KimiChatRenderer", "render_ids", "template_options"]
@@ -109,12 +109,13 @@ def render_ids(
     add_generation_prompt: bool | None,
     continue_final_message: bool,
 ) -> list[int]:
-    """The prompt ids (:func:`render_tokens`, typed special-token text as text); a render error
+    """The prompt ids (:func:`kimi_chat.tokens.render_ids`: ``render_tokens(...).ids``, typed special-token
+    text as text); a render error
     becomes a ``VLLMValidationError`` (a 400) keeping kimi_chat's message (index and field)."""
     try:
-        return render_tokens(messages, tokenizer=tok, tools=tools or None, dialect=d,
-                             add_generation_prompt=add_generation_prompt,
-                             continue_final_message=continue_final_message, **options).ids
+        return _render_ids(messages, tokenizer=tok, tools=tools or None, dialect=d,
+                           add_generation_prompt=add_generation_prompt,
+                           continue_final_message=continue_final_message, **options)
     except (KimiChatError, ValueError, TypeError) as e:
         raise VLLMValidationError(f"{d.name}: {e}") from e
 
