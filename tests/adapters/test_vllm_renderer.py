@@ -429,3 +429,49 @@ def test_tokenizer_apply_chat_template(renderer_for):
     ids = tok.apply_chat_template(msgs, add_generation_prompt=True)
     assert ids == render_tokens(msgs, tokenizer=tok.kimi, dialect="kimi-k2.6").ids
     assert tok.apply_chat_template(msgs, tokenize=False) == tok.decode(ids)
+
+
+# ------------------------------------------------------------------------------------ serving pieces
+
+
+def test_xgrammar_takes_the_tokenizer(renderer_for):
+    """Structured outputs: xgrammar's ``TokenizerInfo.from_huggingface`` (what vLLM's xgrammar backend
+    calls) recognises the tiktoken vocabulary; a JSON-schema grammar accepts the ids of a matching
+    object and then the end of turn."""
+    import xgrammar as xgr
+
+    tok = renderer_for("kimi-k2.6").get_tokenizer()
+    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=tok.vocab_size)
+    assert info.vocab_type == xgr.VocabType.BYTE_LEVEL
+    assert info.stop_token_ids == [M.IM_END.id]
+    assert info.decoded_vocab[M.IM_END.id] == M.IM_END.text.encode()
+    grammar = xgr.GrammarCompiler(info).compile_json_schema('{"type": "object", "properties": {"a": {"type": "integer"}}}')
+    matcher = xgr.GrammarMatcher(grammar)
+    assert all(matcher.accept_token(i) for i in tok.encode('{"a": 12}'))
+    assert not xgr.GrammarMatcher(grammar).accept_token(tok.encode("x")[0])
+
+
+def test_readme_serve_line_uses_the_registered_names(model_dirs):
+    """The README's ``--tokenizer-mode kimi_chat`` line: no --trust-remote-code, the mode and parser
+    names as registered, and that mode loads our renderer. (vLLM's serve argument parser itself cannot be
+    imported in the import-only adapters venv: it needs the structured-output backends.)"""
+    import shlex
+
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    from kimi_chat.integrations.vllm import KimiChatReasoningParser, KimiChatToolParser
+    from kimi_chat.integrations.vllm.renderer import KimiChatRenderer
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    lines = [ln for ln in readme.replace("\\\n", " ").splitlines() if ln.startswith("vllm serve") and
+             "--tokenizer-mode kimi_chat" in ln]
+    assert lines, "README has no `vllm serve ... --tokenizer-mode kimi_chat` line"
+    argv = shlex.split(lines[0])
+    flags = dict(zip(argv[3::1], argv[4::1]))
+    assert "--trust-remote-code" not in argv
+    assert ToolParserManager.get_tool_parser(flags["--tool-call-parser"]) is KimiChatToolParser
+    assert ReasoningParserManager.get_reasoning_parser(flags["--reasoning-parser"]) is KimiChatReasoningParser
+    mc = ModelConfig(model=str(model_dirs["kimi-k2.6"]), tokenizer_mode=flags["--tokenizer-mode"])
+    cfg = SimpleNamespace(model_config=mc, parallel_config=SimpleNamespace(_api_process_rank=0, _api_process_count=1))
+    assert type(renderer_from_config(cfg)) is KimiChatRenderer
