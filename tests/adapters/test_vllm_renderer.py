@@ -475,3 +475,24 @@ def test_readme_serve_line_uses_the_registered_names(model_dirs):
     mc = ModelConfig(model=str(model_dirs["kimi-k2.6"]), tokenizer_mode=flags["--tokenizer-mode"])
     cfg = SimpleNamespace(model_config=mc, parallel_config=SimpleNamespace(_api_process_rank=0, _api_process_count=1))
     assert type(renderer_from_config(cfg)) is KimiChatRenderer
+
+
+def test_warmup_renders_without_warning(renderer_for, caplog):
+    r = renderer_for("kimi-k2-thinking@rev1")
+    with caplog.at_level(logging.WARNING):
+        r.warmup(ChatParams())
+    assert not [rec for rec in caplog.records if "warmup failed" in rec.getMessage()]
+
+
+def test_chat_template_and_k3_continue_final_message_are_refused(renderer_for):
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.raises(VLLMValidationError, match="chat_template"):
+        renderer_for("kimi-k2.6").render_chat([msgs], ChatParams(chat_template="{{ messages }}"))
+    msgs = [*msgs, {"role": "assistant", "content": "Hel"}]
+    params = chat_params()
+    params.chat_template_kwargs.update(add_generation_prompt=False, continue_final_message=True)
+    with pytest.raises(VLLMValidationError, match="continue_final_message"):
+        renderer_for("kimi-k3").render_chat([msgs], params)
+    tok = renderer_for("kimi-k2.6").get_tokenizer()
+    _, ids = render_chat(renderer_for("kimi-k2.6"), msgs, params)
+    assert tok.decode(ids).endswith("Hel")

@@ -214,9 +214,9 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
     # ---------------------------------------------------------------- rendering
 
     def _parse_args(self, messages: list[ChatCompletionMessageParam], params: ChatParams) -> dict[str, Any]:
-        d = self.get_tokenizer().dialect
-        return dict(messages=messages, model_config=self.model_config,
-                    content_format="string" if d.family == "k3" else "openai",
+        # "string": vLLM's "openai" format would turn string content into part lists, which some
+        # official templates print as a Python repr (0905's assistant turn)
+        return dict(messages=messages, model_config=self.model_config, content_format="string",
                     media_io_kwargs=params.media_io_kwargs, mm_processor_kwargs=params.mm_processor_kwargs)
 
     def _fast(self, messages: Sequence[Any]) -> list[Any] | None:
