@@ -219,18 +219,22 @@ class KimiChatVllmTokenizer:
 
     @property
     def all_special_tokens(self) -> list[str]:
+        """The names of the special tokens ``skip_special_tokens`` drops (config ``special: true``)."""
         return [self.kimi._id_to_special[i] for i in self._special_flagged]
 
     @property
     def all_special_ids(self) -> list[int]:
+        """Their ids."""
         return list(self._special_flagged)
 
     @property
     def bos_token_id(self) -> int:
+        """``[BOS]``."""
         return self.kimi.bos_id if self.kimi.bos_id is not None else M.BOS.id
 
     @property
     def eos_token_id(self) -> int:
+        """The end of a turn: ``<|im_end|>`` (K2) or ``<|end_of_msg|>`` (K3)."""
         return self._eos
 
     @property
@@ -240,29 +244,37 @@ class KimiChatVllmTokenizer:
 
     @property
     def pad_token_id(self) -> int:
+        """``[PAD]``."""
         return self.kimi.pad_id if self.kimi.pad_id is not None else M.PAD.id
 
     @property
     def is_fast(self) -> bool:
-        return True  # convert_tokens_to_string handles the special tokens itself
+        """True: :meth:`convert_tokens_to_string` handles the special tokens itself (so vLLM's
+        detokenizer does not split the text around them)."""
+        return True
 
     @property
     def vocab_size(self) -> int:
+        """BPE ranks plus the special range."""
         return self.kimi.vocab_size
 
     @property
     def max_token_id(self) -> int:
+        """``vocab_size - 1``."""
         return self.kimi.vocab_size - 1
 
     @cached_property
     def max_chars_per_token(self) -> int:
+        """The longest token string (vLLM bounds prompt text by it)."""
         return max(len(t) for t in self.kimi._vocab()[0])
 
     @property
     def truncation_side(self) -> str:
+        """Where ``truncation`` cuts (vLLM passes ``left`` for generation)."""
         return self._truncation_side
 
     def num_special_tokens_to_add(self) -> int:
+        """0: Kimi tokenizers add no BOS/EOS to encoded text."""
         return 0  # Kimi tokenizers add no BOS/EOS
 
     def __len__(self) -> int:
@@ -286,6 +298,7 @@ class KimiChatVllmTokenizer:
 
     def __call__(self, text: str | list[str], text_pair: str | None = None, add_special_tokens: bool = True,
                  truncation: bool = False, max_length: int | None = None, **kwargs: Any) -> Any:
+        """``{"input_ids", "attention_mask"}`` of a text or a list of texts (:meth:`encode`)."""
         from transformers import BatchEncoding
 
         if text_pair is not None:
@@ -317,18 +330,22 @@ class KimiChatVllmTokenizer:
     # ---------------------------------------------------------------- vocabulary
 
     def get_vocab(self) -> dict[str, int]:
+        """Byte-level token string (``Ġworld``) or special name -> id."""
         return dict(self.kimi._vocab()[1])
 
     def get_added_vocab(self) -> dict[str, int]:
+        """Every special-range name (named and reserved) -> id."""
         return dict(self.kimi.special_tokens)
 
     def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """Ids of token strings (unknown ones: ``[UNK]``)."""
         t2i = self.kimi._vocab()[1]
         if isinstance(tokens, str):
             return t2i.get(tokens, self.kimi.unk_id if self.kimi.unk_id is not None else M.UNK.id)
         return [self.convert_tokens_to_ids(t) for t in tokens]  # type: ignore[misc]
 
     def convert_ids_to_tokens(self, ids: Sequence[int], skip_special_tokens: bool = False) -> list[str]:
+        """Token strings of ids (out-of-range ids: ``""``)."""
         toks = self.kimi._vocab()[0]
         n = len(toks)
         skip = self.kimi._skip_ids if skip_special_tokens else ()
@@ -347,6 +364,7 @@ class KimiChatVllmTokenizer:
         return out.decode("utf-8", errors="replace")
 
     def decode(self, ids: Sequence[int] | int, skip_special_tokens: bool = False) -> str:
+        """Text of ids (invalid UTF-8 replaced)."""
         if isinstance(ids, int):
             ids = [ids]
         return self.kimi.decode(ids, skip_special_tokens=skip_special_tokens)
