@@ -65,9 +65,14 @@ def render_template(
     if not messages:
         # what PreTrainedTokenizerBase.apply_chat_template does
         raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
-    normalized = ctu._normalize_chat_messages(list(messages))
+    normalize = getattr(ctu, "_normalize_chat_messages", None)
+    if normalize is not None:
+        normalized = normalize(list(messages))
+    else:  # transformers < 5.2x (vLLM 0.33 pins 5.19): the same normalisation of plain dict messages
+        normalized = [{k: v for k, v in dict(m).items() if v is not None} for m in messages]
     if tools and sort_tool_keys:
-        tools = deep_sort_dict(ctu._message_objects_to_dicts(list(tools)))
+        to_dicts = getattr(ctu, "_message_objects_to_dicts", None)
+        tools = deep_sort_dict(to_dicts(list(tools)) if to_dicts is not None else list(tools))
     rendered, _ = ctu.render_jinja_template(
         conversations=[normalized],
         tools=list(tools) if tools is not None else None,

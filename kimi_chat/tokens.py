@@ -58,7 +58,7 @@ from .messages import to_plain
 from .render import Layout, render_layout
 from .tokenizer import KimiTokenizer, cut_points
 
-__all__ = ["RenderedTokens", "Span", "render_tokens", "extend_tokens", "SpecialTokensPolicy"]
+__all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
 
 SpecialTokensPolicy = Literal["text", "strict", "special"]
 _POLICIES = ("text", "strict", "special")
@@ -576,16 +576,54 @@ def render_tokens(
     if d.family == "k3":
         return render_tokens_k3(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
                                 special_tokens, options, strict=strict)
-    lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
-                        continue_final_message=continue_final_message, strict=strict, **options)
+    lay, info, structural, ids = _k2_ids(messages, tokenizer, tools, d, add_generation_prompt,
+                                         continue_final_message, special_tokens, strict, options)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
-    text = lay.text
-    info = _info(tokenizer)
-    structural = _policy_structure(info, lay, text, special_tokens, messages, tools)
-    ids = _encode_from(tokenizer, text, 0, structural)
-    return _build(tokenizer, info, lay, text, ids, structural, list(messages), tools, d, add_generation_prompt,
+    return _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
                   continue_final_message, dict(options), special_tokens)
+
+
+def _k2_ids(
+    messages: Sequence[Any], tokenizer: KimiTokenizer, tools: Sequence[Any] | None, d: Dialect,
+    add_generation_prompt: bool | None, continue_final_message: bool, policy: SpecialTokensPolicy, strict: bool,
+    options: dict[str, Any],
+) -> tuple[Layout, _Info, list[tuple[int, int]] | None, list[int]]:
+    """(layout, tokenizer tables, structural special tokens, ids) of a K2-family prompt."""
+    lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
+                        continue_final_message=continue_final_message, strict=strict, **options)
+    info = _info(tokenizer)
+    structural = _policy_structure(info, lay, lay.text, policy, messages, tools)
+    return lay, info, structural, _encode_from(tokenizer, lay.text, 0, structural)
+
+
+def render_ids(
+    messages: Sequence[Any],
+    *,
+    tokenizer: KimiTokenizer,
+    tools: Sequence[Any] | None = None,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    add_generation_prompt: bool | None = None,
+    continue_final_message: bool = False,
+    special_tokens: SpecialTokensPolicy = "text",
+    strict: bool = False,
+    **options: Any,
+) -> list[int]:
+    """``render_tokens(...).ids`` without the per-token attribution (message index, mask, spans): for a
+    server that needs only the prompt ids. Same arguments, errors and ids as :func:`render_tokens`."""
+    _check_tokenizer(tokenizer)
+    _check_policy(special_tokens)
+    d = get_dialect(dialect)
+    if d.family == "k3":
+        return render_tokens(messages, tokenizer=tokenizer, tools=tools, dialect=d,
+                             add_generation_prompt=add_generation_prompt,
+                             continue_final_message=continue_final_message, special_tokens=special_tokens,
+                             strict=strict, **options).ids
+    from .tokens_k3 import check_vocabulary
+
+    check_vocabulary(tokenizer, d)
+    return _k2_ids(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message, special_tokens,
+                   strict, options)[3]
 
 
 _SAME: Any = object()

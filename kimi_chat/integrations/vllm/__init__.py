@@ -387,6 +387,9 @@ def register(names: Iterable[str] | None = None) -> None:
     for n in names:
         ToolParserManager.register_module(n, force=True, module=KimiChatToolParser)
         ReasoningParserManager.register_module(n, force=True, module=KimiChatReasoningParser)
+    from .tokenizer import register_mode  # --tokenizer-mode kimi_chat (tokenizer + renderer)
+
+    register_mode()
 
 
 register()

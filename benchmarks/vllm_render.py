@@ -1,0 +1,121 @@
+"""Prompt rendering in vLLM: ``--tokenizer-mode kimi_chat`` vs vLLM's own renderers, same process.
+
+    KIMI_CHAT_ADAPTER_TESTS=1 PYTHONPATH=$PWD ~/.cache/kimi-chat/venv-adapters/bin/python \\
+        benchmarks/vllm_render.py [--repeat N] [--only k2|k3]
+
+Requests per second of ``renderer.render_chat`` (vLLM's chat entry: messages -> engine input ids, what
+the API server runs per chat request) on tool conversations of 10, 100 and 1000 messages
+(``benchmarks/render.py``'s ``conversation``), in a model directory built from the reference data:
+
+* K2 dialects: our renderer vs vLLM's ``HfRenderer`` with a real fast tokenizer built from
+  ``tiktoken.model`` (faster than the remote-code ``TikTokenTokenizer`` a real K2 deployment runs, so
+  the ratio is a lower bound) and the dialect's official template; the tools are pre-sorted and
+  ``tools_ts_str`` passed, as the official tokenizer's pre-processing does, and the content format is
+  ``string`` (vLLM's ``auto`` picks ``openai`` for the Kimi templates, and 0905's template then writes
+  the Python repr of an assistant's content list into the prompt). Goal >= 10x.
+* Kimi-K3: our renderer vs vLLM's ``KimiK3Renderer`` with the official K3 tokenizer (the release's
+  ``tokenization_kimi.py`` + ``encoding_k3.py`` from the reference data, PROVENANCE recipe). Goal >= 30x.
+
+Both sides' ids are checked equal before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from _timing import best_of  # noqa: E402
+from render import TOOLS, conversation  # noqa: E402
+
+from kimi_chat.dialects import get_dialect  # noqa: E402
+from kimi_chat.oracle import deep_sort_dict  # noqa: E402
+from kimi_chat.tools_ts import tools_to_typescript  # noqa: E402
+from tests.adapters.test_vllm_renderer import (  # noqa: E402  (the model directories of the tests)
+    _hf_renderer,
+    chat_params,
+    make_model_dir,
+    vllm_config,
+)
+
+K2 = ("kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.6")
+SIZES = (10, 100, 1000)
+
+
+def _ids(renderer, msgs, params) -> list[int]:
+    (_,), (engine_input,) = renderer.render_chat([msgs], params)
+    return list(engine_input["prompt_token_ids"])
+
+
+def _row(label: str, n: int, ours, theirs, p_ours, p_theirs, repeat: int) -> float:
+    msgs = conversation(n)
+    if _ids(ours, msgs, p_ours) != _ids(theirs, msgs, p_theirs):
+        raise SystemExit(f"{label} n={n}: the two renderers' ids differ")
+    rep = max(2, repeat if n < 1000 else repeat // 2)
+    t_ours = best_of(lambda: ours.render_chat([msgs], p_ours), rep)
+    t_theirs = best_of(lambda: theirs.render_chat([msgs], p_theirs), rep)
+    ratio = t_theirs / t_ours
+    print(f"{label:<22} {n:>5} | {1 / t_theirs:>10.1f} {1 / t_ours:>10.1f} | {ratio:>6.1f}x")
+    return ratio
+
+
+def k2_table(root: Path, repeat: int) -> float:
+    from vllm.renderers.registry import renderer_from_config
+
+    print(f"{'K2 (vs HfRenderer)':<22} {'msgs':>5} | {'vLLM req/s':>10} {'ours req/s':>10} | ratio")
+    worst = float("inf")
+    for name in K2:
+        d = get_dialect(name)
+        model = make_model_dir(root, name)
+        ours = renderer_from_config(vllm_config(model))
+        hf = _hf_renderer(model, name)
+        tools = deep_sort_dict(TOOLS) if d.sort_tool_keys else TOOLS
+        extra = {"tools_ts_str": tools_to_typescript(tools)} if d.tools_typescript else {}
+        for n in SIZES:
+            worst = min(worst, _row(name, n, ours, hf, chat_params(TOOLS),
+                                     chat_params(tools, content_format="string", **extra), repeat))
+    print(f"K2 worst ratio: {worst:.1f}x (goal >= 10x)")
+    return worst
+
+
+def k3_table(root: Path, repeat: int) -> float:
+    from vllm.renderers.kimi_k3 import KimiK3Renderer
+    from vllm.renderers.registry import renderer_from_config
+
+    from kimi_chat.oracle_k3 import official_k3_tokenizer
+
+    print(f"{'K3 (vs KimiK3Renderer)':<22} {'msgs':>5} | {'vLLM req/s':>10} {'ours req/s':>10} | ratio")
+    model = make_model_dir(root, "kimi-k3")
+    ours = renderer_from_config(vllm_config(model))
+    theirs = KimiK3Renderer(vllm_config(model, mode="kimi_k3"), official_k3_tokenizer())
+    worst = float("inf")
+    for n in SIZES:
+        worst = min(worst, _row("kimi-k3", n, ours, theirs, chat_params(TOOLS), chat_params(TOOLS), repeat))
+    print(f"K3 worst ratio: {worst:.1f}x (goal >= 30x)")
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", choices=("k2", "k3"), default=None)
+    args = ap.parse_args(argv)
+    logging.getLogger("kimi_chat.integrations.vllm").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.only != "k3":
+            k2_table(Path(tmp), args.repeat)
+        if args.only != "k2":
+            k3_table(Path(tmp), args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
