@@ -420,6 +420,7 @@ class BodyStage:
         self._gate = CallGate(self._logger)
         self._calls: list[ParsedToolCall] | None = None
         self._shift = 0
+        self._handover = after_reasoning
         if family == "k3":
             self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking, tokenizer=tokenizer)
             if thinking and after_reasoning:
@@ -439,7 +440,15 @@ class BodyStage:
                                        tokenizer=tokenizer)
 
     def feed(self, text: str, token_ids: Sequence[int] | None = None) -> Merged:
-        """Consume the next chunk: what it decided, for the client."""
+        """Consume the next chunk: what it decided, for the client.
+
+        After a reasoning stage, the first chunk is the hand-over (the reasoning stage's held text
+        plus the rest of its chunk): the server's ids for it are that chunk's, not the text's, so it
+        is read by its text alone (ids would leave the held marker without its id, or credit an id
+        to a later typed copy)."""
+        if self._handover:
+            self._handover = False
+            token_ids = None
         return self._for_client(merge_deltas(self.parser.feed(text, token_ids)))
 
     def finish(self) -> Merged:
