@@ -384,8 +384,12 @@ def test_chat_completions_agree_with_kimi_chat_parse(servers, dialect, tool_choi
     assert ours.tool_calls == [] and "tool_calls" not in theirs["message"] and streamed["tool_calls"] == {}
     assert theirs["finish_reason"] == "length" == raw["stop_type"].replace("limit", "length")
     assert (theirs["message"].get("reasoning_content") or None) == ours.reasoning_content
-    assert streamed["content"] == theirs["message"]["content"]
-    assert theirs["message"]["content"] == ours.content == raw["content"]
+    # KNOWN: an answer that is all reasoning (K2.5/K2.6 open <think> in the generation prompt) has
+    # content "" in llama-server, null in kimi_chat
+    assert (theirs["message"]["content"] or None) == ours.content
+    assert ours.content is None or ours.content == raw["content"]
+    assert streamed["content"] == (theirs["message"]["content"] or "")
+    assert streamed["reasoning_content"] == (theirs["message"].get("reasoning_content") or "")
 
 
 def test_0905_chat_completions_fail_in_llama_servers_kimi_parser(servers):
@@ -394,15 +398,18 @@ def test_0905_chat_completions_fail_in_llama_servers_kimi_parser(servers):
     # the two renders) is "<|im_end|>" + GEN; its Kimi parser expects GEN right at the start and rejects
     # every answer
     s = servers("kimi-k2-instruct-0905")
-    for stream in (False, True):
-        body = {"messages": ASK, "temperature": 0, "max_tokens": 4, "tools": [WEATHER]}
+    for tools in ([WEATHER], None):
+        body: dict[str, Any] = {"messages": ASK, "temperature": 0, "max_tokens": 4}
+        if tools:
+            body["tools"] = tools
         with pytest.raises(urllib.error.HTTPError) as e:
-            if stream:
-                list(s.stream("/v1/chat/completions", body))
-            else:
-                s.post("/v1/chat/completions", body)
+            s.post("/v1/chat/completions", body)
         assert e.value.code == 500
         assert b"does not match the expected peg-native format" in e.value.read()
+        # streamed: no delta at all, one error event
+        events = list(s.stream("/v1/chat/completions", body))
+        assert [ev.get("error", {}).get("code") for ev in events] == [500]
+        assert "does not match the expected peg-native format" in events[0]["error"]["message"]
     # the raw endpoint with kimi_chat's prompt works, and kimi_chat.parse reads its output
     raw = raw_completion(s, render(ASK, tools=[WEATHER], dialect="kimi-k2-instruct-0905"), 8, seed=0)
     assert parse(raw["content"], dialect="kimi-k2-instruct-0905").content == raw["content"]
