@@ -39,7 +39,8 @@ from kimi_chat.dialects import K2_DIALECTS, get_dialect
 from kimi_chat.oracle import deep_sort_dict
 from kimi_chat.parse import parse
 from kimi_chat.render import render
-from kimi_chat.templates import template_path
+from kimi_chat.known_problems import DIALECT_PROBLEMS
+from kimi_chat.templates import template_path, template_text
 from kimi_chat.testing.strategies import requests
 
 from conftest import IN_CI
@@ -302,7 +303,17 @@ def test_apply_template_generated(servers, dialect, data):
 # llama-server's own rewrites (default flags)
 
 
-@pytest.mark.parametrize("dialect", ["kimi-k2-instruct-0905", "kimi-k2-instruct@rev2"])
+CONTINUED = [d for d in DIALECTS if "llama-server-continuation" in DIALECT_PROBLEMS[d]]
+
+
+def test_continuation_problem_is_listed_for_the_templates_llama_cpp_sniffs():
+    # common_chat_try_specialized_template picks its Kimi handler when the template text holds both
+    sniffed = [d for d in DIALECTS if M.TOOL_CALLS_SECTION_BEGIN.text in template_text(d)
+               and M.TOOL_CALL_BEGIN.text in template_text(d)]
+    assert CONTINUED == sniffed and "kimi-k2-instruct@rev1" not in sniffed
+
+
+@pytest.mark.parametrize("dialect", CONTINUED)
 def test_prefill_assistant_rewrites_the_prompt(servers, dialect):
     # KNOWN (common/parsers/kimi-k2.cpp, picked because the template holds the tool-call markers): a last
     # assistant message is dropped, the rest rendered WITHOUT a generation prompt, then
