@@ -381,7 +381,7 @@ def streamed_message(s: LlamaServer, body: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("tool_choice", ["auto", "required"])
 def test_chat_completions_agree_with_kimi_chat_parse(servers, dialect, tool_choice):
     s = servers(dialect)
-    n = 24
+    n = 8
     prompt = render(ASK, tools=[WEATHER], dialect=dialect, **ts_kwargs(dialect, [WEATHER]))
     assert s.apply_template(ASK, [WEATHER], chat_template_kwargs=ts_kwargs(dialect, [WEATHER])) == prompt
     raw = raw_completion(s, prompt, n, seed=0)
