@@ -426,6 +426,60 @@ def test_0905_chat_completions_fail_in_llama_servers_kimi_parser(servers):
     assert parse(raw["content"], dialect="kimi-k2-instruct-0905").content == raw["content"]
 
 
+# Tool-call outputs through llama.cpp's Kimi parser: the tiny model never writes a call, so the output
+# is put in the prompt instead: with --prefill-assistant (default) a last assistant message is
+# continued, and the parser reads the continued text plus the generated part, here nothing (the
+# <|im_end|> bias ends the turn at once). kimi_chat.parse reads the same text.
+CALL = M.TOOL_CALL_BEGIN.text + "{id}" + M.TOOL_CALL_ARGUMENT_BEGIN.text + "{args}" + M.TOOL_CALL_END.text
+SECTION = M.TOOL_CALLS_SECTION_BEGIN.text + "{}" + M.TOOL_CALLS_SECTION_END.text
+PARIS = CALL.format(id="functions.get_weather:0", args='{"city": "Paris"}')
+OUTPUTS = {
+    # name: (reasoning, text after </think>, llama.cpp's verdict: None = parses as kimi_chat does)
+    "two-calls": ("plan", "Sure." + SECTION.format(PARIS + CALL.format(id="functions.get_weather:1",
+                                                                     args='{"city": "Oslo"}')), None),
+    "no-section-markers": ("", PARIS, None),
+    # KNOWN: llama.cpp's parser only takes ids functions.NAME:DIGITS of declared tools, JSON that is
+    # complete, and nothing after the section: anything else fails the whole answer (HTTP 500), where
+    # kimi_chat.parse keeps the call (status unknown_tool / invalid_json) or the trailing text
+    "opaque-id": ("plan", SECTION.format(CALL.format(id="call_1", args='{"city": "Paris"}')), "500"),
+    "undeclared-tool": ("", SECTION.format(CALL.format(id="functions.other:0", args='{"x": 1}')), "500"),
+    "truncated-json": ("", SECTION.format(CALL.format(id="functions.get_weather:0", args='{"city": ')), "500"),
+    "text-after-calls": ("", SECTION.format(PARIS) + "tail", "500"),
+}
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2-thinking@rev1", "kimi-k2.6"])
+@pytest.mark.parametrize("name", list(OUTPUTS))
+def test_tool_call_parsing_vs_kimi_chat_parse(servers, dialect, name):
+    reasoning, text, verdict = OUTPUTS[name]
+    msgs = [{"role": "user", "content": "weather?"}, {"role": "assistant", "reasoning_content": reasoning, "content": text}]
+    ours = parse("<think>" + reasoning + "</think>" + text, dialect=dialect, tools=[WEATHER], thinking_prefilled=False)
+    body = {"messages": msgs, "tools": [WEATHER], "temperature": 0, "max_tokens": 1,
+            "logit_bias": [[M.IM_END.id, 100]]}
+    s = servers(dialect, recommended=False)
+    if verdict == "500":
+        with pytest.raises(urllib.error.HTTPError) as e:
+            s.post("/v1/chat/completions", body)
+        assert e.value.code == 500 and b"does not match the expected peg-native format" in e.value.read()
+        assert ours.tool_calls  # kimi_chat keeps the call, with its status
+        assert [c.status.value for c in ours.tool_calls] == [
+            {"undeclared-tool": "unknown_tool", "truncated-json": "invalid_json"}.get(name, "ok")]
+        assert ours.content == ("tail" if name == "text-after-calls" else None)
+        return
+    m = s.post("/v1/chat/completions", body)["choices"][0]
+    assert m["finish_reason"] == "tool_calls" == ours.stop_reason.finish_reason
+    msg = m["message"]
+    theirs_calls = [(t["id"], t["function"]["name"], t["function"]["arguments"]) for t in msg["tool_calls"]]
+    assert theirs_calls == [(c.id, c.name, c.arguments) for c in ours.tool_calls]
+    assert all(c.status.value == "ok" for c in ours.tool_calls)
+    assert (msg.get("reasoning_content") or None) == ours.reasoning_content
+    # KNOWN: no text before the calls is content "" in llama-server, null in kimi_chat
+    assert (msg.get("content") or None) == ours.content
+    streamed = streamed_message(s, body)
+    assert [(c["name"], c["arguments"]) for c in streamed["tool_calls"].values()] == [(c.name, c.arguments) for c in ours.tool_calls]
+    assert (streamed["content"] or None) == ours.content and (streamed["reasoning_content"] or None) == ours.reasoning_content
+
+
 # --------------------------------------------------------------------------------------------------
 # tool_choice "required": llama-server aborts; kimi_chat's own path does not
 
