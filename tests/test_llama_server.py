@@ -15,7 +15,10 @@ so that a fix upstream makes a test fail and the assertion gets updated:
 * ``--reasoning-preserve`` (default): ``preserve_thinking=true`` reaches the template (K2.6 keeps all
   reasoning);
 * the 0905 template's generation prompt starts with the ``<|im_end|>`` that prefill mode leaves out:
-  llama.cpp's Kimi parser rejects every answer (HTTP 500) and ``tool_choice: "required"`` aborts.
+  llama.cpp's Kimi parser rejects every answer (HTTP 500) and ``tool_choice: "required"`` aborts;
+* llama.cpp's Kimi parser vs :func:`kimi_chat.parse` on the same output: the same reasoning, content
+  and well-formed calls; a whole-answer failure (HTTP 500) on odd ids, undeclared tools, cut JSON or
+  text after the calls, which kimi_chat keeps with a status.
 """
 
 from __future__ import annotations
