@@ -193,12 +193,13 @@ def llama_server_tool(tool: dict[str, Any]) -> dict[str, Any]:
                                              "parameters": llama_jinja_numbers(f.get("parameters", {}))}}
 
 
-def llama_server_message(msg: dict[str, Any]) -> dict[str, Any]:
+def llama_server_message(msg: dict[str, Any], *, parse_arguments: bool = True) -> dict[str, Any]:
     """A message as llama-server passes it to the template (``common_chat_msgs_parse_oaicompat`` then
     ``to_json_oaicompat`` and its workarounds): only role, content, reasoning_content, name, tool_call_id
     and tool_calls survive (``reasoning``/``thinking`` aliases are dropped); a missing or null content is
     ``""``; string tool-call arguments are parsed into objects (``func_args_not_string``: the templates
-    write them back with ``tojson``); list content keeps only ``{"type", "text"}`` of each part, and an empty list is ``""``."""
+    write them back with ``tojson``) when ``parse_arguments`` (llama.cpp does so for templates it finds
+    to render tool calls, i.e. all but rev1; a string that is not JSON fails the request there); list content keeps only ``{"type", "text"}`` of each part, and an empty list is ``""``."""
     out: dict[str, Any] = {"role": msg["role"]}
     content = msg.get("content")
     if isinstance(content, list):
@@ -211,7 +212,7 @@ def llama_server_message(msg: dict[str, Any]) -> dict[str, Any]:
         calls = []
         for tc in msg["tool_calls"]:
             args = tc["function"].get("arguments")
-            if isinstance(args, str):
+            if isinstance(args, str) and parse_arguments:
                 args = json.loads(args)
             args = llama_jinja_numbers(args)
             call: dict[str, Any] = {"type": "function", "function": {"name": tc["function"]["name"], "arguments": args}}

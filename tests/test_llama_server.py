@@ -138,7 +138,8 @@ def rendered_as_llama_server_sends(dialect: str, messages: list[Any], tools: lis
     llama.cpp's Jinja prints a list: where a template writes list content with ``{{ }}`` (a tool
     result's, or next to tool calls: Python's ``str()`` of the list under Jinja2, as the official
     template does) llama.cpp writes nothing."""
-    sent = [llama_server_message(m) for m in messages]
+    parse_arguments = get_dialect(dialect).tool_calls
+    sent = [llama_server_message(m, parse_arguments=parse_arguments) for m in messages]
     text = render(sent, dialect=dialect, tools=[llama_server_tool(t) for t in tools] if tools else None,
                   add_generation_prompt=add_generation_prompt, **options)
     for m in sent:
@@ -285,7 +286,8 @@ def test_apply_template_generated(servers, dialect, data):
         body["chat_template_kwargs"] = kwargs
     s = servers(dialect)
     try:
-        sent = [llama_server_message(m) for m in messages], [llama_server_tool(t) for t in tools or []]
+        sent = ([llama_server_message(m, parse_arguments=get_dialect(dialect).tool_calls) for m in messages],
+                [llama_server_tool(t) for t in tools or []])
     except json.JSONDecodeError:
         # KNOWN: string arguments that are not JSON: llama-server refuses the request
         with pytest.raises(urllib.error.HTTPError) as e:
