@@ -195,12 +195,13 @@ def llama_server_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 def llama_server_message(msg: dict[str, Any], *, parse_arguments: bool = True) -> dict[str, Any]:
     """A message as llama-server passes it to the template (``common_chat_msgs_parse_oaicompat`` then
-    ``to_json_oaicompat`` and its workarounds): only role, content, reasoning_content, name, tool_call_id
+    ``to_json_oaicompat`` and its workarounds): a ``developer`` is a ``system`` message; only role, content, reasoning_content, name, tool_call_id
     and tool_calls survive (``reasoning``/``thinking`` aliases are dropped); a missing or null content is
     ``""``; string tool-call arguments are parsed into objects (``func_args_not_string``: the templates
     write them back with ``tojson``) when ``parse_arguments`` (llama.cpp does so for templates it finds
     to render tool calls, i.e. all but rev1; a string that is not JSON fails the request there); list content keeps only ``{"type", "text"}`` of each part, and an empty list is ``""``."""
-    out: dict[str, Any] = {"role": msg["role"]}
+    # workaround::map_developer_role_to_system (every template but GPT-OSS's)
+    out: dict[str, Any] = {"role": "system" if msg["role"] == "developer" else msg["role"]}
     content = msg.get("content")
     if isinstance(content, list):
         content = [{"type": p["type"], "text": p.get("text", "")} for p in content]
