@@ -6,7 +6,7 @@
 #   bash .ci/install-native.sh .venv
 #
 # llama-cpp-python 0.3.36 is source-only on PyPI; a CPU build takes ~4 min on 2 cores, the static
-# CPU llama-server ~8 min more (measured cold: see the README); installing the cached wheel and
+# CPU llama-server 5.5 min more (measured cold on an idle 2-core box); installing the cached wheel and
 # binary takes seconds. The wheelhouse lives in $KIMI_CHAT_WHEELHOUSE (default
 # ~/.cache/kimi-chat-wheels). The server and the wheel cannot share one cmake build (the wheel links
 # libllama as a shared library for ctypes, the server is static so that it is ONE binary), but they
@@ -60,7 +60,7 @@ else
 fi
 
 if [ ! -x "$SERVER_BIN" ]; then
-  echo "install-native: building llama-server from llama-cpp-python==$LLAMA_VERSION's vendored llama.cpp (CPU, static; ~8 min)" >&2
+  echo "install-native: building llama-server from llama-cpp-python==$LLAMA_VERSION's vendored llama.cpp (CPU, static; ~6 min)" >&2
   fetch_sdist
   tar -xzf "$SDIST" -C "$BUILD_DIR"
   SRC="$BUILD_DIR/llama_cpp_python-$LLAMA_VERSION/vendor/llama.cpp"
