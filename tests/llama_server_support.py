@@ -163,8 +163,8 @@ def llama_jinja_numbers(value: Any) -> Any:
     """``value`` with its numbers as llama.cpp's Jinja writes them with ``tojson``: it streams a float
     with C++'s default ``<<`` (``%g``: six significant digits), so a float with an integral value below
     10**6 comes out as an integer (``0.0`` -> ``0``); see :func:`floats_written_alike` for the rest."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e6:
-        return int(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e6 and str(value) != "-0.0":
+        return int(value)  # (-0.0 is written "-0": left for floats_written_alike to flag)
     if isinstance(value, dict):
         return {k: llama_jinja_numbers(v) for k, v in value.items()}
     if isinstance(value, list):

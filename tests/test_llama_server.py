@@ -79,7 +79,17 @@ GEN = M.IM_ASSISTANT.text + "assistant" + M.IM_MIDDLE.text
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory):
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model (its embedded template is 0905's; the servers get theirs from --chat-template-file,
+    so one GGUF serves every dialect)."""
+    pytest.importorskip("gguf", reason="the native extra is not installed (.ci/install-native.sh)")
+    from kimi_chat.testing.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-kimi.gguf", dialect="kimi-k2-instruct-0905")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory, tiny_gguf: Path):
     """``servers(dialect, recommended=True)``: a running llama-server with our template for ``dialect``
     (the README's flags, or llama-server's defaults), started on first use."""
     reason = missing_reason()
@@ -87,11 +97,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
         if IN_CI:
             pytest.fail(f"CI: {reason}; .ci/install-native.sh must build it")
         pytest.skip(reason)
-    from kimi_chat.testing.tiny_model import build_tiny_model
-
     tmp = tmp_path_factory.mktemp("llama-server")
-    # the template comes from --chat-template-file, so one GGUF serves every dialect
-    gguf = build_tiny_model(tmp / "tiny-kimi.gguf", dialect="kimi-k2-instruct-0905")
+    gguf = tiny_gguf
     running: dict[tuple[str, bool], LlamaServer] = {}
 
     def get(dialect: str, recommended: bool = True, *, fresh: bool = False) -> LlamaServer:
@@ -106,7 +113,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
             running[key] = s
         return running[key]
 
-    get.gguf = gguf  # type: ignore[attr-defined]
     yield get
     for s in running.values():
         s.close()
@@ -504,12 +510,13 @@ def test_required_tool_choice_aborts_llama_server(servers):
     assert "llama_grammar_accept_impl" in log or "common_sampler_init" in log or "fatal error" in log
 
 
-def test_required_tool_choice_works_in_kimi_chat_run(servers, tmp_path):
+def test_required_tool_choice_works_in_kimi_chat_run(tiny_gguf, tmp_path):
     # the same request through kimi_chat's own path (kimi-chat run: render, GBNF grammar, parse)
+    pytest.importorskip("llama_cpp", reason="the native extra is not installed (.ci/install-native.sh)")
     req = tmp_path / "req.json"
     req.write_text(json.dumps({"messages": ASK, "tools": [WEATHER], "tool_choice": "required",
                                "temperature": 0, "seed": 0, "max_tokens": 24}), encoding="utf-8")
-    p = subprocess.run([sys.executable, "-m", "kimi_chat.cli", "run", str(servers.gguf), str(req), "-q"],
+    p = subprocess.run([sys.executable, "-m", "kimi_chat.cli", "run", str(tiny_gguf), str(req), "-q"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
