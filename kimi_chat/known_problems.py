@@ -187,17 +187,45 @@ PROBLEMS: dict[str, KnownProblem] = {
             "schemas with keys that differ in case ('Units' and 'city') are declared in another order",
             "warning",
         ),
+        KnownProblem(
+            "llama-server-continuation",
+            "llama-server rewrites a conversation that ends with the assistant",
+            "with its default --prefill-assistant, llama-server renders the conversation without the last "
+            "assistant message and without a generation prompt, then appends "
+            "<|im_assistant|>assistant<|im_middle|><think> + reasoning (+ </think> + content) itself "
+            "(common/parsers/kimi-k2.cpp): <think></think> even for revisions without reasoning; serve with "
+            "--no-prefill-assistant for the template's own rendering",
+            "info",
+        ),
+        KnownProblem(
+            "llama-server-chat-fails",
+            "llama-server's chat endpoint fails with this template",
+            "without a generation prompt the template leaves the last <|im_end|> out, so the generation "
+            "prompt llama-server computes starts with <|im_end|>: its Kimi parser rejects every answer "
+            "(HTTP 500) and tool_choice \"required\" aborts the server (GGML_ABORT in llama-grammar.cpp); "
+            "use /completion with kimi_chat.render's prompt and kimi_chat.parse, or kimi-chat run",
+            "warning",
+        ),
+        KnownProblem(
+            "llama-server-preserves-reasoning",
+            "llama-server keeps every turn's reasoning",
+            "llama-server's default --reasoning-preserve passes preserve_thinking=true, so the template "
+            "keeps the reasoning of every assistant turn where the official default drops it; serve with "
+            "--no-reasoning-preserve",
+            "info",
+        ),
     )
 }
 """Every known problem, by code."""
 
 DIALECT_PROBLEMS: dict[str, tuple[str, ...]] = {
     "kimi-k2-instruct@rev1": ("no-tool-calls",),
-    "kimi-k2-instruct@rev2": ("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n"),
-    "kimi-k2-instruct-0905": ("missing-final-im-end",),
-    "kimi-k2-thinking@rev1": ("superseded-revision",),
-    "kimi-k2.5": ("needs-tools-ts-str",),
-    "kimi-k2.6": ("needs-tools-ts-str",),
+    "kimi-k2-instruct@rev2": ("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n",
+                              "llama-server-continuation"),
+    "kimi-k2-instruct-0905": ("missing-final-im-end", "llama-server-chat-fails", "llama-server-continuation"),
+    "kimi-k2-thinking@rev1": ("superseded-revision", "llama-server-continuation"),
+    "kimi-k2.5": ("needs-tools-ts-str", "llama-server-continuation"),
+    "kimi-k2.6": ("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
     "kimi-k3": (),
 }
 """Known problems of each official revision (dialect name -> problem codes)."""

@@ -3,6 +3,8 @@
 Each template renders, under transformers' sandboxed Jinja environment, the same bytes as
 :func:`kimi_chat.render` for its dialect (checked by ``tests/test_templates.py``), so a server can load
 it with ``--chat-template``. They are written for this project, not copied from the official files.
+In llama-server's own Jinja engine they give the official prompt too, except where llama-server
+rewrites the request first (``tests/test_llama_server.py`` asserts each case; README "llama-server").
 
 Where the files are:
 
