@@ -21,6 +21,7 @@ from typing import Any, Literal
 from . import markers as M
 from .dialects import DIALECTS, dialect_for_model, get_dialect
 from .errors import KimiChatError
+from .templates import LLAMA_SERVER_FLAGS
 from .verify import Identification, identify, own_template_path, template_sha256
 
 __all__ = [
@@ -379,7 +380,8 @@ class Inspection:
         if t is None:
             return None
         if self.kind == "gguf":
-            return f"llama-server -m {self.path} --jinja --chat-template-file {t}"
+            jinja, *rest = LLAMA_SERVER_FLAGS
+            return f"llama-server -m {self.path} {jinja} --chat-template-file {t} {' '.join(rest)}"
         return f"--chat-template-file {t} (llama.cpp; vLLM / SGLang: --chat-template {t})"
 
     def to_dict(self) -> dict[str, Any]:

@@ -20,7 +20,14 @@ from pathlib import Path
 
 from .dialects import Dialect, get_dialect
 
-__all__ = ["template_path", "template_text", "template_dirs"]
+__all__ = ["LLAMA_SERVER_FLAGS", "template_path", "template_text", "template_dirs"]
+
+LLAMA_SERVER_FLAGS: tuple[str, ...] = ("--jinja", "--no-prefill-assistant", "--no-reasoning-preserve")
+"""The llama-server flags to serve our templates with (the README's command, run by
+``tests/test_llama_server.py``), beside ``--chat-template-file``: ``--no-prefill-assistant`` stops the
+continuation rewrite of a conversation whose last message is the assistant's; ``--no-reasoning-preserve``
+stops llama-server from setting ``preserve_thinking=true`` (its default), which keeps every turn's
+reasoning in K2.6's prompt (see :mod:`kimi_chat.known_problems`)."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _CANDIDATE_DIRS = (

@@ -20,6 +20,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
+from kimi_chat.templates import LLAMA_SERVER_FLAGS
+
 ENV_VAR = "KIMI_CHAT_LLAMA_SERVER"
 START_TIMEOUT = 120.0
 """Seconds to wait for ``/health`` (the tiny model loads in about a second; a loaded CI box is slow)."""
@@ -152,11 +154,9 @@ class LlamaServer:
 # --------------------------------------------------------------------------------------------------
 # what llama-server hands the template (read from the vendored common/chat.cpp, checked by the tests)
 
-RECOMMENDED_FLAGS = ("--jinja", "--no-prefill-assistant", "--no-reasoning-preserve")
-"""The flags the README tells users to serve our templates with (and that the tests use):
-``--no-prefill-assistant`` stops the continuation rewrite of a conversation whose last message is the
-assistant's; ``--no-reasoning-preserve`` stops llama-server from setting ``preserve_thinking=true``
-(its default), which keeps every turn's reasoning in K2.6's prompt."""
+RECOMMENDED_FLAGS = LLAMA_SERVER_FLAGS
+"""The flags the README tells users to serve our templates with (and that the tests use): one source,
+:data:`kimi_chat.templates.LLAMA_SERVER_FLAGS`."""
 
 
 def llama_jinja_numbers(value: Any) -> Any:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import IN_CI, needs_reference
+from llama_server_support import LlamaServer, missing_reason
 
 from kimi_chat import markers as M
 from kimi_chat.conformance import (
@@ -284,45 +285,18 @@ def test_cli_conformance_text_and_json(tiny_gguf, report):
 # --server against a real llama-server
 
 
-def _llama_server() -> Path | None:
-    env = os.environ.get("KIMI_CHAT_LLAMA_SERVER")
-    p = Path(env) if env else Path(sys.executable).parent / "llama-server"
-    return p if p.is_file() and os.access(p, os.X_OK) else None
-
-
 @pytest.fixture(scope="module")
-def llama_server(tiny_gguf: Path):
-    binary = _llama_server()
-    if binary is None:
+def llama_server(tiny_gguf: Path, tmp_path_factory):
+    """A real llama-server on the tiny model with its embedded template (the shared
+    :class:`llama_server_support.LlamaServer`: found, started and always killed the same way)."""
+    reason = missing_reason()
+    if reason is not None:
         if IN_CI:
-            pytest.fail("CI=true: llama-server not found beside the venv's python nor at $KIMI_CHAT_LLAMA_SERVER")
-        pytest.skip("llama-server not found (set KIMI_CHAT_LLAMA_SERVER or install it as <venv>/bin/llama-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([str(binary), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port),
-                             "--jinja", "-c", "2048", "-t", "1"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"llama-server did not come up (exit status {proc.poll()})")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    with LlamaServer(tiny_gguf, None, tmp_path_factory.mktemp("conf-server") / "llama-server.log",
+                     n_ctx=2048) as server:
+        yield server.url
 
 
 @needs_llama

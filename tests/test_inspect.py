@@ -132,7 +132,8 @@ def test_gguf_with_each_known_template_is_identified(tmp_path, known):
         assert ins.fix_template is None and ins.fix_command is None and ins.fix_hint == K3_FIX_HINT
         return
     assert ins.fix_template == f"templates/{known.dialect}.jinja"
-    assert ins.fix_command == f"llama-server -m {p} --jinja --chat-template-file templates/{known.dialect}.jinja"
+    assert ins.fix_command == (f"llama-server -m {p} --jinja --chat-template-file templates/{known.dialect}.jinja "
+                               "--no-prefill-assistant --no-reasoning-preserve")
     assert ins.fix_hint == ins.fix_command
 
 
@@ -295,7 +296,7 @@ def test_cli_inspect_text_and_json(tmp_path, capsys):
     assert "dialect:   kimi-k2-thinking@rev1 [single-source] — adapted copy of kimi-k2-thinking@rev1" in out
     assert "[warning] reasoning retained for more turns" in out
     assert "tokenizer: agrees with the official tokenizer" in out
-    assert f"fix:       llama-server -m {p} --jinja --chat-template-file templates/kimi-k2-thinking@rev1.jinja" in out
+    assert f"fix:       llama-server -m {p} --jinja --chat-template-file templates/kimi-k2-thinking@rev1.jinja --no-prefill-assistant --no-reasoning-preserve" in out
     assert main(["inspect", str(p), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["identification"]["kind"] == "adapted" and data["identification"]["renders_in_sandbox"] is False
