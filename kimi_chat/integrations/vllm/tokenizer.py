@@ -42,14 +42,16 @@ from ...tokenizer import (
     KimiTokenizer,
 )
 
+from ..family import DIALECT_ENV
+
 __all__ = ["MODE", "DIALECT_ENV", "register_mode", "KimiChatVllmTokenizer", "ModelDialect", "model_dialect", "load_kimi_tokenizer"]
 
 MODE = "kimi_chat"
 """The ``--tokenizer-mode`` name."""
 
-DIALECT_ENV = "KIMI_CHAT_DIALECT"
-"""Environment variable naming the dialect to serve (``kimi-k2.6``, ``kimi-k3``...): overrides the
-identification; the parser plugins read it with the same meaning."""
+# DIALECT_ENV (``KIMI_CHAT_DIALECT``): the environment variable naming the dialect to serve
+# (``kimi-k2.6``, ``kimi-k3``...); it overrides the identification, and the parser plugins read the
+# same variable (:mod:`kimi_chat.integrations.family`, its one definition) with the same meaning.
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 _FETCHED = (TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, CHAT_TEMPLATE_FILE, "config.json", "generation_config.json")
