@@ -469,7 +469,7 @@ class BodyStage:
         calls = []
         for c in m.calls:
             if not self._gate.seen(c.index):  # a call's first piece: decide it (once per call)
-                call = next((t for t in self.parser.message.tool_calls if t.index == c.index), None)
+                call = self.parser.tool_call(c.index)  # O(1): not a rebuild of the whole message
                 if call is None:  # the parser does not list it as a call: nothing to hand on
                     self._gate.withhold(c.index)
                 else:

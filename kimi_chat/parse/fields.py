@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..peg import EOF, Machine
 from .lexer import MarkerLexer
-from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
+from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun, joined
 from .tagcalls import TagCalls
 from .tags import TagLexer
 from .toolcalls import ToolCalls, Warn, index_tools
@@ -100,7 +100,8 @@ class Turn:
     """How the turn stands: ``ended`` (its end marker came), ``raw`` (everything after is ignored
     text), ``truncated`` (the input ended inside a group that needs closing), the ignored text."""
 
-    __slots__ = ("ended", "raw", "truncated", "section_implicit", "trailing", "trailing_offset")
+    __slots__ = ("ended", "raw", "truncated", "section_implicit", "trailing", "trailing_offset", "_warning",
+                 "_seen")
 
     def __init__(self) -> None:
         self.ended = False
@@ -109,6 +110,8 @@ class Turn:
         self.section_implicit = False
         self.trailing: list[str] = []
         self.trailing_offset = 0
+        self._warning: ParseWarning | None = None  # the last one made, while no piece came since
+        self._seen = 0  # len(trailing) when it was made
 
     def ignore(self, piece: str, offset: int) -> None:
         """A piece after the end of the turn, at ``offset``."""
@@ -117,11 +120,19 @@ class Turn:
         self.trailing.append(piece)
 
     def warnings(self) -> list[ParseWarning]:
-        """The warning for the text after the end of the turn (``[]`` if none came)."""
+        """The warning for the text after the end of the turn (``[]`` if none came): the same object
+        while no text came since; else its text joined from the new pieces only (amortised, as
+        :func:`~kimi_chat.parse.output.joined`)."""
         if not self.trailing:
             return []
-        return [ParseWarning("text_after_end", "text after the end of the turn ignored",
-                             self.trailing_offset, "".join(self.trailing))]
+        w = self._warning
+        if w is None or self._seen != len(self.trailing):
+            w = self._warning = None  # drop its text first: joined() may then grow the string in place
+            text = joined(self.trailing)
+            self._seen = len(self.trailing)
+            w = self._warning = ParseWarning("text_after_end", "text after the end of the turn ignored",
+                                             self.trailing_offset, text)
+        return [w]
 
     def stop_reason(self, finished: bool, has_calls: bool) -> StopReason | None:
         """The stop reason so far (``None`` while the turn is open and the input not finished)."""

@@ -36,7 +36,8 @@ from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
 from .lexer import Utf8Chunks
 from .output import DeltaBuffer, TextField
-from .types import Delta, ParsedMessage, ParseWarning
+from .types import Delta, ParsedMessage, ParsedToolCall
+from .warnlog import WarningLog
 
 __all__ = ["StreamParser", "parse"]
 
@@ -74,7 +75,8 @@ class StreamParser:
     ) -> None:
         d = get_dialect(dialect)
         d.check_options(options, what="render option", require_bool=False)
-        self._warnings: list[ParseWarning] = []
+        self._log = WarningLog()
+        self._snaps: list[ParsedToolCall] = []  # snapshots of the closed calls (final), in order
         fmt = format_for(d)
         self.dialect = d
         self.format = fmt
@@ -180,7 +182,8 @@ class StreamParser:
                 self.feed(rest)
         self._flush_pending()
         if self._turn.raw:
-            self._warnings += self._turn.warnings()
+            for w in self._turn.warnings():
+                self._log.add(w.kind, w.message, w.offset, w.text)
         else:
             self._go(self._state.trans[EOF], EOF, "", self._pos)
         self._finished = True
@@ -189,21 +192,46 @@ class StreamParser:
 
     @property
     def message(self) -> ParsedMessage:
-        """The :class:`ParsedMessage` so far (final after :meth:`finish`)."""
+        """The :class:`ParsedMessage` so far (final after :meth:`finish`).
+
+        Each read is a new message whose lists are its own; a closed call's :class:`ParsedToolCall`
+        (and an unchanged open one's) is the same object from read to read. A read costs what changed
+        since the last one plus a copy of the two lists (see :mod:`kimi_chat.parse.warnlog`: repeated
+        warnings are merged, so the warning list stays short)."""
         if self._final is not None:
             return self._final
-        warnings = self._warnings + (self._turn.warnings() if self._turn.raw and not self._finished else [])
+        warnings = self._log.list()
+        if self._turn.raw and not self._finished:
+            warnings += self._turn.warnings()
         calls = self._calls.calls
+        snaps = self._snaps
+        done = len(calls) - (self._calls.current is not None)  # every call before the open one is closed
+        while len(snaps) < done:  # a closed call never changes: its snapshot is taken once
+            snaps.append(calls[len(snaps)].snapshot())
+        tool_calls = snaps[:done]
+        if done < len(calls):
+            tool_calls.append(calls[-1].snapshot())
         msg = ParsedMessage(
             content=self._content.value(),
             reasoning_content=self._reasoning.value(),
-            tool_calls=[c.snapshot() for c in calls],
+            tool_calls=tool_calls,
             stop_reason=self._turn.stop_reason(self._finished, bool(calls)),
             warnings=warnings,
         )
         if self._finished:
             self._final = msg
         return msg
+
+    def tool_call(self, index: int) -> ParsedToolCall | None:
+        """Call ``index`` of :attr:`message` (the same object its ``tool_calls`` holds), or ``None``
+        if there is no such call (yet): what a server reads when a call's first delta comes, in O(1)
+        however many calls came before."""
+        calls = self._calls.calls
+        if not 0 <= index < len(calls):
+            return None
+        if index < len(self._snaps):
+            return self._snaps[index]
+        return calls[index].snapshot()  # a call's index is its position in the list
 
     def __repr__(self) -> str:
         return f"<StreamParser {self.dialect.name} at {self._pos}: {self.state}>"
@@ -267,7 +295,7 @@ class StreamParser:
         self._sink = self._sinks[tr.target.field]
 
     def _warn(self, kind: str, message: str, offset: int, text: str = "") -> None:
-        self._warnings.append(ParseWarning(kind, message, offset, text))
+        self._log.add(kind, message, offset, text)
 
 
 def parse(

@@ -55,18 +55,33 @@ class ToolCallStatus(str, Enum):
     """The arguments are not a JSON object (kept verbatim)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParseWarning:
     """Something the parser repaired, dropped or inferred. ``offset`` is the character offset in the
     input where it happened; ``text`` is the input text dropped or concerned (a stray marker, text
-    after the end of the turn, text inside a tool-call section outside any call, ...)."""
+    after the end of the turn, text inside a tool-call section outside any call, ...).
+
+    Repeats are merged, so that a long run of stray markers costs one warning, not one each
+    (``docs/format.md``, *Warnings*): ``count`` is how many warnings this one stands for (``1``:
+    itself only) and ``last_offset`` the offset of the last of them (``None`` when ``count`` is 1).
+    Two kinds of merge, both only for the kinds of :data:`kimi_chat.parse.warnlog.MERGED_KINDS`
+    (``stray_marker``): consecutive identical warnings (same kind, message and text, nothing else
+    warned between) are one, with the first one's ``offset``; and past
+    :data:`~kimi_chat.parse.warnlog.MAX_ENTRIES` entries of a kind, the rest of that kind are one
+    overflow entry (``text`` ``""``, the message says so; ``offset`` and ``last_offset``: the first
+    and last merged).
+    """
 
     kind: str
     message: str
     offset: int
     text: str = ""
+    count: int = 1
+    last_offset: int | None = None
 
     def __str__(self) -> str:
+        if self.count > 1:
+            return f"{self.message} ({self.count} times, at offsets {self.offset} to {self.last_offset})"
         return f"{self.message} (at offset {self.offset})"
 
 
