@@ -248,3 +248,42 @@ def test_reading_after_every_feed_changes_nothing(dialect, text):
         cuts = list(range(step, len(text), step))
         assert streamed(text, cuts, dialect) == whole
         assert streamed(text, cuts, dialect, read=False) == whole
+
+
+def test_a_merged_warning_never_spans_a_marker_read_as_structure():
+    """The end of reasoning cuts a run: the server's reasoning and body stages, which split there,
+    log the same warnings as the whole parse has."""
+    text = THINK + "a" + IM_MIDDLE + UNTHINK + IM_MIDDLE + IM_MIDDLE + "b"
+    body_at = len(THINK + "a" + IM_MIDDLE + UNTHINK)
+    msg = parse(text, dialect="kimi-k2-thinking")
+    assert (msg.reasoning_content, msg.content) == ("a", "b")
+    assert msg.warnings == [stray(IM_MIDDLE, len(THINK) + 1),
+                            stray(IM_MIDDLE, body_at, 2, body_at + len(IM_MIDDLE))]
+
+
+def test_stages_log_a_merged_warning_with_its_count():
+    import logging
+
+    from kimi_chat.integrations import ReasoningStage
+
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("test_parse_reads.stages")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(Keep())
+    text = THINK + "a" + IM_MIDDLE + UNTHINK + IM_MIDDLE + IM_MIDDLE + "b"
+    rs = ReasoningStage(prefilled=False, logger=logger)
+    body = BodyStage(tools=None, after_reasoning=True, logger=logger)
+    _, rest = rs.feed(text)
+    body.feed(rest)
+    body.finish()
+    assert records == [
+        f"parse warning stray_marker: stray marker {IM_MIDDLE} dropped (at offset {len(THINK) + 1} of the output)",
+        f"parse warning stray_marker: stray marker {IM_MIDDLE} dropped (2 times, at offsets 0 to {len(IM_MIDDLE)} "
+        "of the output after reasoning)",
+    ]

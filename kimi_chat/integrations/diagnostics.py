@@ -77,10 +77,16 @@ def warning_level(w: ParseWarning) -> int:
 
 
 def log_warnings(logger: logging.Logger, warnings: Iterable[ParseWarning], where: str, shift: int = 0) -> None:
-    """Log each warning (``where``: which text the offsets are in; ``shift`` is subtracted from them)."""
+    """Log each warning (``where``: which text the offsets are in; ``shift`` is subtracted from them).
+    A merged warning (``count`` > 1) says how many it stands for and the offset of the last."""
     for w in warnings:
         level = warning_level(w)
-        if logger.isEnabledFor(level):
+        if not logger.isEnabledFor(level):
+            continue
+        if w.count > 1:
+            logger.log(level, "parse warning %s: %s (%d times, at offsets %d to %d of the %s)", w.kind, w.message,
+                       w.count, w.offset - shift, (w.last_offset or w.offset) - shift, where)
+        else:
             logger.log(level, "parse warning %s: %s (at offset %d of the %s)", w.kind, w.message, w.offset - shift,
                        where)
 

@@ -283,6 +283,8 @@ class StreamParser:
             self._pos += len(text)
 
     def _go(self, tr: Transition, tok: str, spelling: str, offset: int) -> None:
+        if spelling:  # a marker read as structure: no merged warning spans it
+            self._log.cut()
         fld = self._state.field
         if fld in _RUN_FIELDS:
             self._runs.leave(fld)

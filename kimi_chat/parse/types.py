@@ -66,7 +66,7 @@ class ParseWarning:
     itself only) and ``last_offset`` the offset of the last of them (``None`` when ``count`` is 1).
     Two kinds of merge, both only for the kinds of :data:`kimi_chat.parse.warnlog.MERGED_KINDS`
     (``stray_marker``): consecutive identical warnings (same kind, message and text, nothing else
-    warned between) are one, with the first one's ``offset``; and past
+    warned and no marker read as structure between) are one, with the first one's ``offset``; and past
     :data:`~kimi_chat.parse.warnlog.MAX_ENTRIES` entries of a kind, the rest of that kind are one
     overflow entry (``text`` ``""``, the message says so; ``offset`` and ``last_offset``: the first
     and last merged).

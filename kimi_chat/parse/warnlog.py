@@ -4,8 +4,10 @@ A hostile output can hold millions of stray markers (10 MB of ``[PAD]`` is two m
 :class:`~kimi_chat.parse.ParseWarning` each would retain ~50 times the input. For the kinds in
 :data:`MERGED_KINDS`:
 
-* consecutive identical warnings (same kind, message and text, no other warning between) are one
-  warning: ``count`` of them, ``offset`` the first one's, ``last_offset`` the last one's;
+* consecutive identical warnings (same kind, message and text, no other warning between, and no
+  :meth:`~WarningLog.cut`: the parser cuts at every marker it reads as structure; text between does
+  not count) are one warning: ``count`` of them, ``offset`` the first one's, ``last_offset`` the last
+  one's. So a merged warning never spans, e.g., the end of reasoning, where a server's stages split;
 * a kind lists at most :data:`MAX_ENTRIES` entries; every further warning of that kind is merged
   into one overflow entry placed after them (``text`` ``""``, a message saying so, ``count``,
   ``offset``/``last_offset`` of the first and last merged).
@@ -80,6 +82,10 @@ class WarningLog:
         self._dirty[m.pos] = m
         m.count += 1
         m.last = offset
+
+    def cut(self) -> None:
+        """The next warning is not merged into the last one (an overflow entry still takes its kind)."""
+        self._run = None
 
     def list(self) -> list[ParseWarning]:
         """The warnings so far, as a new list."""
