@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import sys
 import time
 import tracemalloc
@@ -34,8 +35,6 @@ from parse import make_k3_output, token_deltas, words  # noqa: E402
 from kimi_chat import markers as M  # noqa: E402
 from kimi_chat.integrations import BodyStage  # noqa: E402
 from kimi_chat.parse import StreamParser, parse  # noqa: E402
-
-import random  # noqa: E402
 
 SB, SE = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
 CB, AB, CE = M.TOOL_CALL_BEGIN.text, M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text
@@ -76,8 +75,9 @@ def run(dialect: str, chunks: list[str], read: bool) -> float:
 
 def per_read_rows(quick: bool) -> None:
     print("1. StreamParser.message read after every 4-character feed: per-read cost")
-    for name, make in (("K2, text after the end of the turn", after_end), ("Kimi-K3 output, then text after its end", k3_output),
-                       ("K2, many tool calls", many_calls)):
+    cases = (("K2, text after the end of the turn", after_end), ("Kimi-K3 output, then text after its end", k3_output),
+             ("K2, many tool calls", many_calls))
+    for name, make in cases:
         prev = None
         for n in (50_000, 200_000):
             dialect, text = make(n)
@@ -136,6 +136,7 @@ def memory_rows(quick: bool) -> None:
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - base
         tracemalloc.stop()
+        # (before the merge, ParseWarning had no count: one object per marker)
         n = sum(w.count for w in msg.warnings) if hasattr(msg.warnings[0], "count") else len(msg.warnings)
         print(f"  {name:34} {len(text) / 1e6:5.1f} MB input: {kept / 1e6:8.2f} MB retained "
               f"({kept / len(text):.3f} bytes per input character), {len(msg.warnings)} warning object(s) "
