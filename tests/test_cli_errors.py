@@ -23,10 +23,10 @@ TOOLS_SURROGATE = '[{"type": "function", "function": {"name": "f\\udfff", "param
 
 
 def _err_line(capsys, cmd: str) -> str:
-    """The one error line of a failed subcommand (and nothing on stdout); notes the subcommand
-    printed before failing (e.g. which dialect the request's model picked) are not errors."""
+    """The one error line of a failed subcommand (and nothing on stdout); notes and progress lines the
+    subcommand printed before failing (e.g. which dialect the request's model picked) are not errors."""
     out = capsys.readouterr()
-    lines = [ln for ln in out.err.splitlines() if not ln.startswith("kimi-chat: note: ")]
+    lines = [ln for ln in out.err.splitlines() if not ln.startswith(("kimi-chat: note: ", "kimi-chat: progress: "))]
     assert len(lines) == 1, out.err
     assert lines[0].startswith(f"kimi-chat {cmd}: error: "), lines[0]
     assert out.out == ""

@@ -42,7 +42,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def _progress(message: str) -> None:
-    print(f"kimi-chat verify: {message}", file=sys.stderr, flush=True)
+    print(f"kimi-chat: progress: {message}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
