@@ -130,3 +130,15 @@ def test_count_prints_lint_findings_and_q_silences_them(capsysbinary, tmp_path):
     assert "kimi-chat: lint error: developer-role: messages[0].role: " in err
     status, out2, err = _run(capsysbinary, "count", "-q", f)
     assert status == 0 and out2 == out and err == ""
+
+
+@pytest.mark.parametrize("case", ["flat_tool_call", "empty_arguments"])
+def test_input_lint_cannot_take_still_renders(capsysbinary, tmp_path, case):
+    """The K3 encoder renders these (a call without "function", a function without "arguments");
+    the findings are printed after the render, and lint refusing them does not fail it."""
+    g = json.loads((GOLDEN / "kimi-k3" / f"{case}.json").read_text())
+    body = {"messages": g["messages"], **({"tools": g["tools"]} if g.get("tools") is not None else {})}
+    status, out, err = _run(capsysbinary, "render", "-d", "kimi-k3", "--kwargs", json.dumps(g["options"]),
+                            _file(tmp_path, body))
+    assert status == 0, err
+    assert out.encode() == (GOLDEN / "kimi-k3" / f"{case}.txt").read_bytes()

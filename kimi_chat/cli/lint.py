@@ -45,10 +45,17 @@ def findings(req: dict[str, Any]) -> list[Any]:
 
 
 def print_findings(args: argparse.Namespace, req: dict[str, Any]) -> None:
-    """Print each lint finding of ``req`` on stderr (``kimi-chat: lint error: ...``), unless ``-q``."""
+    """Print each lint finding of ``req`` on stderr (``kimi-chat: lint error: ...``), unless ``-q``.
+    Called once the request rendered: input that lint cannot take does not fail the command (its
+    output is the official prompt); a note says lint did not check it."""
     if getattr(args, "quiet", False):
         return
-    for w in findings(req):
+    try:
+        found = findings(req)
+    except KimiChatError as e:
+        print(f"kimi-chat: note: lint could not check this request: {e}", file=sys.stderr)
+        return
+    for w in found:
         print(f"kimi-chat: lint {w.severity}: {w}", file=sys.stderr)
 
 
