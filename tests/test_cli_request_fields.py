@@ -184,3 +184,12 @@ def test_run_reads_the_prompt_fields_but_not_tool_choice():
     assert run_options(body, get_dialect("kimi-k3")) == {
         "thinking": True, "thinking_effort": "low", "response_format": {"type": "json_object"}}
     assert run_options(body, get_dialect("kimi-k2.5")) == {"thinking": True}
+
+
+def test_thinking_without_type_does_not_contradict_the_kwargs(capsysbinary, tmp_path):
+    """No thinking.type is Moonshot's default (enabled), not a value that disagrees with
+    chat_template_kwargs."""
+    status, out, err = _run(capsysbinary, "render", "-q", "-d", "kimi-k3",
+                            _body(tmp_path, K3 / "thinking_off.json", thinking={"keep": "all"},
+                                  chat_template_kwargs={"thinking": False}))
+    assert status == 0 and out == (K3 / "thinking_off.txt").read_bytes(), err

@@ -58,7 +58,7 @@ def _thinking(body: Mapping[str, Any], d: Dialect, out: dict[str, tuple[Any, str
         if key not in _THINKING_KEYS:
             warn(f"the request's thinking.{key} is not a field of Moonshot's thinking object "
                  f"({', '.join(_THINKING_KEYS)}); ignored")
-    if "thinking" in d.options:
+    if "type" in obj and "thinking" in d.options:  # (no type: enabled, the templates' default too)
         out["thinking"] = (on, "thinking.type")
     elif "type" in obj:
         warn(f"the request's thinking.type {_dump(kind)} does not change the prompt of {d.name}: its template "
