@@ -43,7 +43,7 @@ def surrogate_request(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------ item 15: lone surrogates
 
 
-@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("cmd", ["render", "count", "lint", "run"])
 def test_lone_surrogate_in_a_request(cmd, surrogate_request, capsys):
     argv = [cmd, str(surrogate_request)] if cmd != "run" else [cmd, "model.gguf", str(surrogate_request)]
     assert main(argv) == 2
@@ -107,7 +107,7 @@ def deep_request(tmp_path: Path) -> Path:
     return p
 
 
-@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("cmd", ["render", "count", "lint", "run"])
 def test_deep_request(cmd, deep_request, capsys):
     argv = [cmd, str(deep_request)] if cmd != "run" else [cmd, "model.gguf", str(deep_request)]
     assert main(argv) == 2
@@ -218,7 +218,7 @@ def test_run_on_a_missing_request_says_it_is_missing(tmp_path, capsys):
     assert f"{tmp_path / 'missing.json'}: cannot read: No such file or directory" in line
 
 
-@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("cmd", ["render", "count", "lint", "run"])
 @pytest.mark.parametrize("body", ['{"model": "x"}', '"hello"', "3"])
 def test_a_request_that_is_not_one_names_the_file(cmd, body, tmp_path, capsys):
     p = tmp_path / "req.json"
