@@ -41,9 +41,11 @@ def test_top_level_help_covers_both_families(capsys):
 def test_missing_reference_data_names_the_flag(monkeypatch, tmp_path, capsys):
     pytest.importorskip("tiktoken", reason="the `tokenizer` extra (tiktoken) is not installed")
     monkeypatch.setenv("KIMI_CHAT_REFERENCE_DIR", str(tmp_path / "none"))
-    assert main(["count", "-q", str(EXAMPLE)]) == 2
+    status = main(["count", "-q", str(EXAMPLE)])
+    assert status == 2
     assert "(or give a model snapshot directory with --tokenizer DIR)" in _err(capsys)
-    assert main(["tiny-model", str(tmp_path / "t.gguf")]) == 2
+    status = main(["tiny-model", str(tmp_path / "t.gguf")])
+    assert status == 2
     err = _err(capsys)
     assert "--tokenizer-dir DIR" in err and not (tmp_path / "t.gguf.part").exists()
 
@@ -53,8 +55,9 @@ def test_a_tokenizer_of_the_other_family_names_the_flag(capsys):
     pytest.importorskip("tiktoken", reason="the `tokenizer` extra (tiktoken) is not installed")
     ref = reference_file("tokenizer/tiktoken.model").parent  # type: ignore[union-attr]
     config = reference_file("Kimi-K2-Instruct/tokenizer_config.json")
-    assert main(["count", "-q", "-d", "kimi-k3", "--tokenizer", str(ref), "--tokenizer-config", str(config),
-                 str(EXAMPLE)]) == 2
+    status = main(["count", "-q", "-d", "kimi-k3", "--tokenizer", str(ref), "--tokenizer-config", str(config),
+                   str(EXAMPLE)])
+    assert status == 2
     err = _err(capsys)
     assert f"--tokenizer {ref}: the tokenizer has no special token <|open|>" in err
     assert "give --tokenizer a Kimi-K3 model snapshot directory" in err
@@ -64,7 +67,8 @@ def test_a_tokenizer_of_the_other_family_names_the_flag(capsys):
 def test_tiny_model_refuses_a_directory(tmp_path, capsys):
     out = tmp_path / "models"
     out.mkdir()
-    assert main(["tiny-model", str(out)]) == 2
+    status = main(["tiny-model", str(out)])
+    assert status == 2
     err = _err(capsys)
     assert f"{out}: is a directory; give the path of the .gguf file to write" in err
     assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["models"]
@@ -73,7 +77,8 @@ def test_tiny_model_refuses_a_directory(tmp_path, capsys):
 def test_tiny_model_refuses_to_overwrite_a_non_gguf_file(tmp_path, capsys):
     out = tmp_path / "notes.txt"
     out.write_text("my notes")
-    assert main(["tiny-model", str(out)]) == 2
+    status = main(["tiny-model", str(out)])
+    assert status == 2
     assert f"{out}: exists and is not a GGUF file; not overwritten" in _err(capsys)
     assert out.read_text() == "my notes"
     gguf = tmp_path / "old.gguf"
@@ -99,11 +104,14 @@ def test_inspect_exits_1_for_a_template_that_does_not_compile(tmp_path, capsys):
     pytest.importorskip("transformers", reason="the compile check needs transformers (kimi-chat[verify])")
     bad = tmp_path / "bad.jinja"
     bad.write_text("{% for m in %}broken")
-    assert main(["inspect", str(bad)]) == 1
+    status = main(["inspect", str(bad)])
+    assert status == 1
     assert "the template does not compile" in capsys.readouterr().out
-    assert main(["inspect", "--json", str(bad)]) == 1
+    status = main(["inspect", "--json", str(bad)])
+    assert status == 1
     assert json.loads(capsys.readouterr().out)["identification"]["compile_error"].startswith("line 1: ")
-    assert main(["inspect", str(TEMPLATE)]) == 0
+    status = main(["inspect", str(TEMPLATE)])
+    assert status == 0
 
 
 def test_verify_reports_progress(capsys):
@@ -115,11 +123,13 @@ def test_verify_reports_progress(capsys):
     assert report.equivalent
     assert seen == [f"{n}/20 conversations, no difference yet" for n in range(2, 21, 2)]  # every tenth
     capsys.readouterr()  # (transformers' own import notice)
-    assert main(["verify", str(TEMPLATE), "-d", "kimi-k2-instruct-0905", "-n", "2", "--seed", "1"]) == 0
+    status = main(["verify", str(TEMPLATE), "-d", "kimi-k2-instruct-0905", "-n", "2", "--seed", "1"])
+    assert status == 0
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"kimi-chat: progress: rendering 2 generated conversations through {TEMPLATE} and kimi-k2-instruct-0905"
     assert "kimi-chat: progress: 2/2 conversations, no difference yet" in err
-    assert main(["verify", str(TEMPLATE), "-d", "kimi-k2-instruct-0905", "-n", "2", "--seed", "1", "-q"]) == 0
+    status = main(["verify", str(TEMPLATE), "-d", "kimi-k2-instruct-0905", "-n", "2", "--seed", "1", "-q"])
+    assert status == 0
     assert capsys.readouterr().err == ""
 
 

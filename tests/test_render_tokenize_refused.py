@@ -36,4 +36,21 @@ def test_a_truthy_non_bool_is_read_as_the_official_reads_it(dialect):
 @pytest.mark.parametrize("dialect", ["kimi-k2-instruct", "kimi-k2.5", "kimi-k3"])
 def test_false_is_the_text(dialect):
     text = render(MSGS, dialect=dialect)
-    assert render(MSGS, dialect=dialect, tokenize=False, return_dict=False, return_assistant_tokens_mask=False) == text
+    given = render(MSGS, dialect=dialect, tokenize=False, return_dict=False, return_assistant_tokens_mask=False)
+    assert given == text
+
+
+def test_render_tokens_refuses_them_as_well():
+    pytest.importorskip("tiktoken", reason="the `tokenizer` extra (tiktoken) is not installed")
+    from kimi_chat.reference import reference_file
+
+    if reference_file("tokenizer/tiktoken.model") is None or reference_file("Kimi-K2-Instruct/tokenizer_config.json") is None:
+        pytest.skip("reference data not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference")
+    from kimi_chat import KimiTokenizer, render_tokens
+
+    for ref, dialect in (("k2", "kimi-k2-instruct"), ("k3", "kimi-k3")):
+        tok = KimiTokenizer.from_reference(ref)
+        with pytest.raises(UnsupportedOptionError):
+            render_tokens(MSGS, tokenizer=tok, dialect=dialect, return_assistant_tokens_mask=True)
+        given = render_tokens(MSGS, tokenizer=tok, dialect=dialect, tokenize=False).ids
+        assert given == render_tokens(MSGS, tokenizer=tok, dialect=dialect).ids
