@@ -39,7 +39,7 @@ def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
 def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
     """The tokenizer named by ``--tokenizer`` / ``--tokenizer-config`` (reference data by default)."""
     try:
-        from ..tokenizer import KimiTokenizer
+        from ..tokenizer import KimiTokenizer  # noqa: F401
     except ImportError as e:  # pragma: no cover
         raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
     try:
