@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..dialects import DEFAULT_DIALECT, get_dialect
-from ..errors import KimiChatError
+from ..errors import KimiChatError, ReferenceDataError
 from ._io import InputError, fail
 
 
@@ -65,14 +65,18 @@ def run(args: argparse.Namespace) -> int:
 
         _check_out(args.out)
         d = get_dialect(args.dialect)
-        tok = snapshot_tokenizer(args.tokenizer_dir, d, None, "--tokenizer-dir")
-        problem = vocabulary_problem(tok, d)
-        if problem is not None:
-            raise InputError(f"--tokenizer-dir {args.tokenizer_dir}: {problem}; give --tokenizer-dir a "
-                             f"{'Kimi-K3' if d.family == 'k3' else 'Kimi-K2'} model snapshot, or choose its "
-                             "dialect with --dialect")
+        tok = None  # build_tiny_model's default: the reference tokenizer of d's family
+        if args.tokenizer_dir:
+            tok = snapshot_tokenizer(args.tokenizer_dir, d, None, "--tokenizer-dir")
+            problem = vocabulary_problem(tok, d)
+            if problem is not None:
+                raise InputError(f"--tokenizer-dir {args.tokenizer_dir}: {problem}; give --tokenizer-dir a "
+                                 f"{'Kimi-K3' if d.family == 'k3' else 'Kimi-K2'} model snapshot, or choose its "
+                                 "dialect with --dialect")
         t0 = time.perf_counter()
         path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed)
+    except ReferenceDataError as e:
+        return fail(f"{e}" + ("" if args.tokenizer_dir else " (or give a model snapshot directory with --tokenizer-dir DIR)"))
     except (InputError, KimiChatError, OSError) as e:
         return fail(str(e))
     what = f"{d.name} template" if d.family == "k2" else f"{d.name} special tokens"
