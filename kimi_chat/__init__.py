@@ -17,7 +17,8 @@ imported from their modules: they need optional extras.
 from __future__ import annotations
 
 from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
-from .errors import KimiChatError, ReferenceDataError, RenderError, StrictModeError, ToolSchemaError, UnknownDialectError
+from .errors import (KimiChatError, ReferenceDataError, RenderError, StrictModeError, ToolSchemaError, UnknownDialectError,
+                     UnsupportedOptionError)
 from .messages import InvalidMessagesError, InvalidToolsError, Message, Tool
 from .parse import (
     Delta,
@@ -72,6 +73,7 @@ __all__ = [
     "ToolCallStatus",
     "ToolSchemaError",
     "UnknownDialectError",
+    "UnsupportedOptionError",
     "VerifyReport",
     "dialect_names",
     "extend_tokens",

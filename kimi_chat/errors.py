@@ -15,6 +15,7 @@ __all__ = [
     "ReferenceDataError",
     "ToolSchemaError",
     "StrictModeError",
+    "UnsupportedOptionError",
 ]
 
 
@@ -81,3 +82,14 @@ class StrictModeError(KimiChatError, ValueError):
     def __init__(self, problems: Sequence[LintWarning]) -> None:
         self.problems: list[LintWarning] = list(problems)
         super().__init__("strict mode refuses this request: " + "; ".join(str(p) for p in self.problems))
+
+
+class UnsupportedOptionError(KimiChatError, TypeError):
+    """An ``apply_chat_template`` argument that asks for something other than the prompt text
+    (``tokenize=True``, ``return_dict=True``, ``return_assistant_tokens_mask=True``) given to a function
+    that returns text: ``option`` names it. Token ids, spans and the assistant mask come from
+    :func:`kimi_chat.render_tokens`."""
+
+    def __init__(self, message: str, *, option: str):
+        super().__init__(message)
+        self.option = option

@@ -40,25 +40,33 @@ from .tokenizer import KimiTokenizer
 if TYPE_CHECKING:  # pragma: no cover
     from .tokens import RenderedTokens, SpecialTokensPolicy
 
-__all__ = ["render_tokens_k3", "extend_tokens_k3", "check_vocabulary"]
+__all__ = ["render_tokens_k3", "extend_tokens_k3", "check_vocabulary", "vocabulary_problem"]
 
 _K3_NAMES = tuple(m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG))
 _K2_NAMES = tuple(m.text for m in (M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE))
 
 
-def check_vocabulary(tokenizer: KimiTokenizer, d: Dialect) -> None:
-    """Refuse a tokenizer whose special tokens are not those of ``d``'s family (a K2 tokenizer for a
-    K3 dialect, a K3 tokenizer for a K2 one): :class:`~kimi_chat.errors.RenderError` (a ``ValueError``)
-    naming the missing special token."""
-    names, ref = (_K3_NAMES, "k3") if d.family == "k3" else (_K2_NAMES, "k2")
+def vocabulary_problem(tokenizer: KimiTokenizer, d: Dialect) -> str | None:
+    """Why ``tokenizer`` cannot encode ``d``'s prompts (its special tokens are not those of ``d``'s family:
+    a K2 tokenizer for a K3 dialect, a K3 tokenizer for a K2 one), naming the missing special token; ``None``
+    when it can. (The one check behind :func:`check_vocabulary` and the CLI's tokenizer flags.)"""
+    names = _K3_NAMES if d.family == "k3" else _K2_NAMES
     specials = tokenizer.special_tokens
     missing = [n for n in names if n not in specials]
-    if missing:
-        other = "a Kimi-K3" if d.family != "k3" else "a Kimi-K2"
-        raise RenderError(
-            f"the tokenizer has no special token {missing[0]} that dialect {d.name} ({d.family} family) writes "
-            f"(is it {other} tokenizer?); use KimiTokenizer.from_reference({ref!r}) or that model's tokenizer"
-        )
+    if not missing:
+        return None
+    other = "a Kimi-K3" if d.family != "k3" else "a Kimi-K2"
+    return (f"the tokenizer has no special token {missing[0]} that dialect {d.name} ({d.family} family) writes "
+            f"(is it {other} tokenizer?)")
+
+
+def check_vocabulary(tokenizer: KimiTokenizer, d: Dialect) -> None:
+    """Refuse a tokenizer whose special tokens are not those of ``d``'s family
+    (:func:`vocabulary_problem`): :class:`~kimi_chat.errors.RenderError` (a ``ValueError``)."""
+    problem = vocabulary_problem(tokenizer, d)
+    if problem is not None:
+        ref = "k3" if d.family == "k3" else "k2"
+        raise RenderError(f"{problem}; use KimiTokenizer.from_reference({ref!r}) or that model's tokenizer")
 
 
 def _typed(info: Any, parts: list[str], marks: list[tuple[int, int, bool]]) -> tuple[int, str] | None:

@@ -23,10 +23,10 @@ TOOLS_SURROGATE = '[{"type": "function", "function": {"name": "f\\udfff", "param
 
 
 def _err_line(capsys, cmd: str) -> str:
-    """The one error line of a failed subcommand (and nothing on stdout); notes the subcommand
-    printed before failing (e.g. which dialect the request's model picked) are not errors."""
+    """The one error line of a failed subcommand (and nothing on stdout); notes and progress lines the
+    subcommand printed before failing (e.g. which dialect the request's model picked) are not errors."""
     out = capsys.readouterr()
-    lines = [ln for ln in out.err.splitlines() if not ln.startswith("kimi-chat: note: ")]
+    lines = [ln for ln in out.err.splitlines() if not ln.startswith(("kimi-chat: note: ", "kimi-chat: progress: "))]
     assert len(lines) == 1, out.err
     assert lines[0].startswith(f"kimi-chat {cmd}: error: "), lines[0]
     assert out.out == ""
@@ -43,7 +43,7 @@ def surrogate_request(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------ item 15: lone surrogates
 
 
-@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("cmd", ["render", "count", "lint", "run"])
 def test_lone_surrogate_in_a_request(cmd, surrogate_request, capsys):
     argv = [cmd, str(surrogate_request)] if cmd != "run" else [cmd, "model.gguf", str(surrogate_request)]
     assert main(argv) == 2
@@ -107,7 +107,7 @@ def deep_request(tmp_path: Path) -> Path:
     return p
 
 
-@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("cmd", ["render", "count", "lint", "run"])
 def test_deep_request(cmd, deep_request, capsys):
     argv = [cmd, str(deep_request)] if cmd != "run" else [cmd, "model.gguf", str(deep_request)]
     assert main(argv) == 2
@@ -218,7 +218,7 @@ def test_run_on_a_missing_request_says_it_is_missing(tmp_path, capsys):
     assert f"{tmp_path / 'missing.json'}: cannot read: No such file or directory" in line
 
 
-@pytest.mark.parametrize("cmd", ["render", "count", "run"])
+@pytest.mark.parametrize("cmd", ["render", "count", "lint", "run"])
 @pytest.mark.parametrize("body", ['{"model": "x"}', '"hello"', "3"])
 def test_a_request_that_is_not_one_names_the_file(cmd, body, tmp_path, capsys):
     p = tmp_path / "req.json"

@@ -290,7 +290,8 @@ def test_cli_count_refuses_a_k2_tokenizer_for_kimi_k3(capsysbinary, request_file
     status, out, err = _cli(capsysbinary, "count", "-d", "kimi-k3", "--tokenizer", str(ref / "tokenizer"),
                             "--tokenizer-config", str(config), request_file)
     assert status == 2 and out == ""
-    assert "no special token <|open|>" in err and "from_reference('k3')" in err
+    assert "no special token <|open|>" in err and "give --tokenizer a Kimi-K3 model snapshot directory" in err
+    assert "from_reference" not in err  # the CLI names its flags, not Python calls (issue 20 item 17)
 
 
 def test_cli_dialects_lists_kimi_k3(capsysbinary):

@@ -61,7 +61,11 @@ def test_count_json_and_per_message(req_file, capsys):
     assert doc["trainable"] == doc["messages"][1]["trainable"] == 4  # "S", "unny", ".", "<|im_end|>"
     assert main(["count", req_file, "--per-message"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert int(lines[0]) == doc["tokens"] and lines[1].startswith("scaffolding")
+    assert int(lines[0]) == doc["tokens"]
+    assert lines[1].split() == ["message", "tokens", "trainable"]  # the table's header
+    assert lines[2].split() == ["scaffolding", str(doc["scaffolding"]), "0"]
+    rows = [ln.split() for ln in lines[3:]]
+    assert rows == [[str(m["index"]), m["role"], str(m["tokens"]), str(m["trainable"])] for m in doc["messages"]]
 
 
 def test_count_errors(req_file, tmp_path, capsys):

@@ -18,8 +18,8 @@ from ._io import InputError, fail, set_prog, source_name, surrogate_message
 
 __all__ = ["main", "COMMANDS"]
 
-COMMANDS: tuple[str, ...] = ("render", "count", "parse", "dialects", "inspect", "verify", "run", "tiny_model",
-                             "conformance")
+COMMANDS: tuple[str, ...] = ("render", "count", "lint", "parse", "dialects", "inspect", "verify", "run",
+                             "tiny_model", "conformance")
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 _INPUT_ARGS = ("file", "request", "tools", "template", "path")
@@ -39,7 +39,11 @@ class _SubcommandParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(prog="kimi-chat", description="The Kimi-K2 chat format, right.")
+    parser = argparse.ArgumentParser(
+        prog="kimi-chat",
+        description="The Kimi chat formats, right: both families, K2 (Kimi-K2-Instruct, -0905, -Thinking, K2.5, "
+        "K2.6: <|im_*|> turns) and K3 (Kimi-K3: XTML), rendered byte for byte as the official templates and "
+        "tokenizers do, linted, tokenized and parsed. `kimi-chat COMMAND --help` for each command.")
     parser.add_argument("--version", action="version", version=f"kimi-chat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser)
     for name in COMMANDS:

@@ -39,7 +39,7 @@ def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
 def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
     """The tokenizer named by ``--tokenizer`` / ``--tokenizer-config`` (reference data by default)."""
     try:
-        from ..tokenizer import KimiTokenizer
+        from ..tokenizer import KimiTokenizer  # noqa: F401
     except ImportError as e:  # pragma: no cover
         raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
     try:
@@ -47,15 +47,36 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
     except ImportError as e:
         raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
     d = get_dialect(dialect)
-    if args.tokenizer and d.family == "k3":
-        return _k3_tokenizer(KimiTokenizer, Path(args.tokenizer), args.tokenizer_config)
-    if args.tokenizer:
-        return KimiTokenizer.from_dir(args.tokenizer, config=args.tokenizer_config)
-    if args.tokenizer_config:
+    if args.tokenizer_config and not args.tokenizer:
         raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")
-    if d.family == "k3":
-        return KimiTokenizer.from_reference("k3")
-    return KimiTokenizer.from_reference("k2.6" if d.reasoning else "k2")
+    tok = snapshot_tokenizer(args.tokenizer, d, args.tokenizer_config, "--tokenizer")
+    from ..tokens_k3 import vocabulary_problem
+
+    problem = vocabulary_problem(tok, d)
+    if problem is not None:
+        family = "Kimi-K3" if d.family == "k3" else "Kimi-K2"
+        raise InputError(f"--tokenizer {args.tokenizer}: {problem}; give --tokenizer a {family} model snapshot "
+                         f"directory, or choose the dialect of that snapshot with --dialect")
+    return tok
+
+
+def snapshot_tokenizer(directory: str | None, d: Any, config: str | None, flag: str) -> Any:
+    """The tokenizer of the model snapshot ``directory`` for dialect ``d`` (``None``: the reference data's,
+    as :meth:`~kimi_chat.tokenizer.KimiTokenizer.from_reference` picks it for ``d``); reference data
+    that is missing is an :class:`InputError` naming ``flag``, the option that gives a snapshot instead."""
+    from ..errors import ReferenceDataError
+    from ..tokenizer import KimiTokenizer
+
+    if directory and d.family == "k3":
+        return _k3_tokenizer(KimiTokenizer, Path(directory), config)
+    if directory:
+        return KimiTokenizer.from_dir(directory, config=config)
+    try:
+        if d.family == "k3":
+            return KimiTokenizer.from_reference("k3")
+        return KimiTokenizer.from_reference("k2.6" if d.reasoning else "k2")
+    except ReferenceDataError as e:
+        raise InputError(f"{e} (or give a model snapshot directory with {flag} DIR)") from e
 
 
 def _k3_tokenizer(cls: Any, directory: Path, config: str | None) -> Any:
@@ -102,19 +123,24 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     add_tokenizer_arguments(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--per-message", action="store_true",
-                     help="also print each message's tokens (index, role, tokens, trainable tokens)")
+                     help="also print a table of each message's tokens (index, role, tokens, trainable tokens; "
+                     "the template's own tokens outside every message as 'scaffolding'), after the total")
     out.add_argument("--json", action="store_true",
                      help='print {"tokens", "trainable", "scaffolding", "messages": [{"index", "role", "tokens", '
                      '"trainable"}]}')
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no notes (the dialect the model names) and no lint findings on stderr")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from .lint import print_findings
     from .render import load_request
 
     try:
         req = load_request(args)
         r = rendered_tokens(args, req)
+        print_findings(args, req)
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))
     roles = {i: m.get("role", "?") if isinstance(m, dict) else getattr(m, "role", "?") for i, m in enumerate(req["messages"])}
@@ -137,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(len(r.ids))
     if args.per_message:
+        print(f"{'message':<16} {'tokens':>8} {'trainable':>9}")
         for i, (n, t) in sorted(per.items()):
             label = "scaffolding" if i < 0 else f"{i:>4} {roles.get(i)}"
-            print(f"{label:<16} {n:>8} {t:>8}")
+            print(f"{label:<16} {n:>8} {t:>9}")
     return 0

@@ -19,7 +19,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "or unknown), list the known problems of that revision, the tokenizer facts that disagree with the "
         "official Kimi tokenizer, and the command that fixes the template. PATH is a .gguf file, a model "
         "directory, a tokenizer_config.json or a .jinja file. The behavioural match needs transformers "
-        "(pip install 'kimi-chat[verify]'); exact matches do not.",
+        "(pip install 'kimi-chat[verify]'); exact matches do not. Exit status: 0 reported, 1 the template does "
+        "not compile (transformers' Jinja), 2 bad input.",
     )
     p.add_argument("path", help=".gguf file, model directory, tokenizer_config.json or .jinja file")
     p.add_argument("--json", action="store_true", help="machine-readable report")
@@ -37,4 +38,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
     else:
         print(report.format_text())
-    return 0
+    ident = report.identification
+    return 1 if ident is not None and ident.compile_error is not None else 0

@@ -10,8 +10,10 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Status, dialect_for_model, get_dialect
 from ..errors import KimiChatError
-from ..render import render
+from ..render import TOKENIZING_OPTIONS, render
+from ._body import body_options
 from ._io import InputError, fail, read_json, read_tools, request_body, template_options, write_exact
+from .lint import print_findings
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -23,7 +25,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     )
     add_request_arguments(p)
     p.add_argument("--quiet", "-q", action="store_true",
-                   help="no note on stderr about the dialect's provenance status")
+                   help="no notes (the dialect's provenance status, the dialect the model names) and no lint "
+                   "findings on stderr; warnings about ignored request fields still print")
     p.add_argument("--tokens", action="store_true",
                    help="print token ids as JSON ({\"ids\", \"spans\", \"assistant_mask\"}) instead of the text")
     from .count import add_tokenizer_arguments
@@ -32,10 +35,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=run)
 
 
-def add_request_arguments(p: argparse.ArgumentParser) -> None:
+def add_request_arguments(p: argparse.ArgumentParser, *, strict: bool = True) -> None:
     """The request arguments that :func:`load_request` reads: FILE, ``--dialect``, ``--tools``,
-    ``--no-generation-prompt``, ``--continue-final-message``, ``--kwargs``, ``--strict`` (shared by
-    ``render`` and ``count``)."""
+    ``--no-generation-prompt``, ``--continue-final-message``, ``--kwargs`` and (``strict``) ``--strict``
+    (shared by ``render``, ``count`` and ``lint``)."""
     p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
     p.add_argument("--dialect", "-d", default=None,
                    help=f"dialect or alias (default: the request's \"dialect\" key, else the dialect its \"model\" "
@@ -53,6 +56,8 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
                    help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
                    "(merged over the request's chat_template_kwargs); kwargs the template does not read are "
                    "ignored, as the official template ignores them")
+    if not strict:
+        return
     p.add_argument("--strict", action="store_true",
                    help="refuse what `kimi-chat lint` reports as an error (unknown roles, missing ids or content, "
                    "unknown message fields, unread template kwargs), naming message and field; default: render "
@@ -106,8 +111,11 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
     """The request of ``render``-like commands: messages, tools, dialect, add_generation_prompt,
     continue_final_message, options. Every body field that changes the prompt is read or reported:
     ``model`` picks the dialect (or a warning says it is ignored), ``add_generation_prompt`` and
-    ``continue_final_message`` are read, ``chat_template`` is ignored with a warning, and the legacy
-    ``functions`` / ``function_call`` are refused (exit 2) naming the field."""
+    ``continue_final_message`` are read, ``chat_template`` is ignored with a warning, ``thinking``,
+    ``reasoning_effort``, ``tool_choice`` and ``response_format`` become the dialect's options (or a
+    warning says they do not change its prompt: :mod:`kimi_chat.cli._body`), and the legacy
+    ``functions`` / ``function_call`` are refused (exit 2) naming the field. ``--kwargs`` is merged over
+    all of them."""
     body = request_body(read_json(args.file), args.file)
     for key, why in _REFUSED_FIELDS.items():
         if key in body:
@@ -115,8 +123,14 @@ def load_request(args: argparse.Namespace) -> dict[str, Any]:
     if body.get("chat_template") is not None:
         _note(args, "warning", "the request's 'chat_template' is ignored: kimi-chat renders the dialect's official template")
     tools = read_tools(args.tools) if args.tools else body.get("tools")
-    options = template_options(body, args.kwargs)
+    given = template_options(body, None)
     dialect = _request_dialect(args, body)
+    options = {**body_options(body, get_dialect(dialect), given, lambda m: _note(args, "warning", m)),
+               **template_options(body, args.kwargs)}
+    for key in TOKENIZING_OPTIONS:
+        if options.get(key):
+            raise InputError(f"the template option {key!r} asks for token ids: use `kimi-chat render --tokens` "
+                             "(ids, spans and the assistant mask) or `kimi-chat count`")
     agp = _body_flag(body, "add_generation_prompt")
     cfm = args.continue_final_message or bool(_body_flag(body, "continue_final_message"))
     if args.no_generation_prompt:
@@ -146,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
                           add_generation_prompt=req["add_generation_prompt"],
                           continue_final_message=req.get("continue_final_message", False),
                           strict=req.get("strict", False), **req["options"])
+        print_findings(args, req)
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))
     write_exact(text)

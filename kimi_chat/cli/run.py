@@ -15,6 +15,7 @@ from typing import Any
 
 from ..dialects import get_dialect
 from ..errors import KimiChatError
+from ._body import body_options
 from ._io import InputError, fail, read_json, request_body, source_name, template_options
 
 _DEFAULT_MESSAGES = [{"role": "user", "content": "Hello!"}]
@@ -26,7 +27,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         help="answer a chat.completions request with a local GGUF (llama.cpp)",
         description="Render, generate and parse an OpenAI chat.completions request on a local GGUF with "
         "llama.cpp (pip install 'kimi-chat[native]'). Honours messages, tools, tool_choice (through a GBNF "
-        "grammar), parallel_tool_calls, max_tokens (or max_completion_tokens), temperature and seed. "
+        "grammar), parallel_tool_calls, max_tokens (or max_completion_tokens), temperature and seed, and "
+        "the prompt fields thinking, reasoning_effort and response_format as `kimi-chat render` reads them. "
         "Prints a chat.completion object (or chat.completion.chunk lines with --stream).",
     )
     p.add_argument("model", help="GGUF file")
@@ -83,7 +85,20 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         "temperature": float(temperature),
         "seed": seed,
         "options": options,
+        "body": body,
     }
+
+
+def run_options(body: dict[str, Any], d: Any) -> dict[str, Any]:
+    """The template options the body's ``thinking``, ``reasoning_effort`` and ``response_format`` give
+    for dialect ``d`` (:func:`kimi_chat.cli._body.body_options`; ``tool_choice`` is read on its own: it
+    constrains the generation of every dialect), each field that does not change ``d``'s prompt warned
+    about on stderr."""
+    def warn(message: str) -> None:
+        print(f"kimi-chat: warning: {message}", file=sys.stderr)
+
+    given = template_options(body, None)
+    return body_options({k: v for k, v in body.items() if k != "tool_choice"}, d, given, warn)
 
 
 def _print(obj: Any) -> None:
@@ -107,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if progress and req["dialect"] is None:
             progress(f"dialect: {model.dialect.name} ({model.dialect_source})")
+        req["options"] = {**run_options(req["body"], get_dialect(req["dialect"] or model.dialect)),
+                          **req["options"]}
         kwargs = dict(
             tools=req["tools"], tool_choice=req["tool_choice"], parallel_tool_calls=req["parallel_tool_calls"],
             max_tokens=req["max_tokens"], temperature=req["temperature"], seed=req["seed"],

@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from ..dialects import DEFAULT_DIALECT, get_dialect
-from ..errors import KimiChatError
-from ._io import fail
+from ..errors import KimiChatError, ReferenceDataError
+from ._io import InputError, fail
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -25,7 +26,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "tokenize and generate with it. Needs the reference tokenizer files "
         "($KIMI_CHAT_REFERENCE_DIR or ../shared/reference) or --tokenizer-dir.",
     )
-    p.add_argument("out", help="output .gguf path")
+    p.add_argument("out", help="output .gguf path (an existing file is replaced only if it is a GGUF file)")
     p.add_argument("--dialect", "-d", default=DEFAULT_DIALECT, help=f"embedded template (default {DEFAULT_DIALECT})")
     p.add_argument("--tokenizer-dir", default=None,
                    help="a model snapshot directory with tiktoken.model and tokenizer_config.json "
@@ -34,16 +35,49 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=run)
 
 
+GGUF_MAGIC = b"GGUF"
+"""The first four bytes of every GGUF file."""
+
+
+def _check_out(out: str) -> None:
+    """Refuse an output path that is a directory, or an existing file that is not a GGUF file (which
+    would be overwritten)."""
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"{out}: is a directory; give the path of the .gguf file to write, "
+                         f"e.g. {path / 'kimi-tiny.gguf'}")
+    if path.exists():
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(GGUF_MAGIC))
+        except OSError as e:
+            raise InputError(f"{out}: cannot read the existing file: {e.strerror or e}") from e
+        if head != GGUF_MAGIC:
+            raise InputError(f"{out}: exists and is not a GGUF file; not overwritten (remove it, or choose "
+                             "another path)")
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         from ..testing.tiny_model import build_tiny_model
-        from ..tokenizer import KimiTokenizer
+        from ..tokens_k3 import vocabulary_problem
+        from .count import snapshot_tokenizer
 
+        _check_out(args.out)
         d = get_dialect(args.dialect)
-        tok = KimiTokenizer.from_dir(args.tokenizer_dir) if args.tokenizer_dir else None
+        tok = None  # build_tiny_model's default: the reference tokenizer of d's family
+        if args.tokenizer_dir:
+            tok = snapshot_tokenizer(args.tokenizer_dir, d, None, "--tokenizer-dir")
+            problem = vocabulary_problem(tok, d)
+            if problem is not None:
+                raise InputError(f"--tokenizer-dir {args.tokenizer_dir}: {problem}; give --tokenizer-dir a "
+                                 f"{'Kimi-K3' if d.family == 'k3' else 'Kimi-K2'} model snapshot, or choose its "
+                                 "dialect with --dialect")
         t0 = time.perf_counter()
         path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed)
-    except (KimiChatError, OSError) as e:
+    except ReferenceDataError as e:
+        return fail(f"{e}" + ("" if args.tokenizer_dir else " (or give a model snapshot directory with --tokenizer-dir DIR)"))
+    except (InputError, KimiChatError, OSError) as e:
         return fail(str(e))
     what = f"{d.name} template" if d.family == "k2" else f"{d.name} special tokens"
     print(f"kimi-chat: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {what}) "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ..dialects import dialect_names, get_dialect
 from ..errors import KimiChatError
@@ -36,7 +37,12 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="Kimi-K3 ports: pass tool-call arguments to the template as given (JSON strings unparsed), "
                    "as a host that does not parse them would; by default they are parsed first, as llama.cpp does")
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=run)
+
+
+def _progress(message: str) -> None:
+    print(f"kimi-chat: progress: {message}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
             if ident.dialect is None:
                 return fail(f"{args.template}: {ident.description}; name the dialect to compare with (--dialect)")
             dialect = ident.dialect
+        if not args.quiet:
+            _progress(f"rendering {args.examples} generated conversations through {args.template} and {dialect}")
         report = verify(text, dialect, examples=args.examples, seed=args.seed, lenient=args.lenient,
-                        parse_arguments=not args.arguments_as_given)
+                        parse_arguments=not args.arguments_as_given, progress=None if args.quiet else _progress)
     except OracleUnavailable as e:
         return fail(str(e))
     except KimiChatError as e:

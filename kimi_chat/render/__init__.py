@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..errors import RenderError
+from ..errors import RenderError, UnsupportedOptionError
 from ..lint import check_strict, check_strict_k3
 from ..messages import normalize_messages, normalize_tools
 from .k2 import render_k2
 from .k3 import render_k3, render_k3_segments
 from .writer import Layout, Piece, Segment, Writer
 
-__all__ = ["render", "render_segments", "render_layout", "Segment", "Piece", "Layout", "RENDERERS"]
+__all__ = ["render", "render_segments", "render_layout", "Segment", "Piece", "Layout", "RENDERERS", "TOKENIZING_OPTIONS"]
 
 FamilyRenderer = Callable[
     [Writer, Dialect, "list[dict[str, Any]]", "list[dict[str, Any]] | None", bool, Mapping[str, Any]], None
@@ -41,6 +41,24 @@ encoder's own input handling, and :func:`render` / :func:`render_segments` call 
 
 # what transformers appends to the message it continues, then cuts the prompt at
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+TOKENIZING_OPTIONS = ("tokenize", "return_dict", "return_assistant_tokens_mask")
+"""``apply_chat_template`` arguments that ask for token ids (or a dict of them) instead of the text:
+set (truthy, as the official tokenizer reads them), they are refused by the functions of this module,
+which return text; ``False`` is the text, as given."""
+
+
+def check_tokenizing_options(options: Mapping[str, Any]) -> None:
+    """Raise :class:`~kimi_chat.errors.UnsupportedOptionError` (a ``TypeError``) for the first of
+    :data:`TOKENIZING_OPTIONS` set in ``options``: where ``apply_chat_template`` would return ids, the
+    text would come back silently."""
+    for key in TOKENIZING_OPTIONS:
+        if options.get(key):
+            raise UnsupportedOptionError(
+                f"{key}={options[key]!r} asks for token ids, but the prompt functions of kimi_chat.render return "
+                "text; use kimi_chat.render_tokens(messages, tokenizer=KimiTokenizer...) for the ids (.ids), the "
+                "assistant mask (.assistant_mask) and per-message spans (.spans)", option=key)
 
 
 def _check_bool(name: str, value: Any) -> None:
@@ -97,6 +115,8 @@ def _render(
 ) -> bool:
     """Render into ``w``; return the ``add_generation_prompt`` used."""
     d = get_dialect(dialect)
+    if options:
+        check_tokenizing_options(options)
     _check_bool("strict", strict)
     _check_bool("continue_final_message", continue_final_message)
     if add_generation_prompt is None:
@@ -133,6 +153,8 @@ def _k3_call(
     d = get_dialect(dialect)
     if d.family != "k3":
         return None
+    if options:
+        check_tokenizing_options(options)
     _check_bool("strict", strict)
     _check_bool("continue_final_message", continue_final_message)
     if strict:
@@ -178,8 +200,10 @@ def render(
     Raises :class:`~kimi_chat.messages.InvalidMessagesError` for input the official template
     cannot take (naming the message index and field), :class:`~kimi_chat.errors.RenderError` where
     it cannot render the input (or both ``continue_final_message`` and ``add_generation_prompt``
-    are set), :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect and
-    ``TypeError`` for a non-bool flag.
+    are set), :class:`~kimi_chat.errors.UnknownDialectError` for an unknown dialect,
+    :class:`~kimi_chat.errors.UnsupportedOptionError` (a ``TypeError``) for ``tokenize=True``,
+    ``return_dict=True`` or ``return_assistant_tokens_mask=True`` (this returns text: token ids come from
+    :func:`~kimi_chat.render_tokens`) and ``TypeError`` for a non-bool flag.
     """
     k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict)
     if k3 is not None:

@@ -262,7 +262,10 @@ def build_tiny_model(
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
-    finally:
         writer.close()
-    os.replace(tmp, path)
+        os.replace(tmp, path)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)  # no half-written file left behind
+        raise
     return path

@@ -98,6 +98,9 @@ class Identification:
     scores: dict[str, float] = field(default_factory=dict)
     """Share of probes each dialect renders like the template."""
     notes: tuple[str, ...] = ()
+    compile_error: str | None = None
+    """The syntax error of the template under transformers' Jinja environment (``None``: it compiles,
+    or the check did not run: transformers missing, or an exact match that needed no rendering)."""
 
     @property
     def label(self) -> str:
@@ -130,6 +133,7 @@ class Identification:
             "renders_in_sandbox": self.renders_in_sandbox,
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
             "notes": list(self.notes),
+            "compile_error": self.compile_error,
         }
 
 
@@ -237,6 +241,7 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
     norm = normalize_template(template_text)
     digest = template_sha256(template_text)
     notes: list[str] = []
+    error: str | None = None
 
     exact: tuple[Kind, Dialect, str | None, list[KnownProblem], str] | None = None
     known: KnownTemplate | None = known_template(digest)
@@ -265,7 +270,8 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
                 notes.append(f"the template does not compile: {error}")
                 if exact is None:
                     return Identification(dialect=None, kind="unknown", match="none", confidence=0.0,
-                                          description="not valid Jinja", sha256=digest, notes=tuple(notes))
+                                          description="not valid Jinja", sha256=digest, notes=tuple(notes),
+                                          compile_error=error)
             beh = _behaviour(template_text)
         except OracleUnavailable:
             notes.append(f"behavioural match skipped: it renders the template with transformers ({VERIFY_EXTRA})")
@@ -277,7 +283,7 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
             source=source, sha256=digest, problems=tuple(problems),
             differences=tuple(beh.differences[d.name]) if beh else (),
             renders_in_sandbox=beh.in_sandbox if beh else (False if kind == "adapted" else None),
-            scores=beh.scores if beh else {}, notes=tuple(notes),
+            scores=beh.scores if beh else {}, notes=tuple(notes), compile_error=error,
         )
 
     if beh is None:

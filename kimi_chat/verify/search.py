@@ -220,6 +220,7 @@ def verify(
     seed: int | None = None,
     lenient: bool = False,
     parse_arguments: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> VerifyReport:
     """Search for a conversation that ``template_text`` renders differently from ``dialect``.
 
@@ -231,8 +232,10 @@ def verify(
     ``parse_arguments=False``) and compared with :func:`kimi_chat.render`. For K3 a request the
     dialect refuses (as the official encoder does) that the template renders is a difference. The
     first difference is shrunk to a minimal conversation. ``seed`` makes the search reproducible (the
-    report carries the seed used). Needs transformers and hypothesis (``pip install
-    'kimi-chat[verify]'``); raises :class:`~kimi_chat.oracle.OracleUnavailable` without them.
+    report carries the seed used). ``progress`` (if given) gets a line of text now and then: every
+    tenth of ``examples`` tried, and when a difference found is being shrunk. Needs transformers and
+    hypothesis (``pip install 'kimi-chat[verify]'``); raises :class:`~kimi_chat.oracle.OracleUnavailable`
+    without them.
     """
     d = get_dialect(dialect)
     if examples < 1:
@@ -248,6 +251,7 @@ def verify(
         seed = random.SystemRandom().randrange(2**32)
     tried = 0
     searching = True
+    step = max(1, examples // 10)
 
     def compare(req: Mapping[str, Any], lenient: bool = lenient) -> _Outcome:
         return _compare(template_text, d, req, lenient, parse_arguments)
@@ -258,6 +262,11 @@ def verify(
         if searching:
             tried += 1
             searching = not result  # calls after the first difference are shrinking
+            if progress is not None:
+                if result:
+                    progress(f"difference found after {tried} conversations; shrinking it")
+                elif tried % step == 0:
+                    progress(f"{tried}/{examples} conversations, no difference yet")
         return result
 
     cfg = settings(
