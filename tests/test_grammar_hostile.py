@@ -103,11 +103,9 @@ def test_json_schema_to_gbnf_escapes_markers_in_literals():
     assert json.loads('{"\\u005bEOS]": "\\u003c|im_end|>"}') == {"[EOS]": "<|im_end|>"}
 
 
-@pytest.mark.parametrize("dialect", FAMILIES)
-@pytest.mark.parametrize("mark", [END, CLOSE, "x[EOS]", "<|reserved_token_7|>"])
+@pytest.mark.parametrize("dialect, mark", [(d, m) for d in FAMILIES for m in (MARKS[d], "x[EOS]", "<|reserved_token_7|>")])
 def test_marker_in_a_tool_name_is_refused(dialect, mark):
-    if not any(f in mark for f in forbidden_text(dialect)):
-        pytest.skip(f"{mark!r} is no marker of {dialect}")  # e.g. <|close|> is plain text for K2
+    assert any(f in mark for f in forbidden_text(dialect))
     tools = [tool(obj(), name="ok"), tool(obj(), name=mark)]
     with pytest.raises(GrammarError, match=re.escape(f"function name: the value {mark!r} spells the marker")):
         tool_call_grammar(tools, dialect=dialect)
@@ -206,7 +204,14 @@ _junk = st.recursive(
 )
 
 
-@given(params=_junk, dialect=st.sampled_from(FAMILIES))
+_junk_props = st.dictionaries(st.one_of(st.sampled_from(["a", "b", END, CLOSE]), st.integers(0, 2)), _junk, max_size=3)
+_junk_object = st.fixed_dictionaries(
+    {"type": st.just("object"), "properties": st.one_of(_junk_props, _junk)},
+    optional={"required": st.one_of(st.lists(st.sampled_from(["a", "b"])), _junk), "allOf": _junk, "$defs": _junk},
+)
+
+
+@given(params=st.one_of(_junk, _junk_object), dialect=st.sampled_from(FAMILIES))
 def test_fuzz_only_grammar_errors_escape(params, dialect):
     for make in (lambda: tool_call_grammar([tool(params)], dialect=dialect),
                  lambda: json_schema_to_gbnf(params)):
