@@ -45,6 +45,7 @@ tokenizer for K3, or the other way round) is refused with a :class:`~kimi_chat.e
 from __future__ import annotations
 
 import re
+import warnings
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
@@ -53,7 +54,7 @@ from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from .errors import RenderError
+from .errors import LoneSurrogateWarning, RenderError
 from .messages import to_plain
 from .render import Layout, render_layout
 from .tokenizer import KimiTokenizer, cut_points
@@ -349,6 +350,50 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, str(value)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def warn_lone_surrogates(parts: Sequence[str], marks: Sequence[tuple[int, int, bool]], messages: Sequence[Any],
+                         tools: Any, options: Mapping[str, Any], stacklevel: int, text: str | None = None) -> None:
+    """A :class:`~kimi_chat.errors.LoneSurrogateWarning` naming the message (from the renderer's
+    ``marks``) and field of the first lone surrogate in the prompt ``parts`` (``text``: their join, if
+    at hand), if there is one: the tokenizer encodes it as U+FFFD, as the official one does. The same
+    check for every dialect."""
+    if text is None:
+        text = "".join(parts)
+    if text.isascii():
+        return
+    found = _SURROGATE.search(text)
+    if found is None:
+        return
+    pos, owner = 0, -1
+    starts = {m[0]: m[1] for m in marks}
+    for k, part in enumerate(parts):
+        owner = starts.get(k, owner)
+        pos += len(part)
+        if pos > found.start():
+            break
+    sources = [("", messages[owner])] if owner >= 0 else [("tools", tools), *options.items()]
+    path = None
+    for root, value in sources:
+        path = next((p for p, v in _walk(to_plain(value), root) if _SURROGATE.search(v)), None)
+        if path is not None:
+            break
+    why = (f"lone surrogate U+{ord(found.group()):04X} (not Unicode text) is encoded as the official tokenizer "
+           "encodes it (as U+FFFD; a pair of surrogates as the character it stands for): the ids do not decode "
+           "back to the rendered text")
+    warnings.warn(LoneSurrogateWarning(why, message_index=owner if owner >= 0 else None, field=path),
+                  stacklevel=stacklevel + 1)
+
+
+def _utf8_len(s: str) -> int:
+    """The UTF-8 length of ``s`` as the tokenizer sees it (lone surrogates as U+FFFD, as tiktoken does)."""
+    try:
+        return len(s.encode("utf-8"))
+    except UnicodeEncodeError:
+        return len(s.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8"))
+
+
 def _check_policy(policy: str) -> None:
     if policy not in _POLICIES:
         raise ValueError(f"special_tokens must be one of {', '.join(map(repr, _POLICIES))}, got {policy!r}")
@@ -449,7 +494,7 @@ def _attribute_straddling(
 ) -> tuple[_Pieces, list[int]]:
     """:func:`_attribute` by byte offsets, for any tokenization (tokens that start inside a char or
     run across piece boundaries)."""
-    off = [0, *accumulate([len(p.encode("utf-8")) for p in parts])]
+    off = [0, *accumulate([_utf8_len(p) for p in parts])]
     seg_ends = [*map(off.__getitem__, starts[1:]), off[-1]]  # marks[0] starts at part 0
     ends = [0, *accumulate([lens[i] for i in ids])]  # 0, then each token's end byte
     n = len(ids)
@@ -593,8 +638,10 @@ def _k2_ids(
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
                         continue_final_message=continue_final_message, strict=strict, **options)
     info = _info(tokenizer)
-    structural = _policy_structure(info, lay, lay.text, policy, messages, tools)
-    return lay, info, structural, _encode_from(tokenizer, lay.text, 0, structural)
+    text = lay.text
+    structural = _policy_structure(info, lay, text, policy, messages, tools)
+    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, options, stacklevel=3, text=text)
+    return lay, info, structural, _encode_from(tokenizer, text, 0, structural)
 
 
 def render_ids(
@@ -679,6 +726,7 @@ def extend_tokens(
             return None
         return full
     structural = _policy_structure(info, lay, text, policy, messages, tools)
+    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, opts, stacklevel=2, text=text)
     tail = _encode_from(tok, text, len(prev_text), structural)
     if tail[: len(completion_ids)] != completion_ids:
         return None

@@ -110,7 +110,7 @@ def render_tokens_k3(
     strict: bool = False,
 ) -> "RenderedTokens":
     """:func:`kimi_chat.tokens.render_tokens` for a K3-family dialect (see the module docstring)."""
-    from .tokens import RenderedTokens, _info
+    from .tokens import RenderedTokens, _info, warn_lone_surrogates
 
     call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict)
     if call is None:
@@ -124,6 +124,7 @@ def render_tokens_k3(
         typed = _typed(_info(tokenizer), parts, marks)
         if typed is not None:
             _raise_strict(typed, messages, tools, options)
+    warn_lone_surrogates(parts, marks, messages, tools, options, stacklevel=3)
     cuts = [m[0] for m in marks[1:]] + [len(parts)]
     ids, ends = _ids(parts, tokenizer, cuts, policy == "special")
     counts = [e - s for s, e in zip([0, *ends], ends)]
