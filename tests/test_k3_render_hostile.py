@@ -58,6 +58,26 @@ if BIG is not None:
     ]
 
 
+def _deep_dict(n: int) -> dict:
+    v: dict = {}
+    for _ in range(n):
+        v = {"a": v}
+    return v
+
+
+def _schema_format(schema) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+
+
+@pytest.mark.parametrize("schema, match", [
+    (_deep_dict(DEPTH), r"^response_schema: nested \d+ levels deep"),
+    *([({"default": BIG}, r"^response_schema: not JSON-serialisable")] if BIG is not None else []),
+])
+def test_k3_unencodable_response_schema_names_the_field(schema, match):
+    with pytest.raises(RenderError, match=match):
+        render([{"role": "user", "content": "hi"}], dialect=K3, response_format=_schema_format(schema))
+
+
 def _paths():
     yield "render", lambda m, t: render(m, tools=t, dialect=K3)
     yield "strict", lambda m, t: render(m, tools=t, dialect=K3, strict=True)

@@ -43,9 +43,13 @@ def dumps(value: Any, index: int | None, field: str, compact: bool = False) -> s
     try:
         return _COMPACT(value) if compact else _SPACED(value)
     except (TypeError, ValueError) as e:
-        raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=field) from e
+        where = f"{field}: " if index is None else ""  # RenderError names the field of a message only
+        raise RenderError(f"{where}not JSON-serialisable: {e}", message_index=index, field=field) from e
     except RecursionError:  # json.dumps recurses (the official encoder fails too)
-        raise too_deep_error(value, field, index) from None
+        err = too_deep_error(value, field, index)
+        if index is None and type(err) is RenderError:
+            err = RenderError(f"{field}: {err}", field=field)
+        raise err from None
 
 
 _FLOAT_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
