@@ -81,3 +81,10 @@ def test_official_templates_render_within_the_bounds(tight):
         text = "{%- set unused = 1 -%}" + oracle_template(d)  # not the exact text: identified by its renderings
         ident = identify(text)
         assert ident.dialect == d and ident.kind == "equivalent", ident
+
+
+def test_a_template_nested_too_deeply_to_compile_is_reported():
+    deep = "{% if true %}" * 5000 + "x" + "{% endif %}" * 5000
+    ident = identify(deep)
+    assert ident.description == "not valid Jinja"
+    assert any("nested too deeply" in n for n in ident.notes), ident.notes

@@ -52,6 +52,8 @@ def _compile_error(template: str) -> str | None:
         ctu._compile_jinja_template(template)
     except TemplateSyntaxError as e:
         return f"line {e.lineno}: {e.message}"
+    except RecursionError:  # Jinja's parser recurses per nested block
+        return "blocks nested too deeply to compile"
     return None
 
 
