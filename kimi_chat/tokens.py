@@ -45,7 +45,6 @@ tokenizer for K3, or the other way round) is refused with a :class:`~kimi_chat.e
 from __future__ import annotations
 
 import re
-import warnings
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,9 +53,10 @@ from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from .errors import LoneSurrogateWarning, RenderError
+from .errors import RenderError
 from .messages import to_plain
 from .render import Layout, render_layout
+from .surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .tokenizer import KimiTokenizer, cut_points
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
@@ -348,50 +348,6 @@ def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield path, "".join(texts)
     elif value is not None and not isinstance(value, (bool, int, float)):
         yield path, str(value)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def warn_lone_surrogates(parts: Sequence[str], marks: Sequence[tuple[int, int, bool]], messages: Sequence[Any],
-                         tools: Any, options: Mapping[str, Any], stacklevel: int, text: str | None = None) -> None:
-    """A :class:`~kimi_chat.errors.LoneSurrogateWarning` naming the message (from the renderer's
-    ``marks``) and field of the first lone surrogate in the prompt ``parts`` (``text``: their join, if
-    at hand), if there is one: the tokenizer encodes it as U+FFFD, as the official one does. The same
-    check for every dialect."""
-    if text is None:
-        text = "".join(parts)
-    if text.isascii():
-        return
-    found = _SURROGATE.search(text)
-    if found is None:
-        return
-    pos, owner = 0, -1
-    starts = {m[0]: m[1] for m in marks}
-    for k, part in enumerate(parts):
-        owner = starts.get(k, owner)
-        pos += len(part)
-        if pos > found.start():
-            break
-    sources = [("", messages[owner])] if owner >= 0 else [("tools", tools), *options.items()]
-    path = None
-    for root, value in sources:
-        path = next((p for p, v in _walk(to_plain(value), root) if _SURROGATE.search(v)), None)
-        if path is not None:
-            break
-    why = (f"lone surrogate U+{ord(found.group()):04X} (not Unicode text) is encoded as the official tokenizer "
-           "encodes it (as U+FFFD; a pair of surrogates as the character it stands for): the ids do not decode "
-           "back to the rendered text")
-    warnings.warn(LoneSurrogateWarning(why, message_index=owner if owner >= 0 else None, field=path),
-                  stacklevel=stacklevel + 1)
-
-
-def _utf8_len(s: str) -> int:
-    """The UTF-8 length of ``s`` as the tokenizer sees it (lone surrogates as U+FFFD, as tiktoken does)."""
-    try:
-        return len(s.encode("utf-8"))
-    except UnicodeEncodeError:
-        return len(s.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8"))
 
 
 def _check_policy(policy: str) -> None:

@@ -110,7 +110,8 @@ def render_tokens_k3(
     strict: bool = False,
 ) -> "RenderedTokens":
     """:func:`kimi_chat.tokens.render_tokens` for a K3-family dialect (see the module docstring)."""
-    from .tokens import RenderedTokens, _info, warn_lone_surrogates
+    from .surrogates import warn_lone_surrogates
+    from .tokens import RenderedTokens, _info
 
     call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict)
     if call is None:

@@ -73,6 +73,12 @@ def test_lone_surrogate_is_encoded_as_the_official_tokenizer_does_with_a_warning
             with pytest.warns(LoneSurrogateWarning):
                 ids = render_ids(msgs, tokenizer=tok, dialect=dialect)
             assert ids == r.ids
+            if DIALECTS[dialect].family == "k3":
+                from kimi_chat.render.k3 import render_k3_ids
+
+                with pytest.warns(LoneSurrogateWarning, match=rf"^messages\[{index}\]"):
+                    ids = render_k3_ids(msgs, tok)
+                assert ids == r.ids
             if DIALECTS[dialect].family != "k3":  # encode(render(...)), as documented
                 encoded = tok.encode(r.text, allow_special=True)  # tiktoken replaces the surrogate itself
                 assert r.ids == encoded

@@ -56,6 +56,7 @@ from kimi_chat.render.k3_inputs import (
 )
 from kimi_chat.render.k3_inputs import response_schema as schema_of
 from kimi_chat.messages import to_plain
+from kimi_chat.surrogates import warn_lone_surrogates
 from kimi_chat.tokenizer import MAX_NO_WHITESPACES_CHARS
 
 __all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids"]
@@ -639,7 +640,5 @@ def render_k3_ids(
     as U+FFFD, as the official tokenizer does, with a :class:`~kimi_chat.errors.LoneSurrogateWarning`."""
     marks: list[tuple[int, int, bool]] = []
     parts = _build_split(messages, tools, options, marks)
-    from kimi_chat.tokens import warn_lone_surrogates
-
     warn_lone_surrogates(parts, marks, messages, tools, options, stacklevel=2)
     return _ids(parts, tokenizer)[0]
