@@ -16,6 +16,7 @@ __all__ = [
     "ToolSchemaError",
     "StrictModeError",
     "UnsupportedOptionError",
+    "LoneSurrogateWarning",
 ]
 
 
@@ -93,3 +94,19 @@ class UnsupportedOptionError(KimiChatError, TypeError):
     def __init__(self, message: str, *, option: str):
         super().__init__(message)
         self.option = option
+
+
+class LoneSurrogateWarning(UnicodeWarning):
+    """Token-level rendering met a lone surrogate (U+D800..U+DFFF, e.g. a JSON ``\\ud800`` escape without
+    its pair) in the prompt text. Such a string is not Unicode text: the official tokenizer (tiktoken)
+    encodes it as U+FFFD, and so do the ids kimi_chat returns (official parity), so decoding them
+    does not give back the rendered text. ``message_index`` and ``field`` name where it is
+    (``message_index`` ``None``: not in a message, e.g. ``tools``)."""
+
+    def __init__(self, message: str, *, message_index: int | None = None, field: str | None = None):
+        where = f"messages[{message_index}]" if message_index is not None else ""
+        if field:
+            where += f".{field}" if where else field
+        super().__init__(f"{where}: {message}" if where else message)
+        self.message_index = message_index
+        self.field = field

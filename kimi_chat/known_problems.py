@@ -104,6 +104,13 @@ PROBLEMS: dict[str, KnownProblem] = {
             "error",
         ),
         KnownProblem(
+            "template-exceeds-limits",
+            "exceeds the rendering limits",
+            "rendering a probe took longer, used more memory or wrote more text than the bounds of "
+            "kimi_chat.verify.bounded.LIMITS allow (a hostile or broken template); it was not run further",
+            "error",
+        ),
+        KnownProblem(
             "tool-call-ids-renumbered",
             "tool-call ids replaced by a running counter",
             "every call id is rewritten as functions.NAME:COUNTER (a counter across the conversation), "

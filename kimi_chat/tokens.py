@@ -56,6 +56,7 @@ from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
 from .messages import to_plain
 from .render import Layout, render_layout
+from .surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .tokenizer import KimiTokenizer, cut_points
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
@@ -449,7 +450,7 @@ def _attribute_straddling(
 ) -> tuple[_Pieces, list[int]]:
     """:func:`_attribute` by byte offsets, for any tokenization (tokens that start inside a char or
     run across piece boundaries)."""
-    off = [0, *accumulate([len(p.encode("utf-8")) for p in parts])]
+    off = [0, *accumulate([_utf8_len(p) for p in parts])]
     seg_ends = [*map(off.__getitem__, starts[1:]), off[-1]]  # marks[0] starts at part 0
     ends = [0, *accumulate([lens[i] for i in ids])]  # 0, then each token's end byte
     n = len(ids)
@@ -593,8 +594,10 @@ def _k2_ids(
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt,
                         continue_final_message=continue_final_message, strict=strict, **options)
     info = _info(tokenizer)
-    structural = _policy_structure(info, lay, lay.text, policy, messages, tools)
-    return lay, info, structural, _encode_from(tokenizer, lay.text, 0, structural)
+    text = lay.text
+    structural = _policy_structure(info, lay, text, policy, messages, tools)
+    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, options, stacklevel=3, text=text)
+    return lay, info, structural, _encode_from(tokenizer, text, 0, structural)
 
 
 def render_ids(
@@ -679,6 +682,7 @@ def extend_tokens(
             return None
         return full
     structural = _policy_structure(info, lay, text, policy, messages, tools)
+    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, opts, stacklevel=2, text=text)
     tail = _encode_from(tok, text, len(prev_text), structural)
     if tail[: len(completion_ids)] != completion_ids:
         return None

@@ -118,6 +118,7 @@ def render_tokens_k3(
     strict: bool = False,
 ) -> "RenderedTokens":
     """:func:`kimi_chat.tokens.render_tokens` for a K3-family dialect (see the module docstring)."""
+    from .surrogates import warn_lone_surrogates
     from .tokens import RenderedTokens, _info
 
     call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict)
@@ -132,6 +133,7 @@ def render_tokens_k3(
         typed = _typed(_info(tokenizer), parts, marks)
         if typed is not None:
             _raise_strict(typed, messages, tools, options)
+    warn_lone_surrogates(parts, marks, messages, tools, options, stacklevel=3)
     cuts = [m[0] for m in marks[1:]] + [len(parts)]
     ids, ends = _ids(parts, tokenizer, cuts, policy == "special")
     counts = [e - s for s, e in zip([0, *ends], ends)]

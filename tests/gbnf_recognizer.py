@@ -1,11 +1,14 @@
 """A small GBNF recognizer for the tests (the subset kimi_chat.grammar writes, which is llama.cpp's
-syntax): special-token references match their spelling. Independent of kimi_chat.grammar's code."""
+syntax): special-token references match their spelling; :func:`sample` draws random texts of a grammar.
+Independent of kimi_chat.grammar's code."""
 
 from __future__ import annotations
 
+import random
 import re
 import sys
 from functools import lru_cache
+from typing import Any
 
 from kimi_chat import markers as M
 
@@ -180,3 +183,32 @@ def compiled(text: str) -> Gbnf:
 
 def accepts(grammar: str, text: str) -> bool:
     return compiled(grammar).matches(text)
+
+
+SAMPLE_CHARS = list("abcxyz AZ09_-.,:;!?é中🦄\n\t\"\\/{}[]<>|&=") + ["<|", "[E", "|>"]
+"""The characters :func:`sample` draws character classes from (marker starts included)."""
+
+
+def sample(g: Gbnf, rnd: random.Random, node: Any = ("ref", "root"), depth: int = 0) -> str:
+    """A random text of the grammar (biased to stop recursion as it deepens)."""
+    kind = node[0]
+    if kind in ("lit", "tok"):
+        return node[1]
+    if kind == "ref":
+        return sample(g, rnd, g.rules[node[1]], depth + 1)
+    if kind == "alt":
+        alts = node[1]
+        if depth > 40:  # prefer an alternative that ends: the empty one, else the shortest literal-looking one
+            alts = [a for a in alts if a == ("seq", ())] or alts
+        return sample(g, rnd, rnd.choice(alts), depth)
+    if kind == "seq":
+        return "".join(sample(g, rnd, i, depth) for i in node[1])
+    if kind == "rep":
+        _, inner, lo, hi = node
+        top = lo + (0 if depth > 40 else 3)
+        n = rnd.randint(lo, top if hi is None else min(hi, top))
+        return "".join(sample(g, rnd, inner, depth + 1) for _ in range(n))
+    neg, ranges = node[1], node[2]
+    pool = [c for piece in SAMPLE_CHARS for c in piece]
+    ok = [c for c in pool if any(a <= c <= b for a, b in ranges) != neg]
+    return rnd.choice(ok)

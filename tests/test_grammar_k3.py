@@ -19,7 +19,7 @@ from kimi_chat.grammar import GrammarError, default_token_markers, forbidden_tex
 from kimi_chat.parse import parse
 from kimi_chat.render import render
 
-from gbnf_recognizer import Gbnf, accepts, compiled
+from gbnf_recognizer import SAMPLE_CHARS as _CHARS, Gbnf, accepts, compiled, sample as _sample
 
 K3 = "kimi-k3"
 OPEN, CLOSE, SEP, EOM = M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text
@@ -374,34 +374,6 @@ def _valid(value: Any, schema: Any) -> bool:
     if t == "boolean":
         return isinstance(value, bool)
     return t != "null" or value is None
-
-
-_CHARS = list("abcxyz AZ09_-.,:;!?é中🦄\n\t\"\\/{}[]<>|&=") + ["<|", "[E", "|>"]
-
-
-def _sample(g: Gbnf, rnd: random.Random, node: Any = ("ref", "root"), depth: int = 0) -> str:
-    """A random text of the grammar (biased to stop recursion as it deepens)."""
-    kind = node[0]
-    if kind in ("lit", "tok"):
-        return node[1]
-    if kind == "ref":
-        return _sample(g, rnd, g.rules[node[1]], depth + 1)
-    if kind == "alt":
-        alts = node[1]
-        if depth > 40:  # prefer an alternative that ends: the empty one, else the shortest literal-looking one
-            alts = [a for a in alts if a == ("seq", ())] or alts
-        return _sample(g, rnd, rnd.choice(alts), depth)
-    if kind == "seq":
-        return "".join(_sample(g, rnd, i, depth) for i in node[1])
-    if kind == "rep":
-        _, inner, lo, hi = node
-        top = lo + (0 if depth > 40 else 3)
-        n = rnd.randint(lo, top if hi is None else min(hi, top))
-        return "".join(_sample(g, rnd, inner, depth + 1) for _ in range(n))
-    neg, ranges = node[1], node[2]
-    pool = [c for piece in _CHARS for c in piece]
-    ok = [c for c in pool if any(a <= c <= b for a, b in ranges) != neg]
-    return rnd.choice(ok)
 
 
 CHOICES = ["required", "auto", "none", {"type": "function", "function": {"name": "search"}}]

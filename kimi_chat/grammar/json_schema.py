@@ -18,7 +18,18 @@ Refused with :class:`~kimi_chat.grammar.gbnf.GrammarError` (naming the schema pa
 schema, a schema that is neither an object nor a boolean, an unknown ``type``, an empty or non-list
 ``enum``/``anyOf``/``oneOf``/``allOf``, ``properties`` that is not an object, ``allOf`` members that
 are not object schemas, remote ``$ref`` or ``$ref`` to an anchor (``#name``), and a ``$ref`` that does
-not resolve, and ``minItems`` above ``maxItems`` or ``minLength`` above ``maxLength``.
+not resolve, and ``minItems`` above ``maxItems`` or ``minLength`` above ``maxLength``, a count that
+is not a non-negative integer (``inf`` included), ``required`` that is not a list of strings, a
+property name that is not a string, a ``const``/``enum`` value that is not JSON, schemas nested more
+than :data:`MAX_DEPTH` levels deep (or an ``allOf``/``$ref`` cycle that never reaches a schema),
+and a ``minItems``/``minLength`` above :data:`MAX_REPEAT` (no model writes that much).
+A ``maxItems``/``maxLength`` above :data:`MAX_REPEAT` is dropped (the count is not enforced, as
+grammar engines expand counted repetitions into that many rules).
+
+Literal text copied from the schema (property names, ``const``/``enum`` values) never spells a
+marker: where a JSON string in it contains a marker spelling (``a<|tool_call_end|>b``), the
+marker's first character is written as a ``\\uXXXX`` escape (:func:`json_literal`), which decodes
+to the same value.
 
 JSON strings are drawn from a caller-given rule (the tool-call grammar's marker-free strings);
 strings with ``minLength``/``maxLength`` never contain a raw ``<`` or ``[`` (they are written
@@ -34,7 +45,15 @@ from typing import Any
 from .gbnf import GrammarError, Rules, alternation, avoiding, is_rule_name, literal, slug
 from .vocabulary import forbidden_text
 
-__all__ = ["JsonSchemaTranslator", "json_schema_to_gbnf", "resolve_ref", "merge_schemas"]
+__all__ = ["JsonSchemaTranslator", "json_schema_to_gbnf", "resolve_ref", "merge_schemas", "json_literal", "bounds",
+           "required_names", "properties_of", "MAX_DEPTH", "MAX_REPEAT"]
+
+MAX_DEPTH = 64
+"""The deepest schema nesting (and ``allOf``/``$ref`` merge chain) translated; deeper is a GrammarError."""
+
+MAX_REPEAT = 1000
+"""The largest repetition count written into a grammar (``minItems``/``minLength`` above it are a
+GrammarError, ``maxItems``/``maxLength`` above it are not enforced)."""
 
 _INT = '("0" | [1-9] [0-9]{0,15})'
 _FRAC = '("." [0-9]{1,16})?'
@@ -60,51 +79,116 @@ def resolve_ref(ref: Any, root: Any, path: str) -> Any:
     return target
 
 
-def merge_schemas(a: Mapping[str, Any], b: Any, root: Any, path: str) -> dict[str, Any]:
+def merge_schemas(a: Mapping[str, Any], b: Any, root: Any, path: str, depth: int = 0) -> dict[str, Any]:
     """``a`` with the object schema ``b`` merged in (an ``allOf`` member): ``properties`` and
     ``required`` are united, other keys of ``a`` win. A ``$ref`` in ``b`` is resolved and merged
-    with ``b``'s other keys."""
+    with ``b``'s other keys (``depth`` counts those, up to :data:`MAX_DEPTH`)."""
+    if depth > MAX_DEPTH:
+        raise GrammarError(f"{path}/$ref: reference chain more than {MAX_DEPTH} levels deep (a cycle?)")
     if b is True or b == {}:
         return dict(a)
     if not isinstance(b, Mapping):
         raise GrammarError(f"{path}: only object schemas can be merged, got {type(b).__name__}")
     if "$ref" in b:
         siblings = {k: v for k, v in b.items() if k != "$ref"}
-        b = merge_schemas(siblings, resolve_ref(b["$ref"], root, path), root, path)
+        b = merge_schemas(siblings, resolve_ref(b["$ref"], root, path), root, path, depth + 1)
     out = dict(a)
     for k, v in b.items():
         if k == "properties":
-            if not isinstance(v, Mapping):
-                raise GrammarError(f"{path}/properties: expected an object")
-            out["properties"] = {**(out.get("properties") or {}), **v}
+            out["properties"] = {**(properties_of(out, path) or {}), **(properties_of(b, path) or {})}
         elif k == "required":
-            out["required"] = list(dict.fromkeys([*(out.get("required") or []), *v]))
+            out["required"] = list(dict.fromkeys([*required_names(out, path), *required_names(b, path)]))
         elif k not in out:
             out[k] = v
     return out
+
+
+def properties_of(schema: Mapping[str, Any], path: str) -> Mapping[str, Any] | None:
+    """``schema["properties"]`` (``None`` when absent); a GrammarError unless it is an object whose
+    keys are strings."""
+    props = schema.get("properties")
+    if props is None:
+        return None
+    if not isinstance(props, Mapping):
+        raise GrammarError(f"{path}/properties: expected an object, got {type(props).__name__}")
+    for k in props:
+        if not isinstance(k, str):
+            raise GrammarError(f"{path}/properties: property names must be strings, got {k!r}")
+    return props
+
+
+def required_names(schema: Mapping[str, Any], path: str) -> list[str]:
+    """``schema["required"]`` (empty when absent); a GrammarError unless it is a list of strings."""
+    req = schema.get("required")
+    if req is None:
+        return []
+    if not isinstance(req, (list, tuple)) or not all(isinstance(r, str) for r in req):
+        raise GrammarError(f"{path}/required: expected a list of property names, got {req!r}")
+    return list(req)
 
 
 def _count(schema: Mapping[str, Any], key: str, path: str) -> int | None:
     v = schema.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0
+            or (isinstance(v, float) and not v.is_integer())):
         raise GrammarError(f"{path}/{key}: expected a non-negative integer, got {v!r}")
     return int(v)
+
+
+def bounds(schema: Mapping[str, Any], lo_key: str, hi_key: str, path: str) -> tuple[int, int | None]:
+    """``(low, high)`` repetition counts of ``schema`` (``minItems``/``maxItems`` or
+    ``minLength``/``maxLength``): ``low`` 0 when absent, ``high`` ``None`` when absent or above
+    :data:`MAX_REPEAT` (not enforced). A GrammarError for a count that is not a non-negative integer,
+    ``low`` above ``high`` or ``low`` above :data:`MAX_REPEAT`."""
+    lo, hi = _count(schema, lo_key, path) or 0, _count(schema, hi_key, path)
+    if hi is not None and hi < lo:
+        raise GrammarError(f"{path}: {lo_key} {lo} is above {hi_key} {hi}")
+    if lo > MAX_REPEAT:
+        raise GrammarError(f"{path}/{lo_key}: {lo} is above the grammar's limit of {MAX_REPEAT}")
+    return lo, (hi if hi is not None and hi <= MAX_REPEAT else None)
+
+
+def json_literal(value: Any, forbidden: Collection[str], path: str) -> str:
+    """The GBNF literal of ``value`` as JSON, where no ``forbidden`` string (marker spelling) occurs:
+    an occurrence inside a JSON string gets its first character written as ``\\uXXXX`` (the JSON
+    decodes to the same value). A GrammarError (naming ``path``) for a value that is not JSON."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise GrammarError(f"{path}: the value cannot be written as JSON ({type(e).__name__}: {e})") from None
+    orig = text
+    for _ in range(len(text) + 1):
+        hits = [text.find(f) for f in forbidden if f and f in text]
+        if not hits:
+            break
+        i = min(hits)
+        text = text[:i] + f"\\u{ord(text[i]):04x}" + text[i + 1:]
+    try:
+        same = json.dumps(json.loads(text), ensure_ascii=False) == orig
+    except (ValueError, RecursionError):  # pragma: no cover - json.dumps wrote it, so it reads back
+        same = False
+    if not same:
+        raise GrammarError(f"{path}: the value {value!r} spells a marker outside a JSON string")
+    return literal(text)
 
 
 class JsonSchemaTranslator:
     """JSON schema to GBNF, into a shared :class:`~kimi_chat.grammar.gbnf.Rules` set.
 
     ``string_chars`` names the rule for the characters of an unbounded JSON string (between the
-    quotes); ``prefix`` starts the names of the rules made for ``$ref`` targets."""
+    quotes); ``prefix`` starts the names of the rules made for ``$ref`` targets; ``forbidden`` are the
+    marker spellings literal JSON text must not contain (:func:`json_literal`)."""
 
-    def __init__(self, rules: Rules, string_chars: str, prefix: str = "") -> None:
+    def __init__(self, rules: Rules, string_chars: str, prefix: str = "", forbidden: Collection[str] = ()) -> None:
         self.r = rules
         self.string_chars = string_chars
         self.prefix = prefix
+        self.forbidden: Collection[str] = forbidden
         self._prims: dict[str, str] = {}
         self._refs: dict[tuple[int, str], str] = {}
+        self._depth = 0
 
     def prim(self, kind: str) -> str:
         """The rule of a shared primitive (``ws``, ``string``, ``integer``, ``value``...), made on
@@ -146,6 +230,16 @@ class JsonSchemaTranslator:
     def schema(self, schema: Any, root: Any, name: str, path: str) -> str:
         """An expression for ``schema`` (rules are added for its parts); ``root`` is the document
         ``$ref`` resolves in, ``name`` the base of new rule names, ``path`` the schema's path."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise GrammarError(f"{path}: schema nested more than {MAX_DEPTH} levels deep "
+                                   "(or an allOf/$ref cycle)")
+            return self._schema(schema, root, name, path)
+        finally:
+            self._depth -= 1
+
+    def _schema(self, schema: Any, root: Any, name: str, path: str) -> str:
         if schema is True or schema == {}:
             return self.prim("value")
         if schema is False:
@@ -155,12 +249,12 @@ class JsonSchemaTranslator:
         if "$ref" in schema:
             return self.ref(schema["$ref"], root, path)
         if "const" in schema:
-            return literal(json.dumps(schema["const"], ensure_ascii=False))
+            return json_literal(schema["const"], self.forbidden, f"{path}/const")
         if "enum" in schema:
             vals = schema["enum"]
             if not isinstance(vals, list) or not vals:
                 raise GrammarError(f"{path}/enum: expected a non-empty list")
-            return alternation([literal(json.dumps(v, ensure_ascii=False)) for v in vals])
+            return alternation([json_literal(v, self.forbidden, f"{path}/enum/{j}") for j, v in enumerate(vals)])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 subs = schema[key]
@@ -226,12 +320,9 @@ class JsonSchemaTranslator:
         if ty == "number":
             return self.prim("number")
         if ty == "string":
-            lo, hi = _count(schema, "minLength", path), _count(schema, "maxLength", path)
-            if lo is None and hi is None:
+            lo, hi = bounds(schema, "minLength", "maxLength", path)
+            if lo == 0 and hi is None:
                 return self.prim("string")
-            lo = lo or 0
-            if hi is not None and hi < lo:
-                raise GrammarError(f"{path}: minLength {lo} is above maxLength {hi}")
             rep = f"{{{lo},{hi}}}" if hi is not None else f"{{{lo},}}"
             return f'"\\"" {self.prim("safe-char")}{rep} "\\""'
         if ty == "array":
@@ -249,10 +340,7 @@ class JsonSchemaTranslator:
         if isinstance(prefix, list) and prefix:
             parts = [self.rule(s, root, f"{name}-{j}", f"{path}/prefixItems/{j}") for j, s in enumerate(prefix)]
             return '"[" ' + f' "," {ws} '.join(parts) + ' "]"'
-        lo = _count(schema, "minItems", path) or 0
-        hi = _count(schema, "maxItems", path)
-        if hi is not None and hi < lo:
-            raise GrammarError(f"{path}: minItems {lo} is above maxItems {hi}")
+        lo, hi = bounds(schema, "minItems", "maxItems", path)
         if hi == 0:
             return '"[" "]"'
         item = self.rule(items, root, f"{name}-item", f"{path}/items")
@@ -266,7 +354,7 @@ class JsonSchemaTranslator:
         """An object: its ``properties`` in declaration order (``required`` ones always present),
         or, without ``properties``, a free-form object whose values follow
         ``additionalProperties``."""
-        props = schema.get("properties")
+        props = properties_of(schema, path)
         if not props:
             extra = schema.get("additionalProperties", True)
             if extra is False:
@@ -276,14 +364,13 @@ class JsonSchemaTranslator:
             ws, s = self.prim("ws"), self.prim("string")
             v = self.rule(extra, root, f"{name}-value", f"{path}/additionalProperties")
             return f'"{{" ({s} ":" {ws} {v} ("," {ws} {s} ":" {ws} {v})*)? "}}"'
-        if not isinstance(props, Mapping):
-            raise GrammarError(f"{path}/properties: expected an object")
-        required = set(schema.get("required") or ())
+        required = set(required_names(schema, path))
         ws = self.prim("ws")
         kvs = []
         for k, sub in props.items():
             v = self.rule(sub, root, f"{name}-{slug(k)}", f"{path}/properties/{k}")
-            kvs.append((f"{literal(json.dumps(k, ensure_ascii=False))} \":\" {ws} {v}", k in required))
+            key = json_literal(k, self.forbidden, f"{path}/properties/{k}")
+            kvs.append((f"{key} \":\" {ws} {v}", k in required))
         if all(req for _, req in kvs):
             return '"{" ' + f' "," {ws} '.join(kv for kv, _ in kvs) + ' "}"'
         # optional properties: rest(i, first) = the properties i.. given whether one was written
@@ -312,6 +399,6 @@ def json_schema_to_gbnf(schema: Any, *, root_name: str = "root", forbidden: Coll
         forbidden = forbidden_text()
     rules = Rules()
     rules.fresh(root_name)
-    j = JsonSchemaTranslator(rules, avoiding(rules, forbidden, "jstr", json_string=True))
+    j = JsonSchemaTranslator(rules, avoiding(rules, forbidden, "jstr", json_string=True), forbidden=forbidden)
     rules.set(root_name, j.schema(schema, schema, "value", "#"))
     return rules.text()

@@ -36,7 +36,6 @@ message::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,8 +44,8 @@ from .. import peg as F
 from ..formats.k3 import GRAMMAR, TAGS
 from ..render.k3_inputs import esc, xtml_type
 from .gbnf import GrammarError, alternation, literal, optional, slug
-from .json_schema import merge_schemas, resolve_ref
-from .translate import Ctx, FormatTranslator
+from .json_schema import bounds, json_literal, merge_schemas, properties_of, required_names, resolve_ref
+from .translate import Ctx, FormatTranslator, check_no_marker
 
 __all__ = ["GRAMMAR", "K3Translator", "XTML_TYPES"]
 
@@ -146,11 +145,9 @@ class K3Translator(FormatTranslator):
         top = self.resolve(params, params, path, 0)
         rn = self.r.fresh(f"args-{s}")
         self.elements[name] = rn
-        props = top.get("properties") if isinstance(top, Mapping) else None
+        props = properties_of(top, path) if isinstance(top, Mapping) else None
         if isinstance(top, Mapping) and not any(k in top for k in ("anyOf", "oneOf")) and props:
-            if not isinstance(props, Mapping):
-                raise GrammarError(f"{path}/properties: expected an object")
-            required = set(top.get("required") or ())
+            required = set(required_names(top, path))
             parts = []
             for key, sub in props.items():
                 el = self.argument(name, key, sub, params, f"{path}/properties/{key}")
@@ -173,7 +170,7 @@ class K3Translator(FormatTranslator):
             raise GrammarError(f"{path}: $ref chain too deep")
         if isinstance(schema, Mapping) and "$ref" in schema:
             siblings = {k: v for k, v in schema.items() if k != "$ref"}
-            target = self.resolve(resolve_ref(schema["$ref"], root, path), root, schema["$ref"], depth + 1)
+            target = self.resolve(resolve_ref(schema["$ref"], root, path), root, str(schema["$ref"]), depth + 1)
             return merge_schemas(siblings, target, root, path) if siblings else target
         if isinstance(schema, Mapping) and "allOf" in schema:
             subs = schema["allOf"]
@@ -187,6 +184,7 @@ class K3Translator(FormatTranslator):
 
     def argument(self, tool: str, key: str, schema: Any, root: Any, path: str) -> str:
         """One ``argument`` element for property ``key``: an alternative per ``type`` attribute."""
+        check_no_marker(key, self.forbidden, f"{path}: argument name")
         base = f"arg-{self.slugs[tool]}-{slug(key)}"
         by_type = self.values(schema, root, base, path, 0)
         close = self.tok(F.Tok("ARGUMENT_CLOSE"), Ctx())
@@ -260,7 +258,7 @@ class K3Translator(FormatTranslator):
         if schema.get("nullable") is True and "null" not in types:
             types.append("null")
         for ty in types:
-            if ty not in XTML_TYPES:
+            if not isinstance(ty, str) or ty not in XTML_TYPES:
                 raise GrammarError(f"{path}/type: unknown type {ty!r}")
             add(XTML_TYPES[ty], self.typed(ty, schema, root, name if len(types) == 1 else f"{name}-{ty}", path))
         return out
@@ -269,22 +267,14 @@ class K3Translator(FormatTranslator):
         """A value of JSON type ``ty``: a raw string, or JSON by the schema translator."""
         if ty != "string":
             return self.json.typed(ty, schema, root, name, path)
-        lo, hi = schema.get("minLength"), schema.get("maxLength")
-        if lo is None and hi is None:
+        lo, hi = bounds(schema, "minLength", "maxLength", path)
+        if lo == 0 and hi is None:
             return self.text_rule
-        for k, v in (("minLength", lo), ("maxLength", hi)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise GrammarError(f"{path}/{k}: expected a non-negative integer, got {v!r}")
-        lo = lo or 0
-        if hi is not None and hi < lo:
-            raise GrammarError(f"{path}: minLength {lo} is above maxLength {hi}")
         return f"{_RAW_CHAR}{{{lo},{'' if hi is None else hi}}}"
 
     def constant(self, value: Any, path: str) -> str:
         """A ``const`` / ``enum`` value as the encoder writes it (a string raw, the rest as JSON)."""
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        for f in self.forbidden:
-            if f in text:
-                raise GrammarError(f"{path}: the value {value!r} spells the marker {f!r}, which a model "
-                                   "cannot write as text")
-        return literal(text) if text else '""'
+        if not isinstance(value, str):
+            return json_literal(value, self.forbidden, path)
+        check_no_marker(value, self.forbidden, path)
+        return literal(value) if value else '""'

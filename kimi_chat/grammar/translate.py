@@ -30,7 +30,7 @@ from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional,
 from .json_schema import JsonSchemaTranslator
 from .vocabulary import default_token_markers, forbidden_spellings, output_machine
 
-__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "build_grammar"]
+__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "build_grammar", "check_no_marker"]
 
 
 @dataclass(frozen=True)
@@ -204,6 +204,16 @@ class FormatTranslator:
         return optional(body) if self.choice == "auto" else body
 
 
+def check_no_marker(text: str, forbidden: Collection[str], where: str) -> None:
+    """A GrammarError (naming ``where``) if ``text``, which a grammar writes as literal text with no
+    escape (a tool name, a K3 attribute), spells one of the ``forbidden`` markers: a model writing it
+    would make the parser read a marker there."""
+    for f in forbidden:
+        if f in text:
+            raise GrammarError(f"{where}: the value {text!r} spells the marker {f!r}, which a model cannot "
+                               "write as text")
+
+
 def tool_choice(tool_choice: Any, tools: Mapping[str, Any]) -> tuple[str, list[str]]:
     """``(choice, names)``: ``none`` / ``auto`` / ``required`` / ``named`` and the tools a call may
     name. Raises :class:`GrammarError` for an unknown value or a name that is not a declared tool."""
@@ -240,12 +250,14 @@ def build_grammar(translator: type[FormatTranslator], grammar: Mapping[str, F.Ex
     machine = output_machine(dialect, options)
     if token_markers is None:
         token_markers = default_token_markers(dialect)
+    forbidden = forbidden_spellings(machine)
+    for n in names:
+        check_no_marker(n, forbidden, "tools: function name")
     rules = Rules()
     rules.fresh("root")
     tr = translator(rules, grammar, fns, names, choice, parallel_tool_calls, max_calls, first_index, token_markers,
                     text_rule="text", reasoning=reasoning, content=content,
-                    json=JsonSchemaTranslator(rules, "jstr-0"))
-    forbidden = forbidden_spellings(machine)
+                    json=JsonSchemaTranslator(rules, "jstr-0", forbidden=forbidden))
     tr.forbidden = forbidden
     try:
         body = tr.x(F.Ref(machine.start_rule), Ctx())

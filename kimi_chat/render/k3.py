@@ -56,6 +56,7 @@ from kimi_chat.render.k3_inputs import (
 )
 from kimi_chat.render.k3_inputs import response_schema as schema_of
 from kimi_chat.messages import to_plain
+from kimi_chat.surrogates import warn_lone_surrogates
 from kimi_chat.tokenizer import MAX_NO_WHITESPACES_CHARS
 
 __all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids"]
@@ -635,5 +636,9 @@ def render_k3_ids(
     ``tokenizer`` is a K3 :class:`~kimi_chat.tokenizer.KimiTokenizer`
     (``KimiTokenizer.from_reference("k3")``). Each segment is encoded on its own, as the official
     tokenizer does: markers as their special ids, text as ordinary text (special-token spellings typed
-    by a user stay text), so BPE never merges across segments."""
-    return _ids(_build_split(messages, tools, options, None), tokenizer)[0]
+    by a user stay text), so BPE never merges across segments. A lone surrogate in the text is encoded
+    as U+FFFD, as the official tokenizer does, with a :class:`~kimi_chat.errors.LoneSurrogateWarning`."""
+    marks: list[tuple[int, int, bool]] = []
+    parts = _build_split(messages, tools, options, marks)
+    warn_lone_surrogates(parts, marks, messages, tools, options, stacklevel=2)
+    return _ids(parts, tokenizer)[0]

@@ -18,6 +18,7 @@ from typing import Any
 
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import InvalidMessagesError, to_plain
+from kimi_chat.nesting import too_deep_error
 from kimi_chat.oracle import deep_sort_dict
 
 __all__ = [
@@ -42,7 +43,13 @@ def dumps(value: Any, index: int | None, field: str, compact: bool = False) -> s
     try:
         return _COMPACT(value) if compact else _SPACED(value)
     except (TypeError, ValueError) as e:
-        raise RenderError(f"not JSON-serialisable: {e}", message_index=index, field=field) from e
+        where = f"{field}: " if index is None else ""  # RenderError names the field of a message only
+        raise RenderError(f"{where}not JSON-serialisable: {e}", message_index=index, field=field) from e
+    except RecursionError:  # json.dumps recurses (the official encoder fails too)
+        err = too_deep_error(value, field, index)
+        if index is None and type(err) is RenderError:
+            err = RenderError(f"{field}: {err}", field=field)
+        raise err from None
 
 
 _FLOAT_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
@@ -66,7 +73,11 @@ def value_text(value: Any, index: int, j: int, flat: bool, key: Any) -> str:
         return "false"
     t = type(value)
     if t is int:
-        return int.__repr__(value)
+        try:
+            return int.__repr__(value)
+        except ValueError as e:  # more digits than int_max_str_digits: json.dumps raises too
+            raise RenderError(f"not JSON-serialisable: {e}", message_index=index,
+                              field=f"{args_field(j, flat)}.{key}") from None
     if t is float:
         r = float.__repr__(value)
         return _FLOAT_SPECIAL.get(r, r)
@@ -117,6 +128,12 @@ def arguments(raw: Any, index: int, j: int, flat: bool) -> tuple[Any, str | None
             parsed = loads(raw)
         except json.JSONDecodeError:
             return None, raw
+        except ValueError as e:  # an integer of too many digits: the official json.loads raises too
+            raise RenderError(f"JSON the K3 encoder cannot read: {e}", message_index=index,
+                              field=args_field(j, flat)) from None
+        except RecursionError:
+            raise RenderError("JSON nested too deeply to read (the K3 encoder's json.loads fails too)",
+                              message_index=index, field=args_field(j, flat)) from None
         if not isinstance(parsed, dict):
             raise RenderError(
                 f"arguments are JSON but not an object ({type(parsed).__name__}); the K3 encoder refuses them",

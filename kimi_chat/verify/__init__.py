@@ -23,7 +23,11 @@ The modules:
 * :mod:`~kimi_chat.verify.probes`: the fixed conversations :func:`identify` renders;
 * :mod:`~kimi_chat.verify.diffing`: normalised text and hash, visible whitespace, prompt diffs;
 * :mod:`~kimi_chat.verify.rendering`: a template rendered for a dialect (strict or lenient
-  sandbox), kimi_chat's own templates.
+  sandbox), kimi_chat's own templates;
+* :mod:`~kimi_chat.verify.bounded`: the time, memory and output bounds every rendering runs within
+  (:data:`~kimi_chat.verify.bounded.LIMITS`): a template exceeding them (a hostile one) is reported
+  by :func:`identify` as the problem ``template-exceeds-limits``; :func:`verify` raises
+  :class:`~kimi_chat.verify.bounded.TemplateLimitError`.
 
 Every name is importable from ``kimi_chat.verify`` as before. ``kimi_chat.verify`` as an attribute
 of ``kimi_chat`` is the function; ``importlib.import_module("kimi_chat.verify")`` is this package.
@@ -37,6 +41,7 @@ from .probes import PROBES, Probe
 from .rendering import (
     VERIFY_EXTRA,
     TemplateCompileError,
+    TemplateLimitError,
     own_template_path,
     own_template_text,
     host_parsed_arguments,
@@ -46,6 +51,7 @@ from .search import VerifyReport, verify
 
 __all__ = [
     "TemplateCompileError",
+    "TemplateLimitError",
     "Difference",
     "Identification",
     "Kind",

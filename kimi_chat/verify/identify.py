@@ -17,6 +17,7 @@ from .diffing import first_difference, normalize_template, template_sha256
 from .probes import PROBES, Probe
 from .rendering import (
     VERIFY_EXTRA,
+    TemplateLimitError,
     _compile_error,
     _describe_error,
     _is_security_error,
@@ -138,6 +139,7 @@ class Identification:
 
 
 _SANDBOX = problems_of(["sandbox-security-error"])[0]
+_LIMITS = problems_of(["template-exceeds-limits"])[0]
 
 
 def _render_probe(template: str, probe: Probe, d: Dialect) -> tuple[str | None, str | None, bool]:
@@ -148,13 +150,15 @@ def _render_probe(template: str, probe: Probe, d: Dialect) -> tuple[str | None, 
     msgs = [dict(m) for m in probe.messages]
     try:
         return render_with_dialect(template, msgs, d, **args), None, False
-    except OracleUnavailable:
+    except (OracleUnavailable, TemplateLimitError):
         raise
     except Exception as e:  # noqa: BLE001 - any template error is a finding
         if not _is_security_error(e):
             return None, _describe_error(e), False
         try:
             return render_with_dialect(template, msgs, d, lenient=True, **args), None, True
+        except TemplateLimitError:
+            raise
         except Exception as e2:  # noqa: BLE001
             return None, _describe_error(e2), True
 
@@ -275,6 +279,10 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
             beh = _behaviour(template_text)
         except OracleUnavailable:
             notes.append(f"behavioural match skipped: it renders the template with transformers ({VERIFY_EXTRA})")
+        except TemplateLimitError as e:  # a hostile template: reported as such, not run further
+            return Identification(dialect=None, kind="unknown", match="none", confidence=0.0,
+                                  description="exceeds the rendering limits (a hostile or broken template)",
+                                  sha256=digest, problems=(_LIMITS,), notes=(*notes, str(e)))
 
     if exact is not None:
         kind, d, source, problems, desc = exact

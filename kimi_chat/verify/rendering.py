@@ -4,11 +4,16 @@ one (what llama.cpp-like engines accept), and where kimi_chat's own templates an
 Runtimes such as llama.cpp run their own Jinja engines, which allow what transformers' sandbox
 refuses (``list.append``); their adapted templates fail in transformers with a ``SecurityError``.
 The lenient sandbox renders them as such a runtime would (still a sandbox: no attribute escapes).
+
+Every rendering of a template runs within the time, memory and output bounds of
+:data:`kimi_chat.verify.bounded.LIMITS` (in a forked child): a template exceeding one raises
+:class:`~kimi_chat.verify.bounded.TemplateLimitError`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -19,10 +24,12 @@ from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError
 from ..oracle import _chat_template_utils, oracle_template, render_as_tokenizer
 from ..templates import template_path
+from .bounded import TemplateLimitError, run_bounded
 
 __all__ = [
     "VERIFY_EXTRA",
     "TemplateCompileError",
+    "TemplateLimitError",
     "render_with_dialect",
     "host_parsed_arguments",
     "own_template_path",
@@ -45,6 +52,8 @@ def _compile_error(template: str) -> str | None:
         ctu._compile_jinja_template(template)
     except TemplateSyntaxError as e:
         return f"line {e.lineno}: {e.message}"
+    except RecursionError:  # Jinja's parser recurses per nested block
+        return "blocks nested too deeply to compile"
     return None
 
 
@@ -82,6 +91,15 @@ def _oracle_text(d: Dialect) -> str | None:
 
 _LENIENT_LOCK = threading.Lock()
 _LENIENT_CACHE: dict[str, Any] = {}
+
+
+def _new_lenient_lock() -> None:
+    global _LENIENT_LOCK
+    _LENIENT_LOCK = threading.Lock()  # a thread of the parent may hold it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lenient_lock)
 
 
 def _lenient_compiled(ctu: Any, template: str) -> Any:
@@ -187,8 +205,20 @@ def render_with_dialect(
     template): as llama.cpp runs its port, tool-call ``arguments`` JSON strings parsed into objects
     first (:func:`host_parsed_arguments`; ``parse_arguments=False`` passes them as given, as a host
     that does not parse them would). ``lenient=True`` renders in a sandbox that allows mutating lists
-    (what llama.cpp-like engines accept). Template errors propagate.
+    (what llama.cpp-like engines accept). Template errors propagate; the rendering runs within
+    :data:`~kimi_chat.verify.bounded.LIMITS` (:class:`~kimi_chat.verify.bounded.TemplateLimitError`
+    when the template exceeds them).
     """
+    d = get_dialect(dialect)
+    _chat_template_utils()  # OracleUnavailable here, without transformers
+    return run_bounded(_render_unbounded, template, list(messages), d.name, tools, add_generation_prompt, lenient,
+                       parse_arguments, options)
+
+
+def _render_unbounded(template: str, messages: list[Any], dialect: str, tools: Sequence[Mapping[str, Any]] | None,
+                      add_generation_prompt: bool, lenient: bool, parse_arguments: bool,
+                      options: dict[str, Any]) -> str:
+    """:func:`render_with_dialect`'s rendering itself (run by :func:`~kimi_chat.verify.bounded.run_bounded`)."""
     d = get_dialect(dialect)
     with _lenient(template) if lenient else nullcontext():
         if d.family == "k3":

@@ -15,7 +15,8 @@ from ..errors import KimiChatError
 from ..oracle import OracleUnavailable
 from ..render import render
 from .diffing import prompt_diff, visible
-from .rendering import VERIFY_EXTRA, TemplateCompileError, _compile_error, _describe_error, render_with_dialect
+from .rendering import (VERIFY_EXTRA, TemplateCompileError, TemplateLimitError, _compile_error, _describe_error,
+                        render_with_dialect)
 
 __all__ = ["VerifyReport", "verify"]
 
@@ -150,7 +151,7 @@ def _compare(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool = 
         expected, refusal = None, _describe_error(e)
     try:
         actual = _render_request(template, d, req, lenient, parse_arguments)
-    except OracleUnavailable:
+    except (OracleUnavailable, TemplateLimitError):
         raise
     except Exception as e:  # noqa: BLE001 - a template that crashes where the dialect renders differs
         return _Outcome(expected is not None, expected, None, _describe_error(e), refusal)
