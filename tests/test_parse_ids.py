@@ -19,6 +19,7 @@ from kimi_chat import markers as M
 from kimi_chat.parse import StreamParser, parse
 from kimi_chat.parse.ids import token_bytes
 from kimi_chat.reference import reference_file
+from test_k3_parse_properties import broken_turns
 
 pytestmark = pytest.mark.skipif(reference_file("tokenizer/tiktoken.model") is None,
                                 reason="tokenizer/tiktoken.model of the reference data not found")
@@ -250,3 +251,21 @@ def test_tokenizer_forms(k3tok):
         assert b"".join(map(token_bytes(k3tok.id_to_bytes), ids)) == want
     with pytest.raises(TypeError, match="tokenizer="):
         token_bytes(3)
+
+
+@given(item=broken_turns())
+def test_cut_and_malformed_tags_by_token_ids(k3tok, item):
+    """Issue 20.7 by token ids: a turn with a tag cut short or a <|sep|> dropped, encoded (markers
+    special) and fed one id at a time, reads as its whole text does (no typed marker: the ids agree)."""
+    text, kw, _ = item
+    ids = k3tok.encode(text, allow_special=True)
+    assert k3tok.decode(ids) == text
+    whole = parse(text, dialect=K3, tools=TOOLS, **kw)
+    assert parse(text, dialect=K3, tools=TOOLS, token_ids=ids, tokenizer=k3tok, **kw) == whole
+    for decoder in (True, False):
+        p = StreamParser(K3, tools=TOOLS, tokenizer=k3tok if decoder else None, **kw)
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for i in ids:
+            p.feed(utf8.decode(k3tok.decode_bytes([i])), [i])
+        p.finish()
+        assert p.message == whole

@@ -137,11 +137,13 @@ class Turn:
 def family_parts(
     fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer, warn: Warn,
     thinking_prefilled: bool | None, reasoning: bool | None, options: Mapping[str, Any],
+    where: Callable[[], int] = lambda: 0,
 ) -> tuple[Machine, MarkerLexer | TagLexer, ToolCalls | TagCalls]:
     """The compiled machine, the lexer and the call assembler of a parse of dialect ``d``'s format
     ``fmt``: K2 (markers; ``<think>`` a marker as the dialect or ``reasoning`` says, reasoning
     pre-filled as the dialect's ``prefills_think(**options)`` or ``thinking_prefilled`` says) or a
-    format of tags, K3 (the think channel pre-filled unless ``thinking=False``, then the response one)."""
+    format of tags, K3 (the think channel pre-filled unless ``thinking=False``, then the response one).
+    ``where()``: the parser's offset (where the tag lexer's repairs are warned)."""
     if fmt.tags is None:
         prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
         think = d.reasoning if reasoning is None else bool(reasoning)
@@ -149,7 +151,7 @@ def family_parts(
         return m, MarkerLexer(m.markers), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)
     think = (options.get("thinking", True) is not False if thinking_prefilled is None else bool(thinking_prefilled))
     m = fmt.machine(prefilled=think, think=think)
-    lexer = TagLexer(m.markers, fmt.tags)
+    lexer = TagLexer(m.markers, fmt.tags, lambda kind, message, text: warn(kind, message, where(), text))
     return m, lexer, TagCalls(tools, fmt.tool_call_id_prefix, out, warn, lexer)
 
 

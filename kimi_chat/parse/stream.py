@@ -31,7 +31,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..formats import format_for
-from ..peg import EOF, TEXT, WS, State, Transition
+from ..peg import CUT, EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
 from .lexer import Utf8Chunks
@@ -79,19 +79,20 @@ class StreamParser:
         self.dialect = d
         self.format = fmt
         self._out = DeltaBuffer()
-        m, lexer, calls = family_parts(fmt, d, tools, self._out, self._warn, thinking_prefilled, reasoning, options)
+        self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
+        where = lambda: self._pos  # noqa: E731 - the offset the runs and the tag lexer record
+        m, lexer, calls = family_parts(fmt, d, tools, self._out, self._warn, thinking_prefilled, reasoning, options,
+                                       where)
         self.machine = m
         self._lexer = lexer
         self._calls = calls
         self._end_class = next((c for c, ms in fmt.token_classes.items()
                                 if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
         self._state: State = m.start
-        self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         self._decoder: Utf8Chunks | None = None
         self._content = TextField(TextField.CONTENT, self._out)
         self._reasoning = TextField(TextField.REASONING, self._out)
         self._turn = Turn()
-        where = lambda: self._pos  # noqa: E731 - the offset the runs record
         self._runs = Runs(self._content, where, self._warn, content_after_tool_calls, calls)
         self._finished = False
         self._final: ParsedMessage | None = None
@@ -242,7 +243,11 @@ class StreamParser:
         if tr is None and turn.raw:  # the turn ended inside this chunk: the rest is ignored
             turn.ignore(spelling, self._pos)
         elif tr is None:
-            self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
+            if cls == CUT:  # the input ended inside a tag: dropped, the turn is truncated
+                turn.truncated = True
+                self._warn("truncated_tag", f"tag cut by the end of the text dropped: {spelling}", self._pos, spelling)
+            else:
+                self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
             self._calls.stray(spelling)
         else:
             self._go(tr, cls, spelling, self._pos)
