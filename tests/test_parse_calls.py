@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from parse_helpers import AB, CB, CE, END, IM_USER, SB, SE, call, feed_chunks, merge, section
 
 from kimi_chat.parse import StopReason, StreamParser, ToolCallStatus, normalise_tools, parse
@@ -127,3 +129,51 @@ def test_a_dangling_call_begin_at_the_end_is_not_a_call(text):
 def test_a_call_begin_with_a_header_at_the_end_is_still_a_call():
     assert [c.id for c in parse(SB + CB + "call_0").tool_calls] == ["call_0"]
     assert [c.arguments for c in parse(SB + CB + AB).tool_calls] == ["{}"]
+
+
+# ------------------------------------------------------------- malformed tool schemas (issue 24.5)
+
+K3_CALL = ("<|close|>think<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\" index=\"1\"<|sep|>"
+           "<|open|>argument key=\"a\" type=\"string\"<|sep|>x<|close|>argument<|sep|>"
+           "<|open|>argument key=\"n\" type=\"number\"<|sep|>1<|close|>argument<|sep|>"
+           "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>")
+K2_CALLS = section(call("functions.f:0", '{"a": "x", "n": 1}'), call("opaque", '{"a": "x"}')) + END
+
+
+def _both_families(params: object) -> None:
+    """Both families parse a call of ``f`` declared with ``params``, whole and one character at a
+    time, to the same result, without raising."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": params}}]
+    for dialect, text in (("kimi-k3", K3_CALL), ("kimi-k2-instruct-0905", K2_CALLS)):
+        whole = parse(text, dialect=dialect, tools=tools)
+        assert whole.tool_calls[0].name == "f"
+        _, sp = feed_chunks(list(text), dialect=dialect, tools=tools)
+        assert sp.message == whole
+
+
+@pytest.mark.parametrize("params", [
+    {"type": "object", "properties": {"a": {"type": ["string", {"x": 1}]}}},
+    {"properties": {"a": {"type": [["string"]]}}},
+    {"properties": {"a": {}}, "required": 5},
+    {"properties": {"a": {}}, "required": "a"},
+    {"properties": 5},
+    {"properties": [1, 2]},
+    {"properties": {5: {"type": "string"}, "a": 5}},
+    {"required": [{"a": 1}, None]},
+    5, "object", [],
+])
+def test_a_malformed_schema_is_unknown_typing_never_an_exception(params):
+    _both_families(params)
+
+
+json_like = st.recursive(st.none() | st.booleans() | st.integers(-2, 5) | st.sampled_from(
+    ["string", "number", "object", "a", "n", ""]), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.sampled_from(["type", "properties", "required", "a", "n", "additionalProperties"]), inner, max_size=4),
+    max_leaves=8)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(json_like, st.dictionaries(st.sampled_from(["type", "properties", "required",
+                                                            "additionalProperties"]), json_like, max_size=4)))
+def test_any_schema_shape_parses(params):
+    _both_families(params)
