@@ -26,13 +26,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
 from .toolcalls import Warn, normalise_tools
 from .types import ParsedToolCall, ToolCallStatus
 
 __all__ = ["TagCall", "TagCalls"]
 
-_INVALID = object()
+_INVALID = INVALID
 
 _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
@@ -46,11 +47,7 @@ _TYPES: dict[str, Any] = {
 """XTML / JSON-schema type name -> whether a JSON value is of it."""
 
 
-def _loads(s: str) -> Any:
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):
-        return _INVALID
+_loads = json_value
 
 
 def _quote(s: str) -> str:

@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
 from .types import ParsedToolCall, ToolCallStatus
 
@@ -88,15 +88,8 @@ def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
     return out
 
 
-_INVALID = object()
-
-
-def _json(s: str) -> Any:
-    """The value of ``s`` as JSON, or ``_INVALID``."""
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting we cannot check
-        return _INVALID
+_INVALID = INVALID
+_json = json_value
 
 
 class ToolCall:
