@@ -28,7 +28,7 @@ from typing import Any
 
 from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
-from .toolcalls import Warn, normalise_tools
+from .toolcalls import Warn, normalise_tools, schema_keys
 from .types import ParsedToolCall, ToolCallStatus
 
 __all__ = ["TagCall", "TagCalls"]
@@ -263,7 +263,7 @@ class TagCalls:
         params = self._params(c)
         if params is None:
             return
-        props = params.get("properties") or {}
+        props, _ = schema_keys(params)
         if not props and params.get("additionalProperties", True) is not False:
             return  # a free-form object (no properties declared): any key is allowed
         if key not in props:
@@ -272,7 +272,7 @@ class TagCalls:
             return
         want = props[key].get("type") if isinstance(props[key], Mapping) else None
         names = [want] if isinstance(want, str) else list(want) if isinstance(want, list) else []
-        checks = [_TYPES[n] for n in names if n in _TYPES]
+        checks = [_TYPES[n] for n in names if isinstance(n, str) and n in _TYPES]
         if value is not _INVALID and checks and not any(f(value) for f in checks):
             self.warn("argument_schema_type", f"tool call {c.index} ({c.name}): argument {key!r} is not "
                       f"of the declared type {want!r}", c.value_offset)
@@ -281,7 +281,7 @@ class TagCalls:
         params = self._params(c)
         if params is None:
             return
-        missing = [r for r in params.get("required") or [] if isinstance(r, str) and r not in c.keys]
+        missing = [r for r in schema_keys(params)[1] if r not in c.keys]
         if missing:
             self.warn("argument_missing", f"tool call {c.index} ({c.name}): required argument(s) "
                       f"{', '.join(map(repr, missing))} missing", c.offset)

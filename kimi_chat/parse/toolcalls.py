@@ -21,7 +21,7 @@ from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
 from .types import ParsedToolCall, ToolCallStatus
 
-__all__ = ["normalise_tools", "ToolIndex", "index_tools", "ToolCall", "ToolCalls"]
+__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "ToolCall", "ToolCalls"]
 
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 
@@ -81,11 +81,21 @@ def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
         return None
     out: ToolIndex = {}
     for name, fn in fns.items():
-        params = fn.get("parameters") or {}
-        props = params.get("properties") or {} if isinstance(params, Mapping) else {}
-        req = params.get("required") or [] if isinstance(params, Mapping) else []
-        out[name] = (frozenset(props), frozenset(r for r in req if isinstance(r, str)))
+        props, req = schema_keys(fn.get("parameters"))
+        out[name] = (frozenset(props), frozenset(req))
     return out
+
+
+def schema_keys(params: Any) -> tuple[Mapping[str, Any], list[str]]:
+    """``(properties, required names)`` of a function's ``parameters``, read defensively: a part of
+    another shape than JSON Schema's (``"properties": 5``, ``"required": 5``, a non-string key or
+    name) is unknown typing, left out (the parser never raises on a tool schema)."""
+    if not isinstance(params, Mapping):
+        return {}, []
+    props = params.get("properties")
+    props = {k: v for k, v in props.items() if isinstance(k, str)} if isinstance(props, Mapping) else {}
+    req = params.get("required")
+    return props, [r for r in req if isinstance(r, str)] if isinstance(req, (list, tuple)) else []
 
 
 _INVALID = INVALID
