@@ -23,7 +23,7 @@ from kimi_chat.formats.k3 import TAGS, machine
 from kimi_chat.parse import ParsedMessage, parse
 from kimi_chat.parse.tags import TagLexer
 from kimi_chat.render.k3 import render_k3
-from parse_helpers import expected, feed_chunks, merge, split_at
+from parse_helpers import expected, feed_chunks, merge, split_at, streamed_openai
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -140,6 +140,18 @@ def test_any_split_gives_the_same_result(item, cuts):
 def test_one_character_at_a_time(item):
     text, kw = item
     check_stream_equals_parse(text, list(text), kw)
+
+
+@SETTINGS
+@given(inputs, st.lists(st.integers(0, 600), max_size=12))
+def test_the_default_stream_hands_out_what_to_openai_says(item, cuts):
+    """Issue 20.10, K3: by default no call that is not ``ok`` streams as a tool call; the client's
+    accumulated message is ``parse(text).to_openai()``, invalid calls reported, for any split."""
+    text, kw = item
+    whole = parse(text, dialect="kimi-k3", **kw)
+    for chunks in (split_at(text, cuts), list(text)):
+        got, sp = streamed_openai(chunks, dialect="kimi-k3", **kw)
+        assert got == whole.to_openai() and sp.message == whole
 
 
 _TAG_SPAN = re.compile(re.escape(OPEN) + "|" + re.escape(CLOSE))

@@ -177,3 +177,62 @@ json_like = st.recursive(st.none() | st.booleans() | st.integers(-2, 5) | st.sam
                                                             "additionalProperties"]), json_like, max_size=4)))
 def test_any_schema_shape_parses(params):
     _both_families(params)
+
+
+# ------------------------------------------------- calls that must not run are not handed out (issue 20.10)
+
+WEATHER = [fn("get_weather", city="string")]
+K3_OPEN_CALLS = "<|close|>think<|sep|><|open|>tools<|sep|>"
+
+
+def k3_call(tool: str, index: int, body: str, close: bool = True) -> str:
+    return (f'<|open|>call tool="{tool}" index="{index}"<|sep|>' + body + ("<|close|>call<|sep|>" if close else ""))
+
+
+def k3_arg(key: str, typ: str, value: str) -> str:
+    return f'<|open|>argument key="{key}" type="{typ}"<|sep|>' + value + "<|close|>argument<|sep|>"
+
+
+BAD_CALLS = {
+    "kimi-k2-instruct-0905": (section(call("functions.send_money:0", '{"to": "x"}'),  # undeclared tool
+                                      call("functions.get_weather:1", '{"city": '),  # arguments not JSON
+                                      CB + "functions.get_weather:2" + CE,  # closed before its arguments
+                                      call("functions.get_weather:3", '{"city": "Paris"}'))
+                              + CB + "functions.get_weather:4" + AB + '{"city": "Ro'),  # cut
+    "kimi-k3": (K3_OPEN_CALLS + k3_call("send_money", 1, k3_arg("to", "string", "x"))
+                + k3_call("get_weather", 2, k3_arg("city", "number", "Paris"))
+                + k3_call("get_weather", 3, "", close=False)  # closed by the next call before any element
+                + k3_call("get_weather", 4, k3_arg("city", "string", "Paris"))
+                + k3_call("get_weather", 5, k3_arg("city", "string", "Ro"), close=False)),
+}
+
+
+@pytest.mark.parametrize("dialect", BAD_CALLS)
+def test_calls_that_must_not_run_are_left_out_and_reported(dialect):
+    text = BAD_CALLS[dialect]
+    msg = parse(text, dialect=dialect, tools=WEATHER)
+    statuses = [c.status.value for c in msg.tool_calls]  # the statuses stay available
+    assert statuses == ["unknown_tool", "invalid_json", "incomplete", "ok", "unclosed"]
+    out = msg.to_openai()
+    assert [c["id"] for c in out["tool_calls"]] == [msg.tool_calls[3].id]
+    assert [(c["index"], c["id"], c["status"]) for c in out["invalid_tool_calls"]] == [
+        (c.index, c.id, c.status.value) for c in msg.tool_calls if c.status is not ToolCallStatus.OK]
+    assert msg.to_openai(include_invalid=True)["tool_calls"] == [c.to_openai() for c in msg.tool_calls]
+    assert "invalid_tool_calls" not in msg.to_openai(include_invalid=True)
+    assert msg.finish_reason() == "length"  # cut inside the last call
+    # streamed, the default: only the ok call, whole, as client index 0; the others reported
+    p = StreamParser(dialect, tools=WEATHER)
+    deltas = [d for ch in text for d in p.feed(ch)] + p.finish()
+    calls = [t.to_openai() for d in deltas for t in d.tool_calls]
+    assert calls == [{"index": 0, **msg.tool_calls[3].to_openai()}]
+    assert [e for d in deltas for e in d.to_openai().get("invalid_tool_calls", [])] == out["invalid_tool_calls"]
+
+
+@pytest.mark.parametrize("dialect, text", [
+    ("kimi-k2-instruct-0905", section(call("functions.send_money:0", "{}")) + END),
+    ("kimi-k3", K3_OPEN_CALLS + k3_call("send_money", 1, "") + "<|close|>tools<|sep|><|close|>message<|sep|>"),
+])
+def test_no_call_left_to_run_finishes_with_stop(dialect, text):
+    msg = parse(text, dialect=dialect, tools=WEATHER)
+    assert msg.stop_reason is StopReason.TOOL_CALLS and "tool_calls" not in msg.to_openai()
+    assert msg.finish_reason() == "stop" and msg.finish_reason(include_invalid=True) == "tool_calls"

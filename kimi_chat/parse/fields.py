@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..peg import EOF, Machine
 from .lexer import MarkerLexer
-from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun
+from .output import DecidedCalls, DeltaBuffer, HeldWhitespace, TextField, TextRun
 from .tagcalls import TagCalls
 from .tags import TagLexer
 from .toolcalls import ToolCalls, Warn, index_tools
@@ -135,7 +135,7 @@ class Turn:
 
 
 def family_parts(
-    fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer, warn: Warn,
+    fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer | DecidedCalls, warn: Warn,
     thinking_prefilled: bool | None, reasoning: bool | None, options: Mapping[str, Any],
     where: Callable[[], int] = lambda: 0,
 ) -> tuple[Machine, MarkerLexer | TagLexer, ToolCalls | TagCalls]:

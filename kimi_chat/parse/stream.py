@@ -18,6 +18,11 @@ Options of :class:`StreamParser` and :func:`parse`:
   ``<think>`` is a marker).
 * ``content_after_tool_calls``: text after a tool-call section is content (default), else dropped
   with a warning.
+* ``include_invalid``: how tool calls stream. ``False`` (the default): a call goes out once its
+  status is decided, whole, if it is ``ok`` (``Delta.tool_calls``, numbered ``0, 1, ...`` as in
+  ``ParsedMessage.to_openai()``), else reported in ``Delta.invalid_tool_calls``: a client that
+  forwards ``delta.to_openai()`` never executes a call it must not. ``True``: every call streamed as
+  written, piece by piece, as soon as decided (its status only in :attr:`StreamParser.message`).
 * ``tokenizer``: decodes token ids (a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
   tokenizer or ``id -> bytes``): with ids given, markers are placed exactly (:meth:`StreamParser.feed`).
 * ``**options``: render options of the prompt (``thinking=False``); one the dialect does not take
@@ -35,7 +40,7 @@ from ..peg import CUT, EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
 from .lexer import Utf8Chunks
-from .output import DeltaBuffer, TextField
+from .output import DecidedCalls, DeltaBuffer, TextField
 from .types import Delta, ParsedMessage, ParseWarning
 
 __all__ = ["StreamParser", "parse"]
@@ -70,6 +75,7 @@ class StreamParser:
         reasoning: bool | None = None,
         content_after_tool_calls: bool = True,
         tokenizer: Any = None,
+        include_invalid: bool = False,
         **options: Any,
     ) -> None:
         d = get_dialect(dialect)
@@ -81,7 +87,8 @@ class StreamParser:
         self._out = DeltaBuffer()
         self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         where = lambda: self._pos  # noqa: E731 - the offset the runs and the tag lexer record
-        m, lexer, calls = family_parts(fmt, d, tools, self._out, self._warn, thinking_prefilled, reasoning, options,
+        call_out = self._out if include_invalid else DecidedCalls(self._out)
+        m, lexer, calls = family_parts(fmt, d, tools, call_out, self._warn, thinking_prefilled, reasoning, options,
                                        where)
         self.machine = m
         self._lexer = lexer

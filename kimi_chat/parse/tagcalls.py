@@ -131,6 +131,12 @@ class TagCalls:
     def end(self, spelling: str | None, at_eof: bool) -> None:
         """The current call ends (``spelling``: its close tag, if it consumed one)."""
         c = self.current
+        self._end(spelling, at_eof)
+        if c is not None:
+            self.out.decided(c.snapshot())
+
+    def _end(self, spelling: str | None, at_eof: bool) -> None:
+        c = self.current
         if c is None:
             raise RuntimeError("end of a tool call outside one")  # the grammar makes this impossible
         self.current = None

@@ -184,6 +184,12 @@ class ToolCalls:
     def end(self, spelling: str | None, at_eof: bool) -> None:
         """The current call ends (``spelling``: its closing marker, if it consumed one)."""
         c = self.current
+        self._end(spelling, at_eof)
+        if c is not None and self.calls and self.calls[-1] is c:  # not a dangling begin, dropped
+            self.out.decided(c.snapshot())
+
+    def _end(self, spelling: str | None, at_eof: bool) -> None:
+        c = self.current
         if c is None:
             raise RuntimeError("end of a tool call outside one")  # the grammar makes this impossible
         self.current = None
