@@ -350,3 +350,53 @@ def test_a_stray_tag_inside_a_call_is_kept_in_its_raw_text():
     text = c("think") + o("response") + c("response") + o("tools") + call("f", 1, inner) + c("tools") + END
     (tc,) = k3(text).tool_calls
     assert tc.raw == call("f", 1, inner) and tc.arguments == '{"a":1}'
+
+
+# ------------------------------------------------------- the same parse options in both families (issue 20.11)
+
+K2_DIALECT = "kimi-k2-instruct-0905"
+
+
+@pytest.mark.parametrize("body", ['"{\\"a\\": 1}"', ' "{\\"a\\": [1, 2]}"\n', '  {"a": 1}\n ', "", " \n",
+                                  '"x"', '"{\\"a\\": 1"', "[1]", '{"a": "b"} '])
+def test_a_json_element_reads_as_k2_arguments(body):
+    """A K3 json element's text is read as K2's arguments: trimmed, empty is {}, a double-encoded
+    object unwrapped once (warned); whole and streamed."""
+    k3_text = (c("think") + o("tools") + o("call", tool="f", index=1) + o("json", type="object") + body
+               + c("json") + c("call") + c("tools") + END)
+    k2_text = (M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text + "functions.f:0"
+               + M.TOOL_CALL_ARGUMENT_BEGIN.text + body + M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text)
+    got = []
+    for dialect, text in (("kimi-k3", k3_text), (K2_DIALECT, k2_text)):
+        msg = parse(text, dialect=dialect)
+        p = StreamParser(dialect)
+        for ch in text:
+            p.feed(ch)
+        p.finish()
+        assert p.message == msg
+        t = msg.tool_calls[0]
+        got.append((t.arguments, t.status, "double_encoded_arguments" in kinds(msg)))
+    assert got[0] == got[1]
+
+
+def test_reasoning_false_is_a_clear_error_for_k3():
+    for make in (lambda: k3("x", reasoning=False), lambda: StreamParser("kimi-k3", reasoning=False)):
+        with pytest.raises(TypeError, match=r"kimi-k3: reasoning=False .* thinking=False"):
+            make()
+    text = "r" + c("think") + o("response") + "a" + c("response") + END
+    assert k3(text, reasoning=True) == k3(text)  # what K3 always does: think tags are markup
+
+
+def test_content_after_tool_calls_means_the_same_in_k3():
+    tools = o("tools") + o("call", tool="f", index=1) + c("call") + c("tools")
+    text = "r" + c("think") + o("response") + "Hi" + c("response") + tools + " more" + END
+    kept = k3(text)
+    assert kept.content == "Hi more" and "text_outside_channels" in kinds(kept)
+    dropped = k3(text, content_after_tool_calls=False)
+    assert dropped.content == "Hi"
+    assert [(w.kind, w.text) for w in dropped.warnings] == [("text_after_tool_calls", " more")]
+    # K2 says the same of text after its section
+    k2 = parse("Hi" + M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text + "functions.f:0"
+               + M.TOOL_CALL_ARGUMENT_BEGIN.text + "{}" + M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
+               + " more", dialect=K2_DIALECT, content_after_tool_calls=False)
+    assert k2.content == "Hi" and [(w.kind, w.text) for w in k2.warnings] == [("text_after_tool_calls", " more")]

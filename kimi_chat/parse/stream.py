@@ -15,9 +15,9 @@ Options of :class:`StreamParser` and :func:`parse`:
   names are checked, an opaque K2 header gets its name from the argument keys, K3 arguments are
   checked against the schema.
 * ``thinking_prefilled`` / ``reasoning``: override the dialect (output starts inside reasoning /
-  ``<think>`` is a marker).
-* ``content_after_tool_calls``: text after a tool-call section is content (default), else dropped
-  with a warning.
+  ``<think>`` is a marker; K3's think tags are always markup: ``reasoning=False`` is a ``TypeError``).
+* ``content_after_tool_calls``: text after a tool-call section (K3: after the tools channel) is
+  content (default), else dropped with a ``text_after_tool_calls`` warning.
 * ``include_invalid``: how tool calls stream. ``False`` (the default): a call goes out once its
   status is decided, whole, if it is ``ok`` (``Delta.tool_calls``, numbered ``0, 1, ...`` as in
   ``ParsedMessage.to_openai()``), else reported in ``Delta.invalid_tool_calls``: a client that
