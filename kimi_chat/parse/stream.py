@@ -95,6 +95,9 @@ class StreamParser:
         self._calls = calls
         self._end_class = next((c for c, ms in fmt.token_classes.items()
                                 if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
+        self._end_spellings = frozenset(x.text for ms in fmt.token_classes.values() for x in ms
+                                        if getattr(x, "id", None) in fmt.end_of_turn_ids)
+        self._end_due = False  # an end-of-turn id came while the text lags its ids
         self._state: State = m.start
         self._decoder: Utf8Chunks | None = None
         self._content = TextField(TextField.CONTENT, self._out)
@@ -151,6 +154,8 @@ class StreamParser:
         if turn.raw:
             if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
                 text = self._lexer.flush() + text
+            if token_ids is not None:
+                self._ids.after_end(text, self._pos)
             self._ignore(text)
         elif text:
             lx = self._lexer
@@ -160,6 +165,8 @@ class StreamParser:
                 rest = (lx.feed(text, self._text, self._marker) if token_ids is None
                         else lx.feed(text, self._text, self._marker, self._ids.real, self._pos))
                 if rest is not None:  # the turn ended: the rest is ignored
+                    if token_ids is not None:
+                        self._ids.after_end(rest, self._pos)
                     self._ignore(rest)
             elif self._state.loop:  # the fast path: no marker can start in this chunk
                 self._sink(text)  # type: ignore[misc]
@@ -169,13 +176,22 @@ class StreamParser:
         elif token_ids:  # no text yet (an incomplete character): the ids still count
             self._ids.add(text, token_ids, self._pos + len(self._lexer.pending))
         if token_ids is not None and not turn.ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
-            # the end-of-turn token came after this chunk's text, and its spelling was stripped
-            self._flush_pending()
-            if not turn.raw and self._end_class is not None:
-                tr = self._state.trans.get(self._end_class)
-                if tr is not None:
-                    self._go(tr, self._end_class, "", self._pos)
+            pending = self._lexer.pending
+            if self._ids.lagging(self._end_spellings) or (pending and any(
+                    e.startswith(pending) for e in self._end_spellings)):  # the text lags: the end's is to come
+                self._end_due = True
+            else:  # the end-of-turn token came after this chunk's text, and its spelling was stripped
+                self._end_by_id()
         return self._out.take()
+
+    def _end_by_id(self) -> None:
+        """An end-of-turn id whose spelling is not in the text ends the turn where the text stands."""
+        self._end_due = False
+        self._flush_pending()
+        if not self._turn.raw and self._end_class is not None:
+            tr = self._state.trans.get(self._end_class)
+            if tr is not None:
+                self._go(tr, self._end_class, "", self._pos)
 
     def finish(self) -> list[Delta]:
         """End the input: close what is open (a call left open is ``unclosed``) and return the
@@ -186,6 +202,8 @@ class StreamParser:
             rest = self._end_utf8("the input ended")
             if rest:
                 self.feed(rest)
+        if self._end_due and not self._turn.ended:  # an end-of-turn id whose text never came
+            self._end_by_id()
         self._flush_pending()
         if self._turn.raw:
             self._warnings += self._turn.warnings()
