@@ -400,3 +400,12 @@ def test_content_after_tool_calls_means_the_same_in_k3():
                + M.TOOL_CALL_ARGUMENT_BEGIN.text + "{}" + M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
                + " more", dialect=K2_DIALECT, content_after_tool_calls=False)
     assert k2.content == "Hi" and [(w.kind, w.text) for w in k2.warnings] == [("text_after_tool_calls", " more")]
+
+
+@pytest.mark.parametrize("content", ["Hello", " Hello", "\nHello world", "x" * 40])
+def test_an_open_tag_whose_sep_was_dropped_runs_into_its_text(content):
+    """The model dropped the <|sep|> of ``<|open|>response``: the name runs into the content."""
+    text = "r" + c("think") + OPEN + "response" + content + c("response") + END
+    msg = k3(text)
+    assert (msg.reasoning_content, msg.content, msg.stop_reason) == ("r", content, StopReason.END_TURN)
+    assert [(w.kind, w.text) for w in msg.warnings] == [("tag_without_sep", OPEN + "response")]

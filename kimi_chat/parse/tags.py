@@ -10,7 +10,8 @@ its markers, with the interface of the marker lexer (``feed``, ``pending``, ``fl
   before the ``<|sep|>``, or the end of the input, release the held tag (nothing is lost: every
   character goes to ``on_text`` or ``on_marker``). Its *head* (the tag name, and for an opening tag
   its complete attributes) never becomes text: a known tag whose ``<|sep|>`` is missing
-  (``<|close|>think<|open|>response<|sep|>``) is that tag, warned ``tag_without_sep``; another head
+  (``<|close|>think<|open|>response<|sep|>``; an opening tag's name run into the text after it,
+  ``<|open|>responseHello``, too) is that tag, warned ``tag_without_sep``; another head
   goes with the marker as one stray (``<|close|>thx``; a name is at most 32 characters); only the
   text after the head is text.
 * The end of the input inside a prefix of a tag (``<|close|>thi``, ``<|open|>call tool="f``,
@@ -158,18 +159,21 @@ class TagLexer:
         self._opener, self._body, self._len = None, [], 0
         tags = self.tags
         is_open = opener == tags.open
+        classes = tags.open_classes if is_open else tags.close_classes
         m = (_OPEN_HEAD if is_open else _CLOSE_HEAD).match(body, 0, tags.max_len)
         name = "" if m is None else m.group(1) if is_open else m.group()
-        if len(name) > _MAX_NAME:  # not a tag name: the marker alone is stray, the text after it text
-            m = None
-        head = "" if m is None else m.group()
-        cls = None
-        if m is not None:
-            cls = (tags.open_classes if is_open else tags.close_classes).get(name)
-            if cls is not None:
-                self.name, self.attrs = name, parse_attributes(m.group(2)) if is_open else {}
-                self.warn("tag_without_sep", f"tag {opener}{head} without its {tags.sep}: read as "
-                          "that tag", opener + head)  # type: ignore[operator]
+        head, attrs = ("", "") if m is None else (m.group(), m.group(2) if is_open else "")
+        cls = classes.get(name)
+        if cls is None and is_open:  # the text ran into the name: <|open|>responseHello
+            known = next((n for n in classes if name.startswith(n)), None)
+            if known is not None:
+                name, head, attrs, cls = known, known, "", classes[known]
+        if cls is not None:
+            self.name, self.attrs = name, parse_attributes(attrs)
+            self.warn("tag_without_sep", f"tag {opener}{head} without its {tags.sep}: read as that tag",
+                      opener + head)  # type: ignore[operator]
+        elif len(name) > _MAX_NAME:  # not a tag name: the marker alone is stray, the text after it text
+            head = ""
         self._on_marker(STRAY if cls is None else cls, opener + head)  # type: ignore[operator]
         if len(body) > len(head):
             self._on_text(body[len(head):])
