@@ -117,8 +117,9 @@ class TagLexer:
         return p
 
     def flush_into(self, on_text: OnText, on_marker: OnMarker) -> None:
-        """The input ended: the marker lexer's suffix is text; a tag still open is released (its
-        marker stray, its text text)."""
+        """The input ended: the marker lexer's suffix is text; a tag still open is either cut short
+        (a prefix of a tag: ``on_marker(CUT, its text)``) or released by its head (see the module
+        docstring)."""
         self._on_text, self._on_marker = on_text, on_marker
         p = self._inner.flush()
         if self._opener is not None and self._cut(self._opener, "".join(self._body), p):
