@@ -25,6 +25,7 @@ from typing import Final, Union
 
 __all__ = [
     "STRAY",
+    "CUT",
     "TEXT",
     "WS",
     "EOF",
@@ -56,6 +57,9 @@ __all__ = [
 
 STRAY: Final = "STRAY"
 """Class of every marker spelling the grammar never accepts: always dropped by a parser."""
+CUT: Final = "CUT"
+"""Class of a token a lexer found cut short by the end of the input (a prefix of a K3 tag, see
+:mod:`kimi_chat.parse.tags`): dropped by a parser, which then reports the turn truncated."""
 TEXT: Final = "TEXT"
 """Pseudo-terminal: a run of text containing a non-whitespace character."""
 WS: Final = "WS"

@@ -72,7 +72,7 @@ def chat_stream(
     yield from parser.finish()
     parsed = parser.message
     if ended:
-        finish = parsed.stop_reason.finish_reason if parsed.stop_reason is not None else "stop"
+        finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
     else:
         finish = "length"
     yield ChatResult(

@@ -85,6 +85,9 @@ def expected(msg: ParsedMessage) -> tuple[Any, ...]:
 
 
 def feed_chunks(chunks: Sequence[str | bytes], **kw: Any) -> tuple[list[Delta], StreamParser]:
+    """Feed ``chunks``, then finish: every delta, and the parser. Calls stream as written
+    (``include_invalid=True``, what :func:`expected` compares with) unless ``kw`` says otherwise."""
+    kw.setdefault("include_invalid", True)
     p = StreamParser(**kw)
     out: list[Delta] = []
     for c in chunks:
@@ -97,3 +100,25 @@ def split_at(text: str, cuts: Iterable[int]) -> list[str]:
     points = sorted({c for c in cuts if 0 < c < len(text)})
     bounds = [0, *points, len(text)]
     return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def streamed_openai(chunks: Sequence[str | bytes], **kw: Any) -> tuple[dict[str, Any], StreamParser]:
+    """What a client accumulates from the default stream (``include_invalid=False``, issue 20.10),
+    in :meth:`ParsedMessage.to_openai` shape: each call to execute comes in one delta (id, name,
+    arguments) under the next index ``0, 1, ...``; a call not to execute only as an
+    ``invalid_tool_calls`` entry."""
+    deltas, sp = feed_chunks(chunks, include_invalid=False, **kw)
+    m = merge(deltas)
+    assert sorted(m.calls) == list(range(len(m.calls)))  # client indices without a gap
+    assert all(len(d.tool_calls) <= 1 for d in deltas)
+    out: dict[str, Any] = {"role": "assistant", "content": m.content}
+    if m.reasoning_content is not None:
+        out["reasoning_content"] = m.reasoning_content
+    if m.calls:
+        out["tool_calls"] = [{"id": c["id"], "type": "function",
+                              "function": {"name": c["name"] or "", "arguments": c["arguments"]}}
+                             for _, c in sorted(m.calls.items())]
+    invalid = [e for d in deltas for e in d.to_openai().get("invalid_tool_calls", [])]
+    if invalid:
+        out["invalid_tool_calls"] = invalid
+    return out, sp

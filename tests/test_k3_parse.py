@@ -99,9 +99,10 @@ def test_a_tag_that_never_closes_is_released_as_stray_and_its_text_kept():
     msg = k3(o("response") + "a" + OPEN + long + c("response") + END)
     assert msg.content == "a" + long
     assert ("stray_marker", OPEN) in [(w.kind, w.text) for w in msg.warnings]
-    # another marker before the sep releases it too
-    msg = k3(o("response") + "a" + OPEN + "b" + EOM)
-    assert msg.content == "ab" and msg.stop_reason is StopReason.END_TURN
+    # another marker before the sep releases it too; its head "b" (a malformed tag name) is dropped with it
+    msg = k3(o("response") + "a" + OPEN + "b c" + EOM)
+    assert msg.content == "a c" and msg.stop_reason is StopReason.END_TURN
+    assert ("stray_marker", OPEN + "b") in [(w.kind, w.text) for w in msg.warnings]
 
 
 def test_unknown_and_malformed_tags_are_dropped_with_their_text():
@@ -117,7 +118,59 @@ def test_tag_lexer_flush_releases_an_unfinished_tag():
     lx.feed("a" + OPEN + "call tool=", lambda t: out.append((None, t)), lambda k, s: out.append((k, s)))
     assert lx.pending == OPEN + "call tool="
     lx.flush_into(lambda t: out.append((None, t)), lambda k, s: out.append((k, s)))
-    assert out == [(None, "a"), ("STRAY", OPEN), (None, "call tool=")] and lx.pending == ""
+    assert out == [(None, "a"), ("CUT", OPEN + "call tool=")] and lx.pending == ""  # a tag cut short
+    out.clear()
+    lx.feed("a" + OPEN + "9 x", lambda t: out.append((None, t)), lambda k, s: out.append((k, s)))
+    lx.flush_into(lambda t: out.append((None, t)), lambda k, s: out.append((k, s)))
+    assert out == [(None, "a"), ("STRAY", OPEN), (None, "9 x")]  # no tag name after the marker: text
+
+
+# ------------------------------------------------------------------- cut and malformed tags (issue 20.7)
+
+@pytest.mark.parametrize("text, reasoning, content", [
+    ("I am answering." + CLOSE + "thi", "I am answering.", None),
+    ("r" + c("think") + o("response") + "Hi from subagent." + CLOSE + "response", "r", "Hi from subagent."),
+    ("r" + c("think") + OPEN + "resp", "r", None),
+    ("r" + c("think") + o("response") + "Hi" + CLOSE, "r", "Hi"),
+    ("r" + c("think") + o("response") + "Hi" + c("response") + OPEN + 'call tool="f" ind', "r", "Hi"),
+    ("r" + c("think") + o("response") + "Hi" + CLOSE + "response" + SEP[:3], "r", "Hi"),
+    ("r" + c("think") + o("response") + "Hi" + c("response") + CLOSE + "mess", "r", "Hi"),
+])
+def test_a_tag_cut_by_the_end_of_the_text_is_dropped_and_truncates(text, reasoning, content):
+    p = StreamParser("kimi-k3")
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    for msg in (k3(text), p.message):
+        assert (msg.reasoning_content, msg.content) == (reasoning, content)
+        assert msg.stop_reason is StopReason.TRUNCATED
+        cut = [w for w in msg.warnings if w.kind == "truncated_tag"]
+        assert len(cut) == 1 and text.endswith(cut[0].text) and text[cut[0].offset:] == cut[0].text
+
+
+def test_a_close_tag_without_its_sep_is_that_tag():
+    """A live server output: the think close lost its <|sep|> before the response opened."""
+    text = "I think." + CLOSE + "think" + o("response") + "Hello" + c("response") + END
+    msg = k3(text)
+    assert (msg.reasoning_content, msg.content, msg.stop_reason) == ("I think.", "Hello", StopReason.END_TURN)
+    assert [(w.kind, w.text, w.offset) for w in msg.warnings] == [
+        ("tag_without_sep", CLOSE + "think", len("I think."))]
+    # the same for the other tags, with attributes: the call's arguments come through
+    text = ("r" + c("think") + o("response") + "a" + CLOSE + "response" + o("tools")
+            + OPEN + 'call tool="f" index="1"' + OPEN + 'argument key="x" type="number"' + "1"
+            + CLOSE + "argument" + c("call") + c("tools") + CLOSE + "message" + EOM)
+    msg = k3(text)
+    assert (msg.content, [(t.name, t.arguments, t.status) for t in msg.tool_calls], msg.stop_reason) == (
+        "a", [("f", '{"x":1}', ToolCallStatus.OK)], StopReason.TOOL_CALLS)
+    assert kinds(msg) == ["tag_without_sep"] * 5
+
+
+@pytest.mark.parametrize("head", ["thnk", "respons", "Think", "think_"])
+def test_a_malformed_tag_head_never_becomes_text(head):
+    text = "I think." + CLOSE + head + o("response") + "Hello" + c("response") + END
+    msg = k3(text)
+    assert head not in (msg.reasoning_content or "") + (msg.content or "")
+    assert ("stray_marker", CLOSE + head) in [(w.kind, w.text) for w in msg.warnings]
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -297,3 +350,62 @@ def test_a_stray_tag_inside_a_call_is_kept_in_its_raw_text():
     text = c("think") + o("response") + c("response") + o("tools") + call("f", 1, inner) + c("tools") + END
     (tc,) = k3(text).tool_calls
     assert tc.raw == call("f", 1, inner) and tc.arguments == '{"a":1}'
+
+
+# ------------------------------------------------------- the same parse options in both families (issue 20.11)
+
+K2_DIALECT = "kimi-k2-instruct-0905"
+
+
+@pytest.mark.parametrize("body", ['"{\\"a\\": 1}"', ' "{\\"a\\": [1, 2]}"\n', '  {"a": 1}\n ', "", " \n",
+                                  '"x"', '"{\\"a\\": 1"', "[1]", '{"a": "b"} '])
+def test_a_json_element_reads_as_k2_arguments(body):
+    """A K3 json element's text is read as K2's arguments: trimmed, empty is {}, a double-encoded
+    object unwrapped once (warned); whole and streamed."""
+    k3_text = (c("think") + o("tools") + o("call", tool="f", index=1) + o("json", type="object") + body
+               + c("json") + c("call") + c("tools") + END)
+    k2_text = (M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text + "functions.f:0"
+               + M.TOOL_CALL_ARGUMENT_BEGIN.text + body + M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text)
+    got = []
+    for dialect, text in (("kimi-k3", k3_text), (K2_DIALECT, k2_text)):
+        msg = parse(text, dialect=dialect)
+        p = StreamParser(dialect)
+        for ch in text:
+            p.feed(ch)
+        p.finish()
+        assert p.message == msg
+        t = msg.tool_calls[0]
+        got.append((t.arguments, t.status, "double_encoded_arguments" in kinds(msg)))
+    assert got[0] == got[1]
+
+
+def test_reasoning_false_is_a_clear_error_for_k3():
+    for make in (lambda: k3("x", reasoning=False), lambda: StreamParser("kimi-k3", reasoning=False)):
+        with pytest.raises(TypeError, match=r"kimi-k3: reasoning=False .* thinking=False"):
+            make()
+    text = "r" + c("think") + o("response") + "a" + c("response") + END
+    assert k3(text, reasoning=True) == k3(text)  # what K3 always does: think tags are markup
+
+
+def test_content_after_tool_calls_means_the_same_in_k3():
+    tools = o("tools") + o("call", tool="f", index=1) + c("call") + c("tools")
+    text = "r" + c("think") + o("response") + "Hi" + c("response") + tools + " more" + END
+    kept = k3(text)
+    assert kept.content == "Hi more" and "text_outside_channels" in kinds(kept)
+    dropped = k3(text, content_after_tool_calls=False)
+    assert dropped.content == "Hi"
+    assert [(w.kind, w.text) for w in dropped.warnings] == [("text_after_tool_calls", " more")]
+    # K2 says the same of text after its section
+    k2 = parse("Hi" + M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text + "functions.f:0"
+               + M.TOOL_CALL_ARGUMENT_BEGIN.text + "{}" + M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
+               + " more", dialect=K2_DIALECT, content_after_tool_calls=False)
+    assert k2.content == "Hi" and [(w.kind, w.text) for w in k2.warnings] == [("text_after_tool_calls", " more")]
+
+
+@pytest.mark.parametrize("content", ["Hello", " Hello", "\nHello world", "x" * 40])
+def test_an_open_tag_whose_sep_was_dropped_runs_into_its_text(content):
+    """The model dropped the <|sep|> of ``<|open|>response``: the name runs into the content."""
+    text = "r" + c("think") + OPEN + "response" + content + c("response") + END
+    msg = k3(text)
+    assert (msg.reasoning_content, msg.content, msg.stop_reason) == ("r", content, StopReason.END_TURN)
+    assert [(w.kind, w.text) for w in msg.warnings] == [("tag_without_sep", OPEN + "response")]

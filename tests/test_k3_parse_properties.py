@@ -23,7 +23,7 @@ from kimi_chat.formats.k3 import TAGS, machine
 from kimi_chat.parse import ParsedMessage, parse
 from kimi_chat.parse.tags import TagLexer
 from kimi_chat.render.k3 import render_k3
-from parse_helpers import expected, feed_chunks, merge, split_at
+from parse_helpers import expected, feed_chunks, merge, split_at, streamed_openai
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -142,6 +142,18 @@ def test_one_character_at_a_time(item):
     check_stream_equals_parse(text, list(text), kw)
 
 
+@SETTINGS
+@given(inputs, st.lists(st.integers(0, 600), max_size=12))
+def test_the_default_stream_hands_out_what_to_openai_says(item, cuts):
+    """Issue 20.10, K3: by default no call that is not ``ok`` streams as a tool call; the client's
+    accumulated message is ``parse(text).to_openai()``, invalid calls reported, for any split."""
+    text, kw = item
+    whole = parse(text, dialect="kimi-k3", **kw)
+    for chunks in (split_at(text, cuts), list(text)):
+        got, sp = streamed_openai(chunks, dialect="kimi-k3", **kw)
+        assert got == whole.to_openai() and sp.message == whole
+
+
 _TAG_SPAN = re.compile(re.escape(OPEN) + "|" + re.escape(CLOSE))
 
 
@@ -246,3 +258,63 @@ def test_round_trip_through_the_k3_renderer(message, thinking):
     assert msg.stop_reason.value == ("tool_calls" if calls else "end_turn")
     assert msg.warnings == []
     check_stream_equals_parse(turn, list(turn), {"thinking": thinking})
+
+
+# ------------------------------------------------------------ cut and malformed tags (issue 20.7)
+
+letterless = st.text(alphabet=st.sampled_from(list("0123456789 .,!?é東🌧\n")), max_size=12)
+_LETTER = re.compile("[A-Za-z]")
+_MARKER = re.compile("|".join(re.escape(s) for s in SPELLINGS))
+
+
+@st.composite
+def letterless_turns(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    """A well-formed turn whose reasoning, content and string values hold no ASCII letter: a letter in
+    the parsed reasoning or content can only be a tag's name or attributes."""
+    thinking = draw(st.booleans())
+    message: dict[str, Any] = {"role": "assistant", "content": draw(letterless)}
+    if draw(st.booleans()):
+        message["reasoning_content"] = draw(letterless)
+    calls = [{"id": f"c{j}", "type": "function", "function": {"name": "f", "arguments": draw(
+        st.dictionaries(st.sampled_from(["a", "n"]), letterless | st.integers(0, 9), max_size=2))}}
+        for j in range(draw(st.integers(0, 2)))]
+    if calls:
+        message["tool_calls"] = calls
+    return output_of(message, thinking), {"thinking": thinking}
+
+
+@st.composite
+def broken_turns(draw: st.DrawFn) -> tuple[str, dict[str, Any], bool]:
+    """A letterless turn with some tag's ``<|sep|>`` dropped and/or cut at a token boundary (never
+    inside a marker spelling); ``True`` if the cut falls inside a tag (after its opening marker,
+    before the end of its ``<|sep|>``)."""
+    text, kw = draw(letterless_turns())
+    seps = [m.start() for m in re.finditer(re.escape(SEP), text)]
+    if seps and draw(st.booleans()):
+        i = draw(st.sampled_from(seps))
+        text = text[:i] + text[i + len(SEP):]
+    inside = False
+    if draw(st.booleans()):
+        spans = [m.span() for m in _MARKER.finditer(text)]
+        points = [p for p in range(len(text) + 1) if not any(a < p < b for a, b in spans)]
+        cut = draw(st.sampled_from(points))
+        before = [(a, b) for a, b in spans if b <= cut]
+        after = [(a, b) for a, b in spans if b > cut]
+        # the last marker before the cut opens a tag whose next marker is its <|sep|>
+        inside = bool(before) and text[slice(*before[-1])] in (OPEN, CLOSE) \
+            and bool(after) and text[slice(*after[0])] == SEP
+        text = text[:cut]
+    return text, kw, inside
+
+
+@SETTINGS
+@given(broken_turns(), st.lists(st.integers(0, 600), max_size=8))
+def test_cut_and_malformed_tags_never_leak_their_names(item, cuts):
+    text, kw, inside = item
+    msg = parse(text, dialect="kimi-k3", tools=TOOLS, **kw)
+    assert not _LETTER.search((msg.reasoning_content or "") + (msg.content or ""))
+    if inside:
+        assert msg.stop_reason.value == "truncated"
+        assert "truncated_tag" in [w.kind for w in msg.warnings]
+    check_stream_equals_parse(text, list(text), {"tools": TOOLS, **kw})
+    check_stream_equals_parse(text, split_at(text, cuts), {"tools": TOOLS, **kw})

@@ -623,7 +623,7 @@ def test_lone_marker_start_characters_are_not_held():
 
 
 def test_deltas_send_id_and_name_once_then_argument_fragments():
-    p = StreamParser()
+    p = StreamParser(include_invalid=True)
     out: list[Delta] = []
     for piece in ["Hi", SB, CB, "functions.", "get_weather", ":0", AB, '{"city"', ': "Paris"', "}", CE, SE]:
         out += p.feed(piece)
@@ -641,7 +641,7 @@ def test_deltas_send_id_and_name_once_then_argument_fragments():
 
 
 def test_opaque_id_name_is_sent_when_the_call_closes():
-    p = StreamParser(tools=WEATHER)
+    p = StreamParser(tools=WEATHER, include_invalid=True)
     out = p.feed(SB + CB + "call_1" + AB + '{"city": "Rome"}')
     assert out == [Delta(tool_calls=[ToolCallDelta(0, id="call_1", arguments='{"city": "Rome"}')])]
     assert p.feed(CE) == [Delta(tool_calls=[ToolCallDelta(0, name="get_weather")])]
@@ -661,7 +661,7 @@ def test_leading_whitespace_is_held_until_known():
 
 
 def test_trailing_whitespace_of_arguments_is_held():
-    p = StreamParser()
+    p = StreamParser(include_invalid=True)
     p.feed(SB + CB + "functions.f:0" + AB)
     assert p.feed(' {"a": 1} ') == [Delta(tool_calls=[ToolCallDelta(0, arguments='{"a": 1}')])]
     assert p.feed("\n") == []
@@ -672,7 +672,7 @@ def test_trailing_whitespace_of_arguments_is_held():
 
 
 def test_double_encoded_arguments_are_held_until_the_call_closes():
-    p = StreamParser()
+    p = StreamParser(include_invalid=True)
     p.feed(SB + CB + "functions.f:0" + AB)
     assert p.feed('"{\\"a\\": 1}"') == []
     assert p.feed(CE) == [Delta(tool_calls=[ToolCallDelta(0, arguments='{"a": 1}')])]

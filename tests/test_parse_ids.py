@@ -19,6 +19,7 @@ from kimi_chat import markers as M
 from kimi_chat.parse import StreamParser, parse
 from kimi_chat.parse.ids import token_bytes
 from kimi_chat.reference import reference_file
+from test_k3_parse_properties import broken_turns
 
 pytestmark = pytest.mark.skipif(reference_file("tokenizer/tiktoken.model") is None,
                                 reason="tokenizer/tiktoken.model of the reference data not found")
@@ -250,3 +251,72 @@ def test_tokenizer_forms(k3tok):
         assert b"".join(map(token_bytes(k3tok.id_to_bytes), ids)) == want
     with pytest.raises(TypeError, match="tokenizer="):
         token_bytes(3)
+
+
+@given(item=broken_turns())
+def test_cut_and_malformed_tags_by_token_ids(k3tok, item):
+    """Issue 20.7 by token ids: a turn with a tag cut short or a <|sep|> dropped, encoded (markers
+    special) and fed one id at a time, reads as its whole text does (no typed marker: the ids agree)."""
+    text, kw, _ = item
+    ids = k3tok.encode(text, allow_special=True)
+    assert k3tok.decode(ids) == text
+    whole = parse(text, dialect=K3, tools=TOOLS, **kw)
+    assert parse(text, dialect=K3, tools=TOOLS, token_ids=ids, tokenizer=k3tok, **kw) == whole
+    for decoder in (True, False):
+        p = StreamParser(K3, tools=TOOLS, tokenizer=k3tok if decoder else None, **kw)
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        for i in ids:
+            p.feed(utf8.decode(k3tok.decode_bytes([i])), [i])
+        p.finish()
+        assert p.message == whole
+
+
+def _lagging(tok, dialect, ids, lag, decoder):
+    """Each id in its own chunk, the text ``lag`` characters behind the ids (a detokenizer holding
+    back a possible stop string); the last text in a chunk without ids."""
+    p = StreamParser(dialect, tools=TOOLS, tokenizer=tok if decoder else None)
+    held = ""
+    for i in ids:
+        t = held + tok.decode([i])
+        held, t = (t[-lag:], t[:-lag]) if lag else ("", t)
+        p.feed(t, [i])
+    p.feed(held, [])
+    p.finish()
+    return p.message
+
+
+@pytest.mark.parametrize("lag", [0, 1, 3, 6, 12, 20])
+def test_text_lagging_its_ids_with_a_typed_end_of_turn(k2tok, k3tok, lag):
+    """Issue 24.8: the model types ``<|im_end|>`` (K3: the message close) as text, then really ends the
+    turn; the text lags the ids. With a decoder the typed copy stays text (the whole parse's answer);
+    without one the guess is never silent: exact, or warned ``ambiguous_marker``."""
+    cases = [(k2tok, K2, k2tok.encode(f"say {M.IM_END.text} ok", allow_special=False) + [M.IM_END.id]),
+             (k3tok, K3, k3tok.encode(f"r{CLOSE}think{SEP}{OPEN}response{SEP}", allow_special=True)
+              + k3tok.encode(f"say {MSG_CLOSER} ok", allow_special=False)
+              + k3tok.encode(f"{CLOSE}response{SEP}{MSG_CLOSER}", allow_special=True))]
+    for tok, dialect, ids in cases:
+        text = tok.decode(ids)
+        whole = parse(text, dialect=dialect, tools=TOOLS, token_ids=ids, tokenizer=tok)
+        assert whole.content == f"say {M.IM_END.text if dialect == K2 else MSG_CLOSER} ok"
+        assert _lagging(tok, dialect, ids, lag, True) == whole
+        plain = _lagging(tok, dialect, ids, lag, False)
+        assert plain.content == whole.content or "ambiguous_marker" in kinds(plain), (dialect, plain)
+
+
+@given(value=k3_values(), lag=st.integers(0, 40))
+def test_lagging_text_with_a_decoder_is_exact(k3tok, value, lag):
+    """Issue 24.8: with tokenizer=, text lagging its ids by any number of characters reads as the
+    whole parse (typed markers in a string argument stay text)."""
+    args = {"s": value, "n": 1}
+    ids, _ = completion(k3tok, K3, args)
+    p = StreamParser(K3, tools=TOOLS, tokenizer=k3tok)
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    sent, full = 0, ""
+    for i in ids:
+        full += utf8.decode(k3tok.decode_bytes([i]))
+        upto = max(sent, len(full) - lag)
+        p.feed(full[sent:upto], [i])
+        sent = upto
+    p.feed(full[sent:], [])
+    p.finish()
+    assert json.loads(p.message.tool_calls[0].arguments) == args and p.message.warnings == []

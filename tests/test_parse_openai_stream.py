@@ -41,7 +41,7 @@ def accumulate(chunks: list[str], **kw) -> tuple[dict, str]:
     state.handle_chunk(_chunk(0, {"role": "assistant"}))
     for i, d in enumerate(deltas, 1):
         state.handle_chunk(_chunk(i, d.to_openai()))
-    reason = p.message.stop_reason.finish_reason
+    reason = p.message.finish_reason(include_invalid=kw.get("include_invalid", False))
     state.handle_chunk(_chunk(len(deltas) + 1, {}, reason))
     final = state.get_final_completion().choices[0]
     msg = final.message
@@ -51,6 +51,9 @@ def accumulate(chunks: list[str], **kw) -> tuple[dict, str]:
             {"id": t.id, "type": "function", "function": {"name": t.function.name, "arguments": t.function.arguments}}
             for t in msg.tool_calls
         ]
+    invalid = (msg.model_extra or {}).get("invalid_tool_calls")
+    if invalid:
+        out["invalid_tool_calls"] = invalid
     return out, final.finish_reason
 
 
@@ -69,17 +72,20 @@ CASES = {
 
 @pytest.mark.parametrize("name", CASES)
 @pytest.mark.parametrize("size", [1, 3, 1000])
-def test_sdk_accumulates_what_parse_says(name, size):
+@pytest.mark.parametrize("include_invalid", [False, True])
+def test_sdk_accumulates_what_parse_says(name, size, include_invalid):
+    """Both ways of streaming calls (issue 20.10): the SDK's message is ``to_openai()``'s with the
+    same ``include_invalid`` (by default a call not to execute is only under ``invalid_tool_calls``)."""
     text = CASES[name]
     chunks = [text[i:i + size] for i in range(0, len(text), size)]
-    got, reason = accumulate(chunks, tools=TOOLS)
+    got, reason = accumulate(chunks, tools=TOOLS, include_invalid=include_invalid)
     want = parse(text, tools=TOOLS)
-    assert got == want.to_openai() | ({"content": None} if want.content is None else {})
-    assert reason == want.stop_reason.finish_reason
+    assert got == want.to_openai(include_invalid=include_invalid) | ({"content": None} if want.content is None else {})
+    assert reason == want.finish_reason(include_invalid=include_invalid)
 
 
 def test_first_delta_of_a_call_always_carries_function():
-    p = StreamParser(tools=TOOLS)
+    p = StreamParser(tools=TOOLS, include_invalid=True)
     deltas = p.feed(SB + CB + "call_0" + AB) + p.feed('{"city": "Paris"}' + CE + SE) + p.finish()
     first = [t.to_openai() for d in deltas for t in d.tool_calls][0]
     assert first == {"index": 0, "id": "call_0", "type": "function", "function": {"name": ""}}
@@ -91,5 +97,6 @@ def test_first_delta_of_a_call_always_carries_function():
 
 def test_unknown_name_is_the_same_in_the_stream_and_in_to_openai():
     text = section(call("call_7", '{"zzz": 1}'))
-    got, _ = accumulate([text], tools=TOOLS)
-    assert got["tool_calls"][0]["function"]["name"] == "" == parse(text, tools=TOOLS).to_openai()["tool_calls"][0]["function"]["name"]
+    got, _ = accumulate([text], tools=TOOLS, include_invalid=True)
+    assert got["tool_calls"][0]["function"]["name"] == "" == parse(text, tools=TOOLS).to_openai(
+        include_invalid=True)["tool_calls"][0]["function"]["name"]

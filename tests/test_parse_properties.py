@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from kimi_chat import markers as M
 from kimi_chat.dialects import get_dialect
 from kimi_chat.parse import MarkerLexer, ParsedMessage, StreamParser, parse
-from parse_helpers import AB, CB, CE, END, SB, SE, THINK, UNTHINK, expected, feed_chunks, merge, split_at
+from parse_helpers import (AB, CB, CE, END, SB, SE, THINK, UNTHINK, expected, feed_chunks, merge, split_at,
+                           streamed_openai)
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -143,6 +144,17 @@ def test_any_split_gives_the_same_result(text, kw, cuts):
 @given(inputs, configs)
 def test_one_character_at_a_time(text, kw):
     check_stream_equals_parse(text, list(text), kw)
+
+
+@SETTINGS
+@given(inputs, configs, st.lists(st.integers(0, 400), max_size=12))
+def test_the_default_stream_hands_out_what_to_openai_says(text, kw, cuts):
+    """Issue 20.10: by default no call that is not ``ok`` streams as a tool call; the client's
+    accumulated message is ``parse(text).to_openai()``, invalid calls reported, for any split."""
+    whole = parse(text, **kw)
+    for chunks in (split_at(text, cuts), list(text)):
+        got, sp = streamed_openai(chunks, **kw)
+        assert got == whole.to_openai() and sp.message == whole
 
 
 @SETTINGS

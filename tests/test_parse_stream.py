@@ -86,7 +86,7 @@ TURN = (THINK + "let me think " * 5 + UNTHINK + "  Answer: " + "word " * 20
 
 @pytest.mark.parametrize("size", [1, 4, 13])
 def test_message_read_after_every_feed_tracks_the_deltas(size):
-    p = StreamParser(THINKING)
+    p = StreamParser(THINKING, include_invalid=True)  # calls as written: the message's calls, piece by piece
     deltas = []
     for i in range(0, len(TURN), size):
         deltas += p.feed(TURN[i:i + size])

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"index": 0, "delta": d.to_openai(), "finish_reason": None}, ensure_ascii=False))
         msg = parser.message
         assert msg.stop_reason is not None
-        print(json.dumps({"index": 0, "delta": {}, "finish_reason": msg.stop_reason.finish_reason}))
+        print(json.dumps({"index": 0, "delta": {}, "finish_reason": msg.finish_reason()}))
     else:
         parser.feed(text)
         parser.finish()

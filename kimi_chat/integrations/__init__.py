@@ -405,6 +405,7 @@ class BodyStage:
     inside the response channel; ``after_reasoning=False`` with thinking on parses the whole turn,
     the think channel included (its text is then not content: see :attr:`message`).
 
+    The parser streams every call as written (``include_invalid=True``): the gate below decides.
     :meth:`feed` and :meth:`finish` return only the calls the client gets (executable ones,
     renumbered ``0, 1, ...``; see :mod:`~kimi_chat.integrations.diagnostics`); :attr:`message` is the
     whole parse, every call included. :meth:`finish` logs the parse's warnings and the non-``ok``
@@ -422,14 +423,15 @@ class BodyStage:
         self._shift = 0
         self._handover = after_reasoning
         if family == "k3":
-            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking, tokenizer=tokenizer)
+            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking, tokenizer=tokenizer,
+                                       include_invalid=True)
             if thinking and after_reasoning:
                 # decides nothing (an empty think channel is no reasoning); never inside an assert
                 self.parser.feed(_K3_THINK_CLOSE)
                 self._shift = len(_K3_THINK_CLOSE)
         elif after_reasoning:
             self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True,
-                                       tokenizer=tokenizer)
+                                       tokenizer=tokenizer, include_invalid=True)
             # put the machine where the whole-turn grammar is after a reasoning block: decides
             # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
             # would strip the feed and leave `<think>` opening reasoning in the body.
@@ -437,7 +439,7 @@ class BodyStage:
             self._shift = len(_THINK_BEGIN + _THINK_END)
         else:
             self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False,
-                                       tokenizer=tokenizer)
+                                       tokenizer=tokenizer, include_invalid=True)
 
     def feed(self, text: str, token_ids: Sequence[int] | None = None) -> Merged:
         """Consume the next chunk: what it decided, for the client.

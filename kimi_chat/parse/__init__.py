@@ -1,8 +1,10 @@
 """Incremental parser of Kimi assistant output: reasoning, content and tool calls, whole or streamed.
 
 ``parse(text)`` is ``StreamParser().feed(text)`` + ``finish()``: for any split of a text into
-chunks the merged deltas equal ``parse(text)`` exactly, and ``StreamParser.message`` after
-``finish()`` equals it too (warnings included).
+chunks the merged deltas equal ``parse(text).to_openai()`` (by default only ``ok`` calls are handed out
+as tool calls, the others reported as ``invalid_tool_calls``; with ``include_invalid=True`` every call
+as written: ``parse(text)`` exactly), and ``StreamParser.message`` after ``finish()`` equals
+``parse(text)`` (warnings included).
 
 The package, along the seams a second format family needs (the format itself is data, in
 :mod:`kimi_chat.formats`; this package names no family's markers):

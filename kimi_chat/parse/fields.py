@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..peg import EOF, Machine
 from .lexer import MarkerLexer
-from .output import DeltaBuffer, HeldWhitespace, TextField, TextRun, joined
+from .output import DecidedCalls, DeltaBuffer, HeldWhitespace, TextField, TextRun, joined
 from .tagcalls import TagCalls
 from .tags import TagLexer
 from .toolcalls import ToolCalls, Warn, index_tools
@@ -36,7 +36,8 @@ class Runs:
     after a section, and K3 text outside any channel, go there); ``where()``: the parser's offset;
     ``warn``: where warnings go; ``content_after``: text after a tool-call section is content."""
 
-    __slots__ = ("content", "where", "warn", "content_after", "after", "run", "outside", "outside_lead", "calls")
+    __slots__ = ("content", "where", "warn", "content_after", "after", "run", "outside", "outside_lead", "calls",
+                 "after_tools")
 
     def __init__(self, content: TextField, where: Callable[[], int], warn: Warn, content_after: bool,
                  calls: ToolCalls | TagCalls) -> None:
@@ -46,6 +47,7 @@ class Runs:
         self.run = TextRun()
         self.outside = TextRun()
         self.outside_lead = HeldWhitespace()
+        self.after_tools = False  # K3: the tools channel has ended (text outside channels is after it)
 
     def after_text(self, piece: str) -> None:
         """Text after a tool-call section: content, its leading whitespace held."""
@@ -63,7 +65,11 @@ class Runs:
         self.run.add(piece, self.where())
 
     def outside_text(self, piece: str) -> None:
-        """K3: text outside any channel: content (leading whitespace held), warned when it ends."""
+        """K3: text outside any channel: content (leading whitespace held), warned when it ends; after
+        the tools channel with ``content_after_tool_calls=False``, dropped with a warning (as K2's)."""
+        if self.after_tools and not self.content_after:
+            self.run.add(piece, self.where())
+            return
         self.outside.add(piece, self.where())
         p = self.outside_lead.take(piece)
         if p is not None:
@@ -71,7 +77,9 @@ class Runs:
 
     def leave(self, fld: str | None) -> None:
         """The state leaves field ``fld``: end its run (a warning if it held more than whitespace)."""
-        if fld == "outside":
+        if fld == "outside" and self.after_tools and not self.content_after:
+            fld = "after"
+        elif fld == "outside":
             self.outside_lead = HeldWhitespace()
             text = self.outside.end()
             if text is not None:
@@ -146,21 +154,28 @@ class Turn:
 
 
 def family_parts(
-    fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer, warn: Warn,
+    fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer | DecidedCalls, warn: Warn,
     thinking_prefilled: bool | None, reasoning: bool | None, options: Mapping[str, Any],
+    where: Callable[[], int] = lambda: 0,
 ) -> tuple[Machine, MarkerLexer | TagLexer, ToolCalls | TagCalls]:
     """The compiled machine, the lexer and the call assembler of a parse of dialect ``d``'s format
     ``fmt``: K2 (markers; ``<think>`` a marker as the dialect or ``reasoning`` says, reasoning
     pre-filled as the dialect's ``prefills_think(**options)`` or ``thinking_prefilled`` says) or a
-    format of tags, K3 (the think channel pre-filled unless ``thinking=False``, then the response one)."""
+    format of tags, K3 (the think channel pre-filled unless ``thinking=False``, then the response one;
+    its think tags are always markup: ``reasoning=True`` is what it does, ``reasoning=False`` a ``TypeError``).
+    ``where()``: the parser's offset (where the tag lexer's repairs are warned)."""
     if fmt.tags is None:
         prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
         think = d.reasoning if reasoning is None else bool(reasoning)
         m = fmt.machine(prefilled=prefilled, think=think)
         return m, MarkerLexer(m.markers), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)
+    if reasoning is not None and not reasoning:  # K2's reasoning=False: <think> is text. K3 has no such reading
+        raise TypeError(f"dialect {d.name}: reasoning=False has no meaning for the {fmt.name} format (its think "
+                        "channel is always markup); for output with thinking off pass thinking=False "
+                        "(or thinking_prefilled=False): the response channel is pre-filled")
     think = (options.get("thinking", True) is not False if thinking_prefilled is None else bool(thinking_prefilled))
     m = fmt.machine(prefilled=think, think=think)
-    lexer = TagLexer(m.markers, fmt.tags)
+    lexer = TagLexer(m.markers, fmt.tags, lambda kind, message, text: warn(kind, message, where(), text))
     return m, lexer, TagCalls(tools, fmt.tool_call_id_prefix, out, warn, lexer)
 
 
@@ -225,11 +240,15 @@ def event_tables(
         return sinks, handlers
     tc = calls
     sinks.update(outside=runs.outside_text, call_between=runs.call_between, value=tc.value_text, json=tc.json_text)
+    def exit_tools(c: bool, tok: str, s: str, o: int) -> None:
+        runs.after_tools = True
+        truncates(c, tok, s, o)
+
     handlers.update({
         ("enter", "response"): _nothing,
         ("exit", "response"): truncates,
         ("enter", "tools"): _nothing,
-        ("exit", "tools"): truncates,
+        ("exit", "tools"): exit_tools,
         ("enter", "argument"): lambda c, tok, s, o: tc.argument_begin(s, o),
         ("exit", "argument"): lambda c, tok, s, o: tc.argument_end(s if c else None, tok == EOF),
         ("enter", "json"): lambda c, tok, s, o: tc.json_begin(s),

@@ -10,7 +10,11 @@ decided by the text.
 :class:`TokenMarkers` keeps one *credit* per special id seen, per spelling; the lexer asks
 :meth:`TokenMarkers.real` at each occurrence of a spelling, and an occurrence is a marker only if
 it takes a credit. Credits carry over chunks, so a server whose text lags its ids (a detokenizer
-that holds back an incomplete character or a possible stop string) is served too.
+that holds back an incomplete character or a possible stop string) is served too: with a decoder
+exactly (the ids' text and the text are matched across chunks, so a typed copy that arrives while
+the real marker's id is already in is still text); without one in order, warned ``ambiguous_marker``
+when text after the end of the turn holds a copy of a spelling with no id left after an earlier copy
+took one (one of them was typed: ``'say <|im_end|> ok'`` lagging its ids).
 
 * **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
   tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) the ids' bytes are decoded
@@ -78,7 +82,8 @@ class TokenMarkers:
     ``tokenizer``: optional decoder, as :func:`token_bytes` takes.
     """
 
-    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_memo")
+    __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_memo", "_sync", "_ahead_ids", "_ahead_text",
+                 "_taken", "_warned", "_tail")
 
     def __init__(self, table: MarkerTable, warn: Warn, tokenizer: Any = None) -> None:
         self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
@@ -88,10 +93,21 @@ class TokenMarkers:
         self._bytes = None if tokenizer is None else token_bytes(tokenizer)
         self._utf8 = Utf8Chunks()
         self._memo: dict[int, bytes] = {}  # id -> its bytes, as decoded so far
+        # with a decoder: the text and the ids' text agree up to offset _sync; beyond it, what one
+        # side has that the other has not yet (the text lags its ids, or runs ahead of them)
+        self._sync = 0
+        self._ahead_ids = ""
+        self._ahead_text = ""
+        self._taken: set[str] = set()  # without a decoder: spellings that took a credit (in order)
+        self._warned: set[str] = set()
+        self._tail = ""  # the end of the text after the turn, a spelling may start in it
 
     def add(self, text: str, token_ids: Sequence[int], offset: int) -> None:
-        """The ids of the chunk ``text`` that starts at ``offset``: one credit per special id (with
-        its offset when a decoder is given and the ids spell exactly ``text``)."""
+        """The ids of the chunk ``text`` that starts at ``offset``: one credit per special id. With
+        a decoder, each credit holds the offset of its marker while the text is the ids' text (in
+        the same chunk, or lagging behind them or ahead of them across chunks); once they disagree
+        (a relay altered the text), until they agree again at a chunk boundary, credits have no
+        offset, as without a decoder."""
         ids = self.ids
         credits = self.credits
         if self._bytes is not None:
@@ -108,16 +124,56 @@ class TokenMarkers:
                 n += len(out)
                 s = ids.get(i)
                 if s is not None:
-                    found.append((s, offset + n - len(s)))
-            if "".join(parts) == text:  # aligned: each marker is where its id put it
+                    found.append((s, n - len(s)))
+            if offset != self._sync + len(self._ahead_text):  # text came without ids: start again here
+                self._sync, self._ahead_ids, self._ahead_text = offset, "", ""
+            mine = "".join(parts)
+            a, b = self._ahead_ids + mine, self._ahead_text + text
+            k = min(len(a), len(b))
+            if a[:k] == b[:k]:  # the ids spell the text (both may run ahead of the other)
+                base = self._sync + len(self._ahead_ids)
                 for s, at in found:
-                    credits[s].append(at)
+                    credits[s].append(base + at)
+                self._sync += k
+                self._ahead_ids, self._ahead_text = a[k:], b[k:]
                 return
-        for i in token_ids:  # no decoder, or the text is not the ids' (it lags them, or was altered)
+            self._sync, self._ahead_ids, self._ahead_text = offset + len(text), "", ""
+        for i in token_ids:  # no decoder, or the text is not the ids' (it was altered)
             s = ids.get(i)
             if s is not None:
                 credits[s].append(None)
         self._check_ambiguous(text, token_ids, offset)
+
+    def lagging(self, spellings: frozenset[str]) -> bool:
+        """Whether the ids' text runs ahead of the text by more than ``spellings`` (end-of-turn
+        markers a relay may strip): their text is still to come, so the end waits for it."""
+        ahead = self._ahead_ids
+        if not ahead:
+            return False
+        changed = True
+        while ahead and changed:
+            changed = False
+            for s in spellings:
+                if ahead.endswith(s):
+                    ahead, changed = ahead[:-len(s)], True
+        return bool(ahead)
+
+    def after_end(self, text: str, offset: int) -> None:
+        """Text after the end of the turn (at ``offset``), without a decoder: a spelling there with no
+        id left for it, after an earlier copy took one (in order), says one of them was typed (the
+        text lagged its ids): warned ``ambiguous_marker``, which one cannot be told."""
+        if self._bytes is not None or not self._taken:
+            return  # with a decoder the credits are placed: nothing to guess
+        tail = self._tail + text
+        offset -= len(self._tail)
+        self._tail = tail[-max(map(len, self._taken)) + 1:]
+        for s in self._taken - self._warned:
+            at = tail.find(s)
+            if at >= 0 and not self.credits[s]:
+                self._warned.add(s)
+                self.warn("ambiguous_marker", f"{s} came as text with no token id left for it after an earlier "
+                          f"{s} took one (text lagging its ids?): which one the model typed cannot be told "
+                          "without tokenizer=; the earlier was taken as the marker", offset + at, s)
 
     def _check_ambiguous(self, text: str, token_ids: Sequence[int], offset: int) -> None:
         if len(token_ids) < 2:
@@ -135,7 +191,11 @@ class TokenMarkers:
             return True
         while q:
             want = q[0]
-            if want is None or want == offset:
+            if want is None:
+                q.popleft()
+                self._taken.add(spelling)
+                return True
+            if want == offset:
                 q.popleft()
                 return True
             if want > offset:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .types import Delta, ToolCallDelta
+from .types import Delta, ParsedToolCall, ToolCallDelta, ToolCallStatus
 
-__all__ = ["DeltaBuffer", "HeldWhitespace", "TextField", "TextRun", "joined"]
+__all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRun", "joined"]
 
 # delta entry kinds
-_C, _R, _T = 0, 1, 2
+_C, _R, _T, _I = 0, 1, 2, 3
 
 
 def joined(parts: list[str]) -> str:
@@ -60,6 +60,13 @@ class DeltaBuffer:
         else:
             out.append([_T, index, id, name, None])
 
+    def decided(self, call: ParsedToolCall) -> None:
+        """Call ``call.index`` has its final status (the pieces already went out: nothing to do)."""
+
+    def invalid(self, call: ParsedToolCall) -> None:
+        """A call that is not to be executed, reported whole (:attr:`Delta.invalid_tool_calls`)."""
+        self.entries.append([_I, call])
+
     def take(self) -> list[Delta]:
         """The deltas decided so far, in order; the buffer is then empty."""
         out = self.entries
@@ -77,10 +84,41 @@ class DeltaBuffer:
             elif k == _R:
                 p = e[1]
                 res.append(Delta(reasoning_content=p[0] if len(p) == 1 else "".join(p)))
+            elif k == _I:
+                res.append(Delta(invalid_tool_calls=[e[1]]))
             else:
                 a = e[4]
                 res.append(Delta(tool_calls=[ToolCallDelta(e[1], e[2], e[3], None if a is None else "".join(a))]))
         return res
+
+
+class DecidedCalls:
+    """The call deltas of a parse without ``include_invalid``: a call's pieces are not streamed as
+    written; when its status is decided, an ``ok`` call goes out whole (id, name, arguments) under
+    the next client index (``0, 1, ...``: its position in ``ParsedMessage.to_openai()``), any other
+    as an ``invalid_tool_calls`` entry. The same interface as :class:`DeltaBuffer` for the call
+    assemblers (``call``, ``args``, ``decided``)."""
+
+    __slots__ = ("out", "ok")
+
+    def __init__(self, out: DeltaBuffer) -> None:
+        self.out = out
+        self.ok = 0
+
+    def call(self, index: int, id: str | None, name: str | None) -> None:
+        """Held (the decided call carries it)."""
+
+    def args(self, index: int, s: str) -> None:
+        """Held (the decided call carries it)."""
+
+    def decided(self, call: ParsedToolCall) -> None:
+        """Call ``call`` has its final status: release it or report it."""
+        if call.status is ToolCallStatus.OK:
+            self.out.call(self.ok, call.id, call.name)
+            self.out.args(self.ok, call.arguments)
+            self.ok += 1
+        else:
+            self.out.invalid(call)
 
 
 class HeldWhitespace:

@@ -15,9 +15,14 @@ Options of :class:`StreamParser` and :func:`parse`:
   names are checked, an opaque K2 header gets its name from the argument keys, K3 arguments are
   checked against the schema.
 * ``thinking_prefilled`` / ``reasoning``: override the dialect (output starts inside reasoning /
-  ``<think>`` is a marker).
-* ``content_after_tool_calls``: text after a tool-call section is content (default), else dropped
-  with a warning.
+  ``<think>`` is a marker; K3's think tags are always markup: ``reasoning=False`` is a ``TypeError``).
+* ``content_after_tool_calls``: text after a tool-call section (K3: after the tools channel) is
+  content (default), else dropped with a ``text_after_tool_calls`` warning.
+* ``include_invalid``: how tool calls stream. ``False`` (the default): a call goes out once its
+  status is decided, whole, if it is ``ok`` (``Delta.tool_calls``, numbered ``0, 1, ...`` as in
+  ``ParsedMessage.to_openai()``), else reported in ``Delta.invalid_tool_calls``: a client that
+  forwards ``delta.to_openai()`` never executes a call it must not. ``True``: every call streamed as
+  written, piece by piece, as soon as decided (its status only in :attr:`StreamParser.message`).
 * ``tokenizer``: decodes token ids (a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
   tokenizer or ``id -> bytes``): with ids given, markers are placed exactly (:meth:`StreamParser.feed`).
 * ``**options``: render options of the prompt (``thinking=False``); one the dialect does not take
@@ -31,11 +36,11 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..formats import format_for
-from ..peg import EOF, TEXT, WS, State, Transition
+from ..peg import CUT, EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
 from .lexer import Utf8Chunks
-from .output import DeltaBuffer, TextField
+from .output import DecidedCalls, DeltaBuffer, TextField
 from .types import Delta, ParsedMessage, ParsedToolCall
 from .warnlog import WarningLog
 
@@ -71,6 +76,7 @@ class StreamParser:
         reasoning: bool | None = None,
         content_after_tool_calls: bool = True,
         tokenizer: Any = None,
+        include_invalid: bool = False,
         **options: Any,
     ) -> None:
         d = get_dialect(dialect)
@@ -81,19 +87,24 @@ class StreamParser:
         self.dialect = d
         self.format = fmt
         self._out = DeltaBuffer()
-        m, lexer, calls = family_parts(fmt, d, tools, self._out, self._warn, thinking_prefilled, reasoning, options)
+        self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
+        where = lambda: self._pos  # noqa: E731 - the offset the runs and the tag lexer record
+        call_out = self._out if include_invalid else DecidedCalls(self._out)
+        m, lexer, calls = family_parts(fmt, d, tools, call_out, self._warn, thinking_prefilled, reasoning, options,
+                                       where)
         self.machine = m
         self._lexer = lexer
         self._calls = calls
         self._end_class = next((c for c, ms in fmt.token_classes.items()
                                 if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
+        self._end_spellings = frozenset(x.text for ms in fmt.token_classes.values() for x in ms
+                                        if getattr(x, "id", None) in fmt.end_of_turn_ids)
+        self._end_due = False  # an end-of-turn id came while the text lags its ids
         self._state: State = m.start
-        self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         self._decoder: Utf8Chunks | None = None
         self._content = TextField(TextField.CONTENT, self._out)
         self._reasoning = TextField(TextField.REASONING, self._out)
         self._turn = Turn()
-        where = lambda: self._pos  # noqa: E731 - the offset the runs record
         self._runs = Runs(self._content, where, self._warn, content_after_tool_calls, calls)
         self._finished = False
         self._final: ParsedMessage | None = None
@@ -145,6 +156,8 @@ class StreamParser:
         if turn.raw:
             if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
                 text = self._lexer.flush() + text
+            if token_ids is not None:
+                self._ids.after_end(text, self._pos)
             self._ignore(text)
         elif text:
             lx = self._lexer
@@ -154,6 +167,8 @@ class StreamParser:
                 rest = (lx.feed(text, self._text, self._marker) if token_ids is None
                         else lx.feed(text, self._text, self._marker, self._ids.real, self._pos))
                 if rest is not None:  # the turn ended: the rest is ignored
+                    if token_ids is not None:
+                        self._ids.after_end(rest, self._pos)
                     self._ignore(rest)
             elif self._state.loop:  # the fast path: no marker can start in this chunk
                 self._sink(text)  # type: ignore[misc]
@@ -163,13 +178,22 @@ class StreamParser:
         elif token_ids:  # no text yet (an incomplete character): the ids still count
             self._ids.add(text, token_ids, self._pos + len(self._lexer.pending))
         if token_ids is not None and not turn.ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
-            # the end-of-turn token came after this chunk's text, and its spelling was stripped
-            self._flush_pending()
-            if not turn.raw and self._end_class is not None:
-                tr = self._state.trans.get(self._end_class)
-                if tr is not None:
-                    self._go(tr, self._end_class, "", self._pos)
+            pending = self._lexer.pending
+            if self._ids.lagging(self._end_spellings) or (pending and any(
+                    e.startswith(pending) for e in self._end_spellings)):  # the text lags: the end's is to come
+                self._end_due = True
+            else:  # the end-of-turn token came after this chunk's text, and its spelling was stripped
+                self._end_by_id()
         return self._out.take()
+
+    def _end_by_id(self) -> None:
+        """An end-of-turn id whose spelling is not in the text ends the turn where the text stands."""
+        self._end_due = False
+        self._flush_pending()
+        if not self._turn.raw and self._end_class is not None:
+            tr = self._state.trans.get(self._end_class)
+            if tr is not None:
+                self._go(tr, self._end_class, "", self._pos)
 
     def finish(self) -> list[Delta]:
         """End the input: close what is open (a call left open is ``unclosed``) and return the
@@ -180,6 +204,8 @@ class StreamParser:
             rest = self._end_utf8("the input ended")
             if rest:
                 self.feed(rest)
+        if self._end_due and not self._turn.ended:  # an end-of-turn id whose text never came
+            self._end_by_id()
         self._flush_pending()
         if self._turn.raw:
             for w in self._turn.warnings():
@@ -270,7 +296,11 @@ class StreamParser:
         if tr is None and turn.raw:  # the turn ended inside this chunk: the rest is ignored
             turn.ignore(spelling, self._pos)
         elif tr is None:
-            self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
+            if cls == CUT:  # the input ended inside a tag: dropped, the turn is truncated
+                turn.truncated = True
+                self._warn("truncated_tag", f"tag cut by the end of the text dropped: {spelling}", self._pos, spelling)
+            else:
+                self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
             self._calls.stray(spelling)
         else:
             self._go(tr, cls, spelling, self._pos)

@@ -13,7 +13,8 @@ mean the same (``begin``, ``end``, ``stray``, ``calls``):
   so nothing is unescaped); any other type is its text verbatim. A value that is not JSON, or
   contradicts its ``type``, makes the call ``invalid_json`` (the text is kept). A repeated key is
   kept in the text as written, with a warning: JSON readers take the last one. A ``json`` element's
-  text is the arguments, verbatim.
+  text is the arguments, read as K2's (:func:`~kimi_chat.parse.toolcalls.arguments_piece`: trimmed,
+  empty is ``{}``, a double-encoded object unwrapped once with a warning).
 * Statuses as for K2: ``unclosed`` (the text ended in the call), ``incomplete`` (the call was closed
   by something else than its close tag before any element), ``unknown_tool``, ``invalid_json``, ``ok``.
 * With declared tools, each argument is checked against the function's schema: an undeclared key,
@@ -26,13 +27,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
-from .toolcalls import Warn, normalise_tools
+from .toolcalls import Warn, arguments_end, arguments_piece, normalise_tools, schema_keys
 from .types import ParsedToolCall, ToolCallStatus
 
 __all__ = ["TagCall", "TagCalls"]
 
-_INVALID = object()
+_INVALID = INVALID
 
 _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
@@ -46,11 +48,7 @@ _TYPES: dict[str, Any] = {
 """XTML / JSON-schema type name -> whether a JSON value is of it."""
 
 
-def _loads(s: str) -> Any:
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):
-        return _INVALID
+_loads = json_value
 
 
 def _quote(s: str) -> str:
@@ -62,7 +60,7 @@ class TagCall:
     """A tool call being parsed."""
 
     __slots__ = ("index", "offset", "raw", "id", "name", "unknown", "args", "elements", "keys",
-                 "bad", "json", "key", "type", "value", "value_offset", "status", "_snap", "_key")
+                 "bad", "json", "key", "type", "value", "value_offset", "status", "mode", "held", "_snap", "_key")
 
     def __init__(self, index: int, offset: int, begin: str, name: str | None, prefix: str) -> None:
         self.index = index
@@ -81,6 +79,8 @@ class TagCall:
         self.value: list[str] = []  # the current non-string value's text
         self.value_offset = 0
         self.status = ToolCallStatus.UNCLOSED
+        self.mode = 0  # a json element's text, as K2's arguments (toolcalls.arguments_piece)
+        self.held: list[str] = []
         self._snap: ParsedToolCall | None = None
         self._key: tuple[Any, ...] = ()
 
@@ -134,6 +134,12 @@ class TagCalls:
     def end(self, spelling: str | None, at_eof: bool) -> None:
         """The current call ends (``spelling``: its close tag, if it consumed one)."""
         c = self.current
+        self._end(spelling, at_eof)
+        if c is not None:
+            self.out.decided(c.snapshot())
+
+    def _end(self, spelling: str | None, at_eof: bool) -> None:
+        c = self.current
         if c is None:
             raise RuntimeError("end of a tool call outside one")  # the grammar makes this impossible
         self.current = None
@@ -150,8 +156,7 @@ class TagCalls:
                 c.status = ToolCallStatus.INCOMPLETE
                 return
         elif c.json:
-            if not isinstance(_loads(joined(c.args)), dict):
-                c.bad = True
+            pass  # decided when the element ended (json_end)
         else:
             self._emit(c, "}")
             self._check_required(c)
@@ -244,15 +249,21 @@ class TagCalls:
         c.elements += 1
 
     def json_text(self, piece: str) -> None:
-        """Text of the ``json`` element: the arguments, verbatim."""
+        """Text of the ``json`` element: the arguments, read as K2's (:func:`arguments_piece`:
+        surrounding whitespace trimmed, a double-encoded object unwrapped once)."""
         c = self.current
         c.raw.append(piece)  # type: ignore[union-attr]
-        self._emit(c, piece)  # type: ignore[arg-type]
+        arguments_piece(c, piece, lambda s: self._emit(c, s))  # type: ignore[arg-type]
 
     def json_end(self, spelling: str | None) -> None:
-        """The ``json`` element ends."""
-        if spelling and self.current is not None:
-            self.current.raw.append(spelling)
+        """The ``json`` element ends: its arguments are decided (not a JSON object: invalid)."""
+        c = self.current
+        if c is None:
+            return
+        if spelling:
+            c.raw.append(spelling)
+        if not isinstance(arguments_end(c, lambda s: self._emit(c, s), self.warn), dict):
+            c.bad = True
 
     # ------------------------------------------------------------------------------ schema
 
@@ -266,7 +277,7 @@ class TagCalls:
         params = self._params(c)
         if params is None:
             return
-        props = params.get("properties") or {}
+        props, _ = schema_keys(params)
         if not props and params.get("additionalProperties", True) is not False:
             return  # a free-form object (no properties declared): any key is allowed
         if key not in props:
@@ -275,7 +286,7 @@ class TagCalls:
             return
         want = props[key].get("type") if isinstance(props[key], Mapping) else None
         names = [want] if isinstance(want, str) else list(want) if isinstance(want, list) else []
-        checks = [_TYPES[n] for n in names if n in _TYPES]
+        checks = [_TYPES[n] for n in names if isinstance(n, str) and n in _TYPES]
         if value is not _INVALID and checks and not any(f(value) for f in checks):
             self.warn("argument_schema_type", f"tool call {c.index} ({c.name}): argument {key!r} is not "
                       f"of the declared type {want!r}", c.value_offset)
@@ -284,7 +295,7 @@ class TagCalls:
         params = self._params(c)
         if params is None:
             return
-        missing = [r for r in params.get("required") or [] if isinstance(r, str) and r not in c.keys]
+        missing = [r for r in schema_keys(params)[1] if r not in c.keys]
         if missing:
             self.warn("argument_missing", f"tool call {c.index} ({c.name}): required argument(s) "
                       f"{', '.join(map(repr, missing))} missing", c.offset)

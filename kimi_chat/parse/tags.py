@@ -7,8 +7,16 @@ its markers, with the interface of the marker lexer (``feed``, ``pending``, ``fl
 * An opening (or closing) marker is held back with the text after it until its ``<|sep|>``; the tag
   is then one token: ``on_marker(class, whole tag text)``, its attributes in :attr:`TagLexer.attrs`.
 * Bounded: a tag body longer than ``TagSet.max_len`` characters, a marker other than ``<|sep|>``
-  before the ``<|sep|>``, or the end of the input, release the held opener as a stray marker and
-  the text after it as text (never lost).
+  before the ``<|sep|>``, or the end of the input, release the held tag (nothing is lost: every
+  character goes to ``on_text`` or ``on_marker``). Its *head* (the tag name, and for an opening tag
+  its complete attributes) never becomes text: a known tag whose ``<|sep|>`` is missing
+  (``<|close|>think<|open|>response<|sep|>``; an opening tag's name run into the text after it,
+  ``<|open|>responseHello``, too) is that tag, warned ``tag_without_sep``; another head
+  goes with the marker as one stray (``<|close|>thx``; a name is at most 32 characters); only the
+  text after the head is text.
+* The end of the input inside a prefix of a tag (``<|close|>thi``, ``<|open|>call tool="f``,
+  ``<|close|>think<|se``) is a tag cut short: ``on_marker(CUT, text)`` (the parser drops it and the
+  turn is truncated).
 * A tag with an unknown name or malformed attributes, and a ``<|sep|>`` outside a tag, are stray
   (``on_marker(STRAY, text)``: the parser drops them with a warning that carries their text).
 * Attribute values are unescaped (``&quot;`` -> ``"``, ``&amp;`` -> ``&``), as ``encoding_k3`` escapes them.
@@ -19,13 +27,23 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..peg import STRAY, MarkerTable
+from collections.abc import Callable
+
+from ..peg import CUT, STRAY, MarkerTable
 from .lexer import MarkerLexer, OnMarker, OnText, Real
 
 __all__ = ["TagLexer", "parse_attributes", "unescape"]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 _OPEN_BODY = re.compile(rf"\A({_NAME})((?:\s+{_NAME}=\"[^\"]*\")*)\s*\Z")
+_OPEN_HEAD = re.compile(rf"({_NAME})((?:\s+{_NAME}=\"[^\"]*\")*)")
+"""The head of an opening tag: its name and its complete attributes."""
+_CLOSE_HEAD = re.compile(_NAME)
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]*")
+_ATTRS_PREFIX = re.compile(rf"(?:\s+{_NAME}=\"[^\"]*\")*(?:\s+(?:{_NAME}(?:=(?:\"[^\"]*)?)?)?)?\Z")
+"""A prefix of an opening tag's attributes (after its name), up to the end of the text."""
+_MAX_NAME = 32
+"""The longest run of name characters after a tag marker read as a (malformed) tag name."""
 _ATTR = re.compile(rf"({_NAME})=\"([^\"]*)\"")
 _ENTITY = re.compile(r"&(quot|amp);")
 
@@ -51,8 +69,11 @@ class TagLexer:
     ``attrs`` are its name and attributes.
     """
 
-    def __init__(self, table: MarkerTable, tags: Any) -> None:
+    def __init__(self, table: MarkerTable, tags: Any,
+                 warn: Callable[[str, str, str], None] | None = None) -> None:
         self._inner = MarkerLexer(table)
+        self.warn = _none if warn is None else warn
+        """``warn(kind, message, text)``: called just before ``on_marker`` of a repaired tag."""
         self.table = table
         self.tags = tags
         self.start0 = self._inner.start0
@@ -96,10 +117,16 @@ class TagLexer:
         return p
 
     def flush_into(self, on_text: OnText, on_marker: OnMarker) -> None:
-        """The input ended: the marker lexer's suffix is text; a tag still open is released (its
-        marker stray, its text text)."""
+        """The input ended: the marker lexer's suffix is text; a tag still open is either cut short
+        (a prefix of a tag: ``on_marker(CUT, its text)``) or released by its head (see the module
+        docstring)."""
         self._on_text, self._on_marker = on_text, on_marker
         p = self._inner.flush()
+        if self._opener is not None and self._cut(self._opener, "".join(self._body), p):
+            whole = self._opener + "".join(self._body) + p
+            self._opener, self._body, self._len = None, [], 0
+            on_marker(CUT, whole)
+            return
         if p:
             self._text(p)
         if self._opener is not None:
@@ -116,12 +143,54 @@ class TagLexer:
         if self._len > self.tags.max_len:
             self._release()
 
+    def _cut(self, opener: str, body: str, pending: str) -> bool:
+        """Whether ``opener + body + pending`` (the input ended there) is a proper prefix of a tag."""
+        tags = self.tags
+        if pending:  # a marker prefix after the body: the tag's <|sep|> was being written
+            return tags.sep.startswith(pending) and self._classify(opener, body) is not None
+        names = tags.open_classes if opener == tags.open else tags.close_classes
+        run = _NAME_RUN.match(body).end()  # type: ignore[union-attr]
+        if run == len(body):
+            return any(n.startswith(body) for n in names)
+        return opener == tags.open and body[:run] in names and _ATTRS_PREFIX.match(body, run) is not None
+
     def _release(self) -> None:
+        """The held tag cannot be completed: its head is the tag (repaired) or a stray, the rest text."""
         opener, body = self._opener, "".join(self._body)
         self._opener, self._body, self._len = None, [], 0
-        self._on_marker(STRAY, opener)  # type: ignore[arg-type]
-        if body:
-            self._on_text(body)
+        tags = self.tags
+        is_open = opener == tags.open
+        classes = tags.open_classes if is_open else tags.close_classes
+        m = (_OPEN_HEAD if is_open else _CLOSE_HEAD).match(body, 0, tags.max_len)
+        name = "" if m is None else m.group(1) if is_open else m.group()
+        head, attrs = ("", "") if m is None else (m.group(), m.group(2) if is_open else "")
+        cls = classes.get(name)
+        if cls is None and is_open:  # the text ran into the name: <|open|>responseHello
+            known = next((n for n in classes if name.startswith(n)), None)
+            if known is not None:
+                name, head, attrs, cls = known, known, "", classes[known]
+        if cls is not None:
+            self.name, self.attrs = name, parse_attributes(attrs)
+            self.warn("tag_without_sep", f"tag {opener}{head} without its {tags.sep}: read as that tag",
+                      opener + head)  # type: ignore[operator]
+        elif len(name) > _MAX_NAME:  # not a tag name: the marker alone is stray, the text after it text
+            head = ""
+        self._on_marker(STRAY if cls is None else cls, opener + head)  # type: ignore[operator]
+        if len(body) > len(head):
+            self._on_text(body[len(head):])
+
+    def _classify(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
+        """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray)."""
+        tags = self.tags
+        if opener == tags.open:
+            m = _OPEN_BODY.match(body)
+            if m is not None:
+                cls = tags.open_classes.get(m.group(1))
+                if cls is not None:
+                    return cls, m.group(1), parse_attributes(m.group(2))
+            return None
+        cls = tags.close_classes.get(body)
+        return None if cls is None else (cls, body, {})
 
     def _marker(self, cls: str, spelling: str) -> bool | None:
         tags = self.tags
@@ -139,19 +208,11 @@ class TagLexer:
         body = "".join(self._body)
         self._opener, self._body, self._len = None, [], 0
         whole = opener + body + sep  # type: ignore[operator]
-        tags = self.tags
-        cls: str | None = None
-        if opener == tags.open:
-            m = _OPEN_BODY.match(body)
-            if m is not None:
-                cls = tags.open_classes.get(m.group(1))
-                if cls is not None:
-                    self.name, self.attrs = m.group(1), parse_attributes(m.group(2))
-        else:
-            cls = tags.close_classes.get(body)
-            if cls is not None:
-                self.name, self.attrs = body, {}
-        return self._on_marker(STRAY if cls is None else cls, whole)
+        found = self._classify(opener, body)  # type: ignore[arg-type]
+        if found is None:
+            return self._on_marker(STRAY, whole)
+        cls, self.name, self.attrs = found
+        return self._on_marker(cls, whole)
 
 
 def _none(*args: object) -> None:

@@ -13,15 +13,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
 from .types import ParsedToolCall, ToolCallStatus
 
-__all__ = ["normalise_tools", "ToolIndex", "index_tools", "ToolCall", "ToolCalls"]
+__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "arguments_piece", "arguments_end",
+           "ToolCall", "ToolCalls"]
 
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 
@@ -81,22 +82,85 @@ def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
         return None
     out: ToolIndex = {}
     for name, fn in fns.items():
-        params = fn.get("parameters") or {}
-        props = params.get("properties") or {} if isinstance(params, Mapping) else {}
-        req = params.get("required") or [] if isinstance(params, Mapping) else []
-        out[name] = (frozenset(props), frozenset(r for r in req if isinstance(r, str)))
+        props, req = schema_keys(fn.get("parameters"))
+        out[name] = (frozenset(props), frozenset(req))
     return out
 
 
-_INVALID = object()
+def schema_keys(params: Any) -> tuple[Mapping[str, Any], list[str]]:
+    """``(properties, required names)`` of a function's ``parameters``, read defensively: a part of
+    another shape than JSON Schema's (``"properties": 5``, ``"required": 5``, a non-string key or
+    name) is unknown typing, left out (the parser never raises on a tool schema)."""
+    if not isinstance(params, Mapping):
+        return {}, []
+    props = params.get("properties")
+    props = {k: v for k, v in props.items() if isinstance(k, str)} if isinstance(props, Mapping) else {}
+    req = params.get("required")
+    return props, [r for r in req if isinstance(r, str)] if isinstance(req, (list, tuple)) else []
 
 
-def _json(s: str) -> Any:
-    """The value of ``s`` as JSON, or ``_INVALID``."""
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting we cannot check
-        return _INVALID
+_INVALID = INVALID
+_json = json_value
+
+
+def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
+    """A piece of a call's arguments text (K2's arguments, K3's ``json`` element: one reading for
+    both), streamed as written except leading whitespace (dropped), trailing whitespace (held: it
+    may end the arguments) and a JSON string (held to the end: it may be double-encoded). ``c``
+    keeps the state (``mode``: 0 nothing but whitespace yet, 1 streaming, 2 a JSON string held;
+    ``held``: the held text); ``emit`` streams a fragment."""
+    mode = c.mode
+    if mode == 0:
+        piece = piece.lstrip()
+        if not piece:
+            return
+        if piece[0] == '"':
+            c.mode = 2
+            c.held.append(piece)
+            return
+        c.mode = 1
+    elif mode == 2:
+        c.held.append(piece)
+        return
+    if piece[-1].isspace():  # trailing whitespace may end the arguments: hold it
+        body = piece.rstrip()
+        if body:
+            tail = piece[len(body):]
+            if c.held:
+                body = "".join(c.held) + body
+                c.held = []
+            emit(body)
+            c.held.append(tail)
+        else:
+            c.held.append(piece)
+    else:
+        if c.held:
+            piece = "".join(c.held) + piece
+            c.held = []
+        emit(piece)
+
+
+def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
+    """The end of a call's arguments text (see :func:`arguments_piece`): nothing but whitespace is
+    ``{}``; a held JSON string holding an object is unwrapped once (``double_encoded_arguments``);
+    trailing whitespace is dropped. Returns the arguments' JSON value (``_INVALID`` if not JSON)."""
+    value: Any = _INVALID
+    if c.mode == 2:  # a JSON string, held: decided now
+        s = "".join(c.held).rstrip()
+        value = _json(s)
+        if isinstance(value, str):
+            inner = _json(value)
+            if isinstance(inner, dict):
+                s, value = value.strip(), inner
+                warn("double_encoded_arguments", "double-encoded arguments unwrapped "
+                     "(a JSON string holding an object)", c.offset)
+        emit(s)
+    else:
+        if c.mode == 0:
+            emit("{}")
+        value = _json(joined(c.args))
+    c.held = []
+    return value
 
 
 class ToolCall:
@@ -181,6 +245,12 @@ class ToolCalls:
     def end(self, spelling: str | None, at_eof: bool) -> None:
         """The current call ends (``spelling``: its closing marker, if it consumed one)."""
         c = self.current
+        self._end(spelling, at_eof)
+        if c is not None and self.calls and self.calls[-1] is c:  # not a dangling begin, dropped
+            self.out.decided(c.snapshot())
+
+    def _end(self, spelling: str | None, at_eof: bool) -> None:
+        c = self.current
         if c is None:
             raise RuntimeError("end of a tool call outside one")  # the grammar makes this impossible
         self.current = None
@@ -195,22 +265,7 @@ class ToolCalls:
         if not c.has_args and not at_eof:
             self.warn("missing_argument_begin", "tool call closed before its arguments began: "
                       f"status {ToolCallStatus.INCOMPLETE.value}, empty arguments", c.offset)
-        value: Any = _INVALID
-        if c.mode == 2:  # a JSON string, held: decided now
-            s = "".join(c.held).rstrip()
-            value = _json(s)
-            if isinstance(value, str):
-                inner = _json(value)
-                if isinstance(inner, dict):
-                    s, value = value.strip(), inner
-                    self.warn("double_encoded_arguments", "double-encoded arguments unwrapped "
-                              "(a JSON string holding an object)", c.offset)
-            self._emit(c, s)
-        else:
-            if c.mode == 0:
-                self._emit(c, "{}")
-            value = _json("".join(c.args))
-        c.held = []
+        value = arguments_end(c, lambda s: self._emit(c, s), self.warn)
         if c.infer:
             name = self._infer_name(c, value)
             if name is not None:
@@ -282,39 +337,10 @@ class ToolCalls:
     # ------------------------------------------------------------------------------ arguments
 
     def arguments_text(self, piece: str) -> None:
-        """Argument text: streamed as written, except leading whitespace (dropped), trailing
-        whitespace (held: it may end the arguments) and a JSON string (held to the end)."""
+        """Argument text: streamed as :func:`arguments_piece` says."""
         c = self.current
         c.raw.append(piece)  # type: ignore[union-attr]
-        mode = c.mode  # type: ignore[union-attr]
-        if mode == 0:
-            piece = piece.lstrip()
-            if not piece:
-                return
-            if piece[0] == '"':
-                c.mode = 2  # type: ignore[union-attr]
-                c.held.append(piece)  # type: ignore[union-attr]
-                return
-            c.mode = 1  # type: ignore[union-attr]
-        elif mode == 2:
-            c.held.append(piece)  # type: ignore[union-attr]
-            return
-        if piece[-1].isspace():  # trailing whitespace may end the arguments: hold it
-            body = piece.rstrip()
-            if body:
-                tail = piece[len(body):]
-                if c.held:  # type: ignore[union-attr]
-                    body = "".join(c.held) + body  # type: ignore[union-attr]
-                    c.held = []  # type: ignore[union-attr]
-                self._emit(c, body)  # type: ignore[arg-type]
-                c.held.append(tail)  # type: ignore[union-attr]
-            else:
-                c.held.append(piece)  # type: ignore[union-attr]
-        else:
-            if c.held:  # type: ignore[union-attr]
-                piece = "".join(c.held) + piece  # type: ignore[union-attr]
-                c.held = []  # type: ignore[union-attr]
-            self._emit(c, piece)  # type: ignore[arg-type]
+        arguments_piece(c, piece, lambda s: self._emit(c, s))  # type: ignore[arg-type]
 
     def _emit(self, c: ToolCall, s: str) -> None:
         c.args.append(s)

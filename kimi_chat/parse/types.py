@@ -110,6 +110,11 @@ class ParsedToolCall:
             "function": {"name": self.name or "", "arguments": self.arguments},
         }
 
+    def to_openai_invalid(self) -> dict[str, Any]:
+        """The ``invalid_tool_calls`` entry of a call not to execute: ``index`` (the parser's),
+        :meth:`to_openai`'s keys, and ``status``."""
+        return {"index": self.index, **self.to_openai(), "status": self.status.value}
+
 
 @dataclass
 class ParsedMessage:
@@ -124,15 +129,38 @@ class ParsedMessage:
     """``None`` while a stream is still open and its turn has not ended."""
     warnings: list[ParseWarning] = field(default_factory=list)
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self, *, include_invalid: bool = False) -> dict[str, Any]:
         """An OpenAI ``ChatCompletionMessage``-shaped dict: ``role``, ``content``, then
-        ``reasoning_content`` if any and ``tool_calls`` if any."""
+        ``reasoning_content`` if any and ``tool_calls`` if any.
+
+        ``tool_calls`` lists only the calls to execute (status ``ok``); the others (an undeclared
+        tool, arguments that are not a JSON object, a call closed before its arguments or cut by the
+        end of the text) are left out and reported under ``invalid_tool_calls``, each with its
+        parser ``index`` and ``status`` (a key OpenAI clients ignore: they never execute such a call
+        unknowingly). ``include_invalid=True``: every call in ``tool_calls``, as the model wrote it
+        (the statuses are then only in :attr:`tool_calls`)."""
         out: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.reasoning_content is not None:
             out["reasoning_content"] = self.reasoning_content
-        if self.tool_calls:
-            out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        calls = self.tool_calls if include_invalid else [c for c in self.tool_calls if c.status is ToolCallStatus.OK]
+        if calls:
+            out["tool_calls"] = [c.to_openai() for c in calls]
+        invalid = [] if include_invalid else [c for c in self.tool_calls if c.status is not ToolCallStatus.OK]
+        if invalid:
+            out["invalid_tool_calls"] = [c.to_openai_invalid() for c in invalid]
         return out
+
+    def finish_reason(self, *, include_invalid: bool = False) -> str | None:
+        """The OpenAI ``finish_reason`` that goes with :meth:`to_openai` (same ``include_invalid``):
+        the stop reason's, except that ``tool_calls`` becomes ``stop`` when no call is listed (every
+        call was left out as invalid). ``None`` while the turn is open."""
+        if self.stop_reason is None:
+            return None
+        reason = self.stop_reason.finish_reason
+        if reason == "tool_calls" and not include_invalid and not any(
+                c.status is ToolCallStatus.OK for c in self.tool_calls):
+            return "stop"
+        return reason
 
 
 @dataclass(slots=True)
@@ -176,9 +204,14 @@ class Delta:
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    """Without ``include_invalid`` (the default): each call to execute, whole, once decided ``ok``
+    (index = its position among them); with it: the pieces of every call as written."""
+    invalid_tool_calls: list[ParsedToolCall] = field(default_factory=list)
+    """Without ``include_invalid``: a call decided not to execute (its status says why)."""
 
     def to_openai(self) -> dict[str, Any]:
-        """An OpenAI ``ChoiceDelta``-shaped dict (only the fields that are set)."""
+        """An OpenAI ``ChoiceDelta``-shaped dict (only the fields that are set; a call not to execute
+        under ``invalid_tool_calls``, as in :meth:`ParsedMessage.to_openai`)."""
         out: dict[str, Any] = {}
         if self.content is not None:
             out["content"] = self.content
@@ -186,4 +219,6 @@ class Delta:
             out["reasoning_content"] = self.reasoning_content
         if self.tool_calls:
             out["tool_calls"] = [t.to_openai() for t in self.tool_calls]
+        if self.invalid_tool_calls:
+            out["invalid_tool_calls"] = [c.to_openai_invalid() for c in self.invalid_tool_calls]
         return out
