@@ -55,7 +55,7 @@ from kimi_chat.render.k3_inputs import (
     xtml_type,
 )
 from kimi_chat.render.k3_inputs import response_schema as schema_of
-from kimi_chat.messages import to_plain
+from kimi_chat.messages import plain_items
 from kimi_chat.tokenizer import MAX_NO_WHITESPACES_CHARS
 
 __all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids"]
@@ -332,7 +332,7 @@ def _build(
 
     if tools:
         if isinstance(tools, (list, tuple)):
-            tools = [t if type(t) is dict else to_plain(t) for t in tools]
+            tools = plain_items(tools, "tools")
         _declare(parts, tools, _TOOLS_BODY, None)
     if thinking and thinking_effort is not None:
         parts += _EFFORT_MESSAGES[thinking_effort]

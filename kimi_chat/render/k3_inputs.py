@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kimi_chat.errors import RenderError
-from kimi_chat.messages import InvalidMessagesError, to_plain
+from kimi_chat.messages import InvalidMessagesError, plain_items, to_plain
 from kimi_chat.oracle import deep_sort_dict
 
 __all__ = [
@@ -215,14 +215,16 @@ def messages_of(messages: Sequence[Any]) -> list[dict[str, Any]]:
     for i, m in enumerate(messages):
         if type(m) is not dict:
             if not isinstance(m, dict):
-                m = to_plain(m)
+                m = to_plain(m, index=i)
                 if not isinstance(m, dict):
                     raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
                 m = {k: v for k, v in m.items() if v is not None}
         if "role" not in m:
             raise InvalidMessagesError([(i, "role", "Field required")])
         out.append(m)
-    return out
+    # objects nested in dict messages (the OpenAI SDK's tool-call objects, a pydantic Function in a dict
+    # call...) made plain as K2 does (messages.plain_items: one conversion for both families)
+    return plain_items(out)
 
 
 def response_schema(response_format: Any) -> Any:
