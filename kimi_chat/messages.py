@@ -56,6 +56,7 @@ __all__ = [
     "schema_problems",
     "to_plain",
     "plain_items",
+    "plain_messages",
 ]
 
 _PART = ConfigDict(extra="allow")
@@ -434,6 +435,28 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     except ValueError:
         out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
     return out
+
+
+def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """``messages`` as plain dicts, with no validation but a ``role`` in each (what the Kimi-K3 encoder
+    takes): message objects made dicts without their ``None``-valued keys, objects nested at any level
+    made plain (:func:`plain_items`). Raises :class:`InvalidMessagesError` naming the index."""
+    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
+        raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if type(m) is not dict:
+            if not isinstance(m, dict):
+                m = to_plain(m, index=i)
+                if not isinstance(m, dict):
+                    raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
+                m = {k: v for k, v in m.items() if v is not None}
+        if "role" not in m:
+            raise InvalidMessagesError([(i, "role", "Field required")])
+        out.append(m)
+    # objects nested in dict messages (the OpenAI SDK's tool-call objects, a pydantic Function in a dict
+    # call...) made plain as K2 does (messages.plain_items: one conversion for both families)
+    return plain_items(out)
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:

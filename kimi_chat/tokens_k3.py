@@ -112,7 +112,7 @@ def render_tokens_k3(
     """:func:`kimi_chat.tokens.render_tokens` for a K3-family dialect (see the module docstring)."""
     from .tokens import RenderedTokens, _info
 
-    call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict)
+    call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict, tools)
     if call is None:
         raise ValueError(f"{d.name} is not a Kimi-K3 dialect")
     check_vocabulary(tokenizer, d)

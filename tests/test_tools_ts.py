@@ -597,18 +597,22 @@ def test_error_names_the_right_tool_among_several():
 
 
 def test_too_deep_schema_raises_instead_of_recursing():
+    # deeper than Python's recursion limit lets the official encoder go: it fails (and the tokenizer
+    # falls back to JSON); so does this encoder, with a ToolSchemaError
     schema: dict = {"type": "string"}
     for _ in range(MAX_SCHEMA_DEPTH + 5):
         schema = {"type": "array", "items": schema}
     e = err(schema)
-    assert "deeper" in str(e) and e.path.startswith("/function/parameters/properties/x/items/items")
+    assert "deeper" in str(e) and e.path.startswith("/function/parameters")
 
 
 def test_deep_but_allowed_schema_encodes():
+    # 200 levels: the official encoder encodes them (it recurses out at ~247 object levels from a
+    # shallow caller; the equality of the two is checked by test_encoder_equals_the_official_one)
     schema: dict = {"type": "string"}
-    for _ in range(MAX_SCHEMA_DEPTH - 2):
+    for _ in range(200):
         schema = {"type": "object", "properties": {"a": schema}}
-    assert one(schema).count("{") == MAX_SCHEMA_DEPTH - 2
+    assert one(schema).count("{") == 200
 
 
 def test_cyclic_python_schema_raises():
