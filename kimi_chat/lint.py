@@ -1,6 +1,19 @@
 """Conversation lints: warnings a server should log before rendering a conversation.
 
+The rules belong to the dialect's format family (:data:`FAMILY_RULES`, chosen by ``Dialect.family``):
+the K2 rules are below, the K3 rules in :mod:`kimi_chat.lint_k3` (K3 never writes tool-call ids, drops
+roles it does not know, closes every turn). ``render(..., strict=True)`` runs :func:`lint` and refuses
+exactly its errors, in every family (:func:`check_strict`).
+
 The prompt still renders; these are requests the model will likely answer badly:
+
+* ``unterminated-last-turn``: (0905, the default) rendered without a generation prompt, the last
+  message gets no ``<|im_end|>``, as the official template does (a prefill): as training data the last
+  assistant turn's end of turn is never labelled (``render_tokens`` warns too);
+* ``tools-not-typescript``: (K2.5, K2.6) the official TypeScript tool encoder fails on these tools (a
+  ``$ref`` it cannot resolve...): the tokenizer catches it and declares them as JSON, as rendered;
+* ``typed-image-placeholder``: (K3, with ``image_prompts``) ``<|kimi_image_placeholder|>`` typed in a
+  message's text takes an image slot: the image's tokens land where it was typed;
 
 * ``no-generation-prompt``: the conversation ends with a user (or tool / system) turn but is rendered
   without a generation prompt: nothing asks the model to answer;
@@ -22,7 +35,7 @@ official template does):
 
 * ``unknown-role``: a role the templates have no branch for (``function``, ``moderator``...); the text
   says how the dialect's template writes it; ``developer-role``: the same for ``developer`` (what
-  newer OpenAI clients send in place of ``system``);
+  newer OpenAI clients send in place of ``system``); K3's encoder drops such a message entirely;
 * ``missing-content``: a system / user / tool message without ``content`` (rendered empty);
 * ``missing-tool-call-id``: a tool call without ``id`` where the dialect writes ids (rendered empty),
   or a tool result without ``tool_call_id`` (``## Return of `` followed by nothing);
@@ -351,7 +364,7 @@ def unterminated_last_turn(d: Dialect, msgs: Sequence[Mapping[str, Any]], add_ge
         "unterminated-last-turn", len(msgs) - 1,
         f"{d.name} writes no {M.IM_END.text} after the last message without a generation prompt (a prefill): "
         f"as training data, this assistant turn's end of turn ({M.IM_END.text}) is never labelled; "
-        "render a following turn, or use a dialect that closes it",
+        "with add_generation_prompt=True the template closes it (and appends the untrained generation prompt)",
     )
 
 
