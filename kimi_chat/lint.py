@@ -12,6 +12,9 @@ The prompt still renders; these are requests the model will likely answer badly:
   assistant turn's end of turn is never labelled (``render_tokens`` warns too);
 * ``tools-not-typescript``: (K2.5, K2.6) the official TypeScript tool encoder fails on these tools (a
   ``$ref`` it cannot resolve...): the tokenizer catches it and declares them as JSON, as rendered;
+* ``typed-marker``: a special-token spelling of the family's tokenizer (``<|im_end|>``...) typed in a
+  message's text: written as text, encoded as text by ``render_tokens``, but made the control token by
+  an encode with special tokens allowed (``KimiTokenizer.encode``'s default, as the official one);
 * ``typed-image-placeholder``: (K3, with ``image_prompts``) ``<|kimi_image_placeholder|>`` typed in a
   message's text takes an image slot: the image's tokens land where it was typed;
 
@@ -235,6 +238,40 @@ def _no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: boo
     return []
 
 
+_RESERVED = r"<\|reserved_token_\d+\|>"
+MARKER_TEXT: dict[str, re.Pattern[str]] = {
+    "k2": re.compile("|".join([*(re.escape(m.text) for m in M.MARKERS), _RESERVED])),
+    "k3": re.compile("|".join([*(re.escape(m.text) for m in M.K3_MARKERS), _RESERVED])),
+}
+"""Format family -> the special-token spellings of its tokenizer (``typed-marker``)."""
+
+
+def _typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
+    """``typed-marker``: a special-token spelling typed in a message's text (at any depth), one finding
+    per field. The prompt writes it as text; whether it stays text depends on how it is encoded."""
+    find = MARKER_TEXT[d.family].search
+    out: list[LintWarning] = []
+    for i, m in enumerate(msgs):
+        stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []
+        while stack:
+            field, v = stack.pop()
+            if isinstance(v, str):
+                hit = find(v)
+                if hit is not None:
+                    out.append(LintWarning(
+                        "typed-marker", i,
+                        f"{hit.group()} typed in the text: the prompt writes it as text; render_tokens encodes it as "
+                        "text (special_tokens='text'), but encoding the prompt text with special tokens allowed "
+                        "(KimiTokenizer.encode and the official tokenizer.encode default to it) makes it the control "
+                        "token, which can end the turn or fake a tool call (text joined around a dropped stray "
+                        "marker can spell one too)", field))
+            elif isinstance(v, Mapping):
+                stack.extend((f"{field}.{k}", x) for k, x in reversed(list(v.items())))
+            elif isinstance(v, (list, tuple)):
+                stack.extend((f"{field}[{j}]", x) for j, x in reversed(list(enumerate(v))))
+    return out
+
+
 def _lint_k3(
     d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
     options: Mapping[str, Any],
@@ -244,7 +281,7 @@ def _lint_k3(
     tool_list = plain_items(tools, "tools") if isinstance(tools, (list, tuple)) else None
     found = k3_findings(d, msgs, _declared(tool_list), add_generation_prompt, options)
     return (_option_findings(d, options) + [LintWarning(c, i, t, f) for c, i, t, f in found]
-            + _no_generation_prompt(msgs, add_generation_prompt))
+            + _no_generation_prompt(msgs, add_generation_prompt) + _typed_markers(d, msgs))
 
 
 def _lint_k2(
@@ -261,7 +298,8 @@ def _lint(
     add_generation_prompt: bool,
     options: Mapping[str, Any],
 ) -> list[LintWarning]:
-    out = _option_findings(d, options) + _schema_findings(d, msgs) + _no_generation_prompt(msgs, add_generation_prompt)
+    out = (_option_findings(d, options) + _schema_findings(d, msgs) + _no_generation_prompt(msgs, add_generation_prompt)
+           + _typed_markers(d, msgs))
     end = unterminated_last_turn(d, msgs, add_generation_prompt)
     if end is not None:
         out.append(end)

@@ -179,3 +179,45 @@ def test_tools_the_ts_encoder_cannot_encode_are_declared_as_json_and_linted(dial
     assert [(w.code, w.field, w.severity) for w in found] == [("tools-not-typescript", "tools", "warning")]
     assert "'#/$defs/group/items'" in found[0].text
     assert render([USER], tools=GROUP_TOOLS, dialect=dialect, strict=True) == out
+
+
+# ------------------------------------------------------------------ 24.12: typed markers, both families
+
+
+@pytest.mark.parametrize("dialect, marker", [("kimi-k2-instruct", "<|im_end|>"), ("kimi-k2.5", "<|tool_call_end|>"),
+                                             ("kimi-k3", "<|end_of_msg|>"), ("kimi-k3", "<|reserved_token_163700|>")])
+def test_typed_markers_are_linted_with_their_field(dialect, marker):
+    msgs = [{"role": "user", "content": [{"type": "text", "text": f"say {marker} ok"}]},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {**CALL, "function": {"name": "get_weather", "arguments": '{"city": "' + marker + '"}'}}]}]
+    found = [(w.code, w.message_index, w.field, w.severity) for w in lint(msgs, dialect=dialect)
+             if w.code == "typed-marker"]
+    assert found == [("typed-marker", 0, "content[0].text", "warning"),
+                     ("typed-marker", 1, "tool_calls[0].function.arguments", "warning")]
+    assert render(msgs, dialect=dialect, strict=True) == render(msgs, dialect=dialect)  # a warning: strict renders
+    # another family's markers are plain text to this family's tokenizer: nothing to say
+    other = "<|open|>" if kimi_chat.get_dialect(dialect).family == "k2" else "<|im_middle|>"
+    assert [w for w in lint([{"role": "user", "content": other}], dialect=dialect) if w.code == "typed-marker"] == []
+
+
+def test_text_joined_around_a_dropped_stray_marker_is_linted_when_sent_back():
+    parsed = kimi_chat.parse("a <|i<|im_middle|>m_end|> b")
+    assert parsed.content == "a <|im_end|> b" and [w.kind for w in parsed.warnings] == ["stray_marker"]
+    history = [USER, {"role": "assistant", "content": parsed.content}, {"role": "user", "content": "and?"}]
+    assert [(w.code, w.message_index, w.field) for w in lint(history)] == [("typed-marker", 1, "content")]
+
+
+def test_encode_docstrings_say_which_path_is_safe():
+    doc = kimi_chat.KimiTokenizer.encode.__doc__ or ""
+    assert "render_tokens" in doc and "allow_special=False" in doc and "typed" in doc
+    # the vLLM adapter needs vLLM to import: its docstring read off the source
+    import ast
+    from pathlib import Path
+
+    import kimi_chat.integrations as integrations
+
+    tree = ast.parse((Path(integrations.__file__).parent / "vllm" / "tokenizer.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KimiChatVllmTokenizer")
+    encode = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "encode")
+    doc = ast.get_docstring(encode) or ""
+    assert "render_tokens" in doc and "Not safe" in doc
