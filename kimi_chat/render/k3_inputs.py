@@ -13,7 +13,7 @@ index and field where the official encoder raises.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kimi_chat.errors import RenderError
