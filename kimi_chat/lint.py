@@ -253,8 +253,13 @@ def _typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWa
     out: list[LintWarning] = []
     for i, m in enumerate(msgs):
         stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []
+        seen: set[int] = set()  # each container once: a value containing itself ends the walk too
         while stack:
             field, v = stack.pop()
+            if not isinstance(v, str):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
             if isinstance(v, str):
                 hit = find(v)
                 if hit is not None:

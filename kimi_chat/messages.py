@@ -451,12 +451,35 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 if not isinstance(m, dict):
                     raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
                 m = {k: v for k, v in m.items() if v is not None}
+        elif ("tool_calls" in m or type(m.get("content")) is list) and _holds_objects(m):
+            # objects nested in a dict message (the OpenAI SDK's tool-call objects, a pydantic Function in
+            # a dict call...) made plain as K2 makes them (to_plain: one conversion for both families)
+            m = to_plain(m, index=i)
         if "role" not in m:
             raise InvalidMessagesError([(i, "role", "Field required")])
         out.append(m)
-    # objects nested in dict messages (the OpenAI SDK's tool-call objects, a pydantic Function in a dict
-    # call...) made plain as K2 does (messages.plain_items: one conversion for both families)
-    return plain_items(out)
+    return out
+
+
+def _holds_objects(m: dict[str, Any]) -> bool:
+    """Whether a dict message holds an object (not plain data) where the K3 encoder reads one: a tool
+    call, its ``function`` or ``arguments``, a content part. A few lookups: the check of every render."""
+    content = m.get("content")
+    if type(content) is list and any(type(p) is not dict for p in content):
+        return any(not isinstance(p, str) for p in content)
+    calls = m.get("tool_calls")
+    if not calls or type(calls) is not list:
+        return calls is not None and not isinstance(calls, (list, tuple, str, bytes, Mapping))
+    for call in calls:
+        if type(call) is not dict:
+            return True
+        fn = call.get("function", call)
+        if type(fn) is not dict:
+            return fn is not None
+        args = fn.get("arguments")
+        if args is not None and type(args) not in (str, dict):
+            return True
+    return False
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:

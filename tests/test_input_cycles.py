@@ -150,3 +150,13 @@ def test_every_cycle_error_is_a_kimi_chat_value_error():
     assert isinstance(info.value, ValueError)
     assert str(info.value) == ("invalid messages: messages[0][0]: circular reference: this list is messages[0] "
                                "again (a value that contains itself cannot be rendered)")
+
+
+@pytest.mark.parametrize("dialect", ("kimi-k2-instruct", "kimi-k3"))
+def test_lint_of_a_valid_message_with_a_cyclic_extra_field(dialect):
+    # the templates ignore the extra field (it renders); lint reports it, in bounded time
+    extra = _self_dict()
+    msgs = [{"role": "user", "content": "hi", "extra": extra}]
+    with _bounded():
+        assert kimi_chat.render(msgs, dialect=dialect) == kimi_chat.render([_USER], dialect=dialect)
+        assert [w.code for w in kimi_chat.lint(msgs, dialect=dialect)] == ["unknown-field"]
