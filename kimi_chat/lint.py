@@ -1,6 +1,22 @@
 """Conversation lints: warnings a server should log before rendering a conversation.
 
+The rules belong to the dialect's format family (:data:`FAMILY_RULES`, chosen by ``Dialect.family``):
+the K2 rules are below, the K3 rules in :mod:`kimi_chat.lint_k3` (K3 never writes tool-call ids, drops
+roles it does not know, closes every turn). ``render(..., strict=True)`` runs :func:`lint` and refuses
+exactly its errors, in every family (:func:`check_strict`).
+
 The prompt still renders; these are requests the model will likely answer badly:
+
+* ``unterminated-last-turn``: (0905, the default) rendered without a generation prompt, the last
+  message gets no ``<|im_end|>``, as the official template does (a prefill): as training data the last
+  assistant turn's end of turn is never labelled (``render_tokens`` warns too);
+* ``tools-not-typescript``: (K2.5, K2.6) the official TypeScript tool encoder fails on these tools (a
+  ``$ref`` it cannot resolve...): the tokenizer catches it and declares them as JSON, as rendered;
+* ``typed-marker``: a special-token spelling of the family's tokenizer (``<|im_end|>``...) typed in a
+  message's text: written as text, encoded as text by ``render_tokens``, but made the control token by
+  an encode with special tokens allowed (``KimiTokenizer.encode``'s default, as the official one);
+* ``typed-image-placeholder``: (K3, with ``image_prompts``) ``<|kimi_image_placeholder|>`` typed in a
+  message's text takes an image slot: the image's tokens land where it was typed;
 
 * ``no-generation-prompt``: the conversation ends with a user (or tool / system) turn but is rendered
   without a generation prompt: nothing asks the model to answer;
@@ -22,7 +38,7 @@ official template does):
 
 * ``unknown-role``: a role the templates have no branch for (``function``, ``moderator``...); the text
   says how the dialect's template writes it; ``developer-role``: the same for ``developer`` (what
-  newer OpenAI clients send in place of ``system``);
+  newer OpenAI clients send in place of ``system``); K3's encoder drops such a message entirely;
 * ``missing-content``: a system / user / tool message without ``content`` (rendered empty);
 * ``missing-tool-call-id``: a tool call without ``id`` where the dialect writes ids (rendered empty),
   or a tool result without ``tool_call_id`` (``## Return of `` followed by nothing);
@@ -39,16 +55,20 @@ from __future__ import annotations
 
 import re
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import markers as M
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import StrictModeError
-from .messages import normalize_messages, normalize_tools, schema_problems
+from .lint_k3 import k3_findings
+from .messages import normalize_messages, normalize_tools, plain_items, plain_messages, schema_problems
+from .nesting import deep_sort_dict
+from .tools_ts import typescript_failure
 
-__all__ = ["LintWarning", "lint", "check_strict", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES"]
+__all__ = ["LintWarning", "lint", "check_strict", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
+           "FAMILY_RULES", "unterminated_last_turn"]
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
 """The id form the models were trained on: ``functions.NAME:IDX``."""
@@ -137,22 +157,6 @@ def _schema_findings(d: Dialect, msgs: list[dict[str, Any]]) -> list[LintWarning
 _BOOL_OPTIONS = frozenset({"thinking", "preserve_thinking"})
 """Template options whose templates test a bool (K3's ``thinking_effort`` etc. are strings/objects)."""
 
-_K3_ROLES = frozenset({"system", "user", "assistant", "tool"})
-
-
-def check_strict_k3(d: Dialect, messages: Sequence[Any], options: Mapping[str, Any]) -> None:
-    """What ``strict=True`` refuses for a K3-family dialect: template kwargs the official encoder
-    does not read (it ignores them) and messages whose role it drops (``developer`` included)."""
-    errors = [w for w in _option_findings(d, options) if w.severity == "error"]
-    for i, m in enumerate(messages):
-        role = m.get("role") if isinstance(m, Mapping) else getattr(m, "role", None)
-        if role not in _K3_ROLES:
-            errors.append(LintWarning("unknown-role", i, f"{d.name}'s official encoder drops {role!r} messages "
-                                      "(they are not in the prompt)", "role"))
-    if errors:
-        raise StrictModeError(errors)
-
-
 def _option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]:
     out: list[LintWarning] = []
     for key, value in options.items():
@@ -188,26 +192,108 @@ def lint(
     **options: Any,
 ) -> list[LintWarning]:
     """Findings about ``messages`` as ``dialect`` would render them (see the module doc for the
-    codes; each has a ``severity``, and ``render(..., strict=True)`` refuses the errors).
-    ``options`` are template kwargs as given to :func:`~kimi_chat.render` (``thinking=False`` for
-    K2.5 silences ``missing-reasoning``; kwargs the template does not read are reported). Messages
-    the official template cannot render raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
+    codes; each has a ``severity``, and ``render(..., strict=True)`` refuses exactly the errors).
+    The rules are the dialect's family's (:data:`FAMILY_RULES`). ``options`` are template kwargs as
+    given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5 silences ``missing-reasoning``;
+    kwargs the template does not read are reported). Messages the official template cannot render
+    raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
-    return _lint(d, normalize_messages(messages), normalize_tools(tools), add_generation_prompt, options)
+    return FAMILY_RULES[d.family](d, messages, tools, add_generation_prompt, options)
 
 
 def check_strict(
     d: Dialect,
-    msgs: list[dict[str, Any]],
-    tool_list: list[dict[str, Any]] | None,
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None,
     add_generation_prompt: bool,
     options: Mapping[str, Any],
 ) -> None:
-    """What ``strict=True`` does (normalised input): raise :class:`~kimi_chat.errors.StrictModeError`
-    listing the :func:`lint` findings of severity ``"error"``, if any."""
-    errors = [w for w in _lint(d, msgs, tool_list, add_generation_prompt, options) if w.severity == "error"]
+    """What ``strict=True`` does, in every family: run :func:`lint` and raise
+    :class:`~kimi_chat.errors.StrictModeError` listing its findings of severity ``"error"``, if any."""
+    errors = [w for w in lint(messages, dialect=d, tools=tools, add_generation_prompt=add_generation_prompt,
+                              **options) if w.severity == "error"]
     if errors:
         raise StrictModeError(errors)
+
+
+def _declared(tool_list: Sequence[Any] | None) -> set[Any] | None:
+    """The function names ``tools`` declares (``None`` without tools)."""
+    if tool_list is None:
+        return None
+    out = set()
+    for t in tool_list:
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if isinstance(fn, Mapping):
+            out.add(fn.get("name"))
+    return out
+
+
+def _no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool) -> list[LintWarning]:
+    if msgs and not add_generation_prompt and msgs[-1].get("role") != "assistant":
+        return [LintWarning(
+            "no-generation-prompt", len(msgs) - 1,
+            f"the conversation ends with a {msgs[-1].get('role')} turn but is rendered without a generation "
+            "prompt: nothing asks the model to answer (pass add_generation_prompt=True)",
+        )]
+    return []
+
+
+_RESERVED = r"<\|reserved_token_\d+\|>"
+MARKER_TEXT: dict[str, re.Pattern[str]] = {
+    "k2": re.compile("|".join([*(re.escape(m.text) for m in M.MARKERS), _RESERVED])),
+    "k3": re.compile("|".join([*(re.escape(m.text) for m in M.K3_MARKERS), _RESERVED])),
+}
+"""Format family -> the special-token spellings of its tokenizer (``typed-marker``)."""
+
+
+def _typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
+    """``typed-marker``: a special-token spelling typed in a message's text (at any depth), one finding
+    per field. The prompt writes it as text; whether it stays text depends on how it is encoded."""
+    find = MARKER_TEXT[d.family].search
+    out: list[LintWarning] = []
+    for i, m in enumerate(msgs):
+        stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []
+        seen: set[int] = set()  # each container once: a value containing itself ends the walk too
+        while stack:
+            field, v = stack.pop()
+            if not isinstance(v, str):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
+            if isinstance(v, str):
+                hit = find(v)
+                if hit is not None:
+                    out.append(LintWarning(
+                        "typed-marker", i,
+                        f"{hit.group()} typed in the text: the prompt writes it as text; render_tokens encodes it as "
+                        "text (special_tokens='text'), but encoding the prompt text with special tokens allowed "
+                        "(KimiTokenizer.encode and the official tokenizer.encode default to it) makes it the control "
+                        "token, which can end the turn or fake a tool call (text joined around a dropped stray "
+                        "marker can spell one too)", field))
+            elif isinstance(v, Mapping):
+                stack.extend((f"{field}.{k}", x) for k, x in reversed(list(v.items())))
+            elif isinstance(v, (list, tuple)):
+                stack.extend((f"{field}[{j}]", x) for j, x in reversed(list(enumerate(v))))
+    return out
+
+
+def _lint_k3(
+    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    """The K3 family's rules (:mod:`kimi_chat.lint_k3`) on the messages as its encoder takes them."""
+    msgs = plain_messages(messages)
+    tool_list = plain_items(tools, "tools") if isinstance(tools, (list, tuple)) else None
+    found = k3_findings(d, msgs, _declared(tool_list), add_generation_prompt, options)
+    return (_option_findings(d, options) + [LintWarning(c, i, t, f) for c, i, t, f in found]
+            + _no_generation_prompt(msgs, add_generation_prompt) + _typed_markers(d, msgs))
+
+
+def _lint_k2(
+    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    return _lint(d, normalize_messages(messages), normalize_tools(tools), add_generation_prompt, options)
 
 
 def _lint(
@@ -217,18 +303,22 @@ def _lint(
     add_generation_prompt: bool,
     options: Mapping[str, Any],
 ) -> list[LintWarning]:
-    out = _option_findings(d, options) + _schema_findings(d, msgs)
+    out = (_option_findings(d, options) + _schema_findings(d, msgs) + _no_generation_prompt(msgs, add_generation_prompt)
+           + _typed_markers(d, msgs))
+    end = unterminated_last_turn(d, msgs, add_generation_prompt)
+    if end is not None:
+        out.append(end)
+    if d.tools_typescript and tool_list:
+        failure = typescript_failure(deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list)
+        if failure is not None:
+            out.append(LintWarning(
+                "tools-not-typescript", None,
+                f"the official {d.name} tokenizer cannot write these tools as its TypeScript declaration "
+                f"({failure}): it catches the failure and declares them as JSON, which the model sees as is",
+                "tools",
+            ))
 
-    if msgs and not add_generation_prompt and msgs[-1]["role"] != "assistant":
-        out.append(LintWarning(
-            "no-generation-prompt", len(msgs) - 1,
-            f"the conversation ends with a {msgs[-1]['role']} turn but is rendered without a generation "
-            "prompt: nothing asks the model to answer (pass add_generation_prompt=True)",
-        ))
-
-    declared = None
-    if tool_list is not None:
-        declared = {t.get("function", {}).get("name") for t in tool_list if isinstance(t.get("function"), Mapping)}
+    declared = _declared(tool_list)
 
     seen: dict[str, int] = {}  # call id -> index of the assistant message that made it
     pending: Counter[str] = Counter()  # call ids not answered yet
@@ -305,6 +395,22 @@ def _lint(
     return out
 
 
+def unterminated_last_turn(d: Dialect, msgs: Sequence[Mapping[str, Any]], add_generation_prompt: bool) -> LintWarning | None:
+    """The ``unterminated-last-turn`` finding (``None`` when it does not apply): ``d`` (0905) writes no
+    ``<|im_end|>`` after the last message without a generation prompt (a prefill, as the official
+    template does), so a training example ending with an assistant turn never labels its end of turn."""
+    if add_generation_prompt or not d.omit_last_im_end_without_generation_prompt or not msgs:
+        return None
+    if msgs[-1].get("role") != "assistant":
+        return None  # no-generation-prompt says what matters there
+    return LintWarning(
+        "unterminated-last-turn", len(msgs) - 1,
+        f"{d.name} writes no {M.IM_END.text} after the last message without a generation prompt (a prefill): "
+        f"as training data, this assistant turn's end of turn ({M.IM_END.text}) is never labelled; "
+        "with add_generation_prompt=True the template closes it (and appends the untrained generation prompt)",
+    )
+
+
 def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``messages`` with every tool-call id rewritten as ``functions.NAME:IDX`` (IDX a running
     counter across the conversation, as the models were trained) and each tool result's
@@ -342,3 +448,9 @@ def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
             m["tool_call_id"] = ids.popleft() if len(ids) > 1 else ids[0]
         out[k] = m
     return out
+
+
+FamilyRules = Callable[[Dialect, Sequence[Any], "Sequence[Any] | None", bool, Mapping[str, Any]], "list[LintWarning]"]
+FAMILY_RULES: dict[str, FamilyRules] = {"k2": _lint_k2, "k3": _lint_k3}
+"""Format family (``Dialect.family``) -> its lint rules ``(dialect, messages, tools,
+add_generation_prompt, options) -> findings``; :func:`lint` and ``strict=True`` run the dialect's."""

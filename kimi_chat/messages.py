@@ -55,6 +55,8 @@ __all__ = [
     "normalize_tools",
     "schema_problems",
     "to_plain",
+    "plain_items",
+    "plain_messages",
 ]
 
 _PART = ConfigDict(extra="allow")
@@ -264,7 +266,7 @@ class InvalidMessagesError(KimiChatError, ValueError):
         for index, field, problem in errors:
             where = what if index is None else f"{what}[{index}]"
             if field:
-                where += "." + field
+                where += field if field.startswith("[") else "." + field
             lines.append(f"{where}: {problem}")
         super().__init__(f"invalid {what}: " + "; ".join(lines))
 
@@ -362,19 +364,44 @@ def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
         return None
 
 
-def to_plain(value: Any) -> Any:
+_LEAVE: Any = object()
+"""A stack entry of :func:`to_plain`: the walk leaves the container whose id is next to it."""
+
+
+def _path_text(link: tuple[Any, ...] | None) -> str:
+    keys: list[Any] = []
+    while link is not None:
+        link, key = link
+        keys.append(key)
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in reversed(keys))
+
+
+def to_plain(value: Any, *, index: int | None = None, what: str = "messages") -> Any:
     """Objects to plain data, as transformers does before rendering: pydantic models through
     ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively (iteratively:
-    any depth)."""
+    any depth).
+
+    A value that contains itself (a dict holding itself, a list appended to itself, a
+    self-referencing dataclass) raises :class:`InvalidMessagesError` (``what="tools"``:
+    :class:`InvalidToolsError`) naming ``what[index]`` and the path where it refers back (an
+    object shared by several branches, without a loop, is fine)."""
     root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    stack: list[tuple[Any, Any, Any, Any]] = [(value, root, 0, None)]
     tuples: list[tuple[Any, Any, list[Any]]] = []
+    # the containers from the root to the node being walked: id -> (object, link); holding the object
+    # keeps its id from being reused by another one while it is on the path
+    path: dict[int, tuple[Any, Any]] = {}
     while stack:
-        v, parent, key = stack.pop()
+        v, parent, key, link = stack.pop()
+        if v is _LEAVE:
+            del path[parent]
+            continue
         node = _children(v)
         if node is None:
             parent[key] = v
             continue
+        if id(v) in path:
+            raise _cycle_error(v, link, path[id(v)][1], index, what)
         kind, items = node
         out: Any = {} if kind is dict else [None] * len(items)
         parent[key] = out
@@ -382,10 +409,77 @@ def to_plain(value: Any) -> Any:
             tuples.append((parent, key, out))
         if kind is dict:
             out.update(dict.fromkeys(k for k, _ in items))  # the key order, filled in below
-        stack.extend((child, out, k) for k, child in reversed(items))
+        path[id(v)] = (v, link)
+        stack.append((_LEAVE, id(v), None, None))
+        stack.extend((child, out, k, (link, k)) for k, child in reversed(items))
     for parent, key, out in reversed(tuples):  # innermost first
         parent[key] = tuple(out)
     return root[0]
+
+
+def _cycle_error(v: Any, link: Any, first: Any, index: int | None, what: str) -> InvalidMessagesError:
+    top = what if index is None else f"{what}[{index}]"
+    problem = (f"circular reference: this {type(v).__name__} is {top}{_path_text(first)} again "
+               "(a value that contains itself cannot be rendered)")
+    errors: list[tuple[int | None, str, str]] = [(index, _path_text(link).removeprefix("."), problem)]
+    return InvalidToolsError(errors) if what == "tools" else InvalidMessagesError(errors, what)
+
+
+def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
+    """``items`` (messages or tools) with every object made plain data (:func:`to_plain`), at any
+    level; entries already plain are kept as they are (not copied). Cyclic values raise
+    :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
+    out = [t if type(t) is dict else to_plain(t, index=i, what=what) for i, t in enumerate(items)]
+    try:
+        marshal.dumps(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
+    except ValueError:
+        out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
+    return out
+
+
+def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """``messages`` as plain dicts, with no validation but a ``role`` in each (what the Kimi-K3 encoder
+    takes): message objects made dicts without their ``None``-valued keys, objects nested at any level
+    made plain (:func:`plain_items`). Raises :class:`InvalidMessagesError` naming the index."""
+    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
+        raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if type(m) is not dict:
+            if not isinstance(m, dict):
+                m = to_plain(m, index=i)
+                if not isinstance(m, dict):
+                    raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
+                m = {k: v for k, v in m.items() if v is not None}
+        elif ("tool_calls" in m or type(m.get("content")) is list) and _holds_objects(m):
+            # objects nested in a dict message (the OpenAI SDK's tool-call objects, a pydantic Function in
+            # a dict call...) made plain as K2 makes them (to_plain: one conversion for both families)
+            m = to_plain(m, index=i)
+        if "role" not in m:
+            raise InvalidMessagesError([(i, "role", "Field required")])
+        out.append(m)
+    return out
+
+
+def _holds_objects(m: dict[str, Any]) -> bool:
+    """Whether a dict message holds an object (not plain data) where the K3 encoder reads one: a tool
+    call, its ``function`` or ``arguments``, a content part. A few lookups: the check of every render."""
+    content = m.get("content")
+    if type(content) is list and any(type(p) is not dict for p in content):
+        return any(not isinstance(p, str) for p in content)
+    calls = m.get("tool_calls")
+    if not calls or type(calls) is not list:
+        return calls is not None and not isinstance(calls, (list, tuple, str, bytes, Mapping))
+    for call in calls:
+        if type(call) is not dict:
+            return True
+        fn = call.get("function", call)
+        if type(fn) is not dict:
+            return fn is not None
+        args = fn.get("arguments")
+        if args is not None and type(args) not in (str, dict):
+            return True
+    return False
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -401,7 +495,7 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         if type(m) is not dict:
-            m = to_plain(m)
+            m = to_plain(m, index=i)
             if not isinstance(m, dict):
                 raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
         out.append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
@@ -410,7 +504,7 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     except ValidationError as e:
         # objects nested at any level (the OpenAI SDK's tool-call objects inside a dict message,
         # dataclass content parts...): made plain, as transformers does, then validated again
-        plain = [to_plain(m) for m in out]
+        plain = [to_plain(m, index=i) for i, m in enumerate(out)]
         try:
             _RENDERABLE.validate_python(plain, strict=True)
         except ValidationError as e2:
@@ -451,11 +545,7 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
         return None
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
-    plain = [t if type(t) is dict else to_plain(t) for t in tools]
-    try:
-        marshal.dumps(plain)  # C speed: fails on any object that is not plain data, at any level
-    except ValueError:
-        plain = [to_plain(t) for t in plain]
+    plain = plain_items(tools, "tools")
     try:
         _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:

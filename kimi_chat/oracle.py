@@ -9,7 +9,9 @@ tokenize=False)`` does:
 * the rendering itself: transformers' sandboxed Jinja environment (``trim_blocks``, ``lstrip_blocks``,
   its own ``tojson``), compiled once per template text;
 * the Kimi tokenizer's own pre-processing: later ``tokenization_kimi.py`` versions sort the keys of
-  every dict in ``tools`` (``deep_sort_dict``), and the K2.5 tokenizer passes ``tools_ts_str``.
+  every dict in ``tools`` (``deep_sort_dict``), and the K2.5 / K2.6 tokenizer passes ``tools_ts_str``,
+  computed by its own ``tool_declaration_ts.py`` (from the reference data), or nothing when that
+  encoder fails (the template then writes the tools as JSON).
 
 transformers is an optional dependency (``pip install kimi-chat[verify]``).
 """
@@ -26,7 +28,7 @@ from .reference import reference_dir
 
 __all__ = [
     "OracleUnavailable", "deep_sort_dict", "render_template", "render_as_tokenizer", "render_official",
-    "oracle_template",
+    "oracle_template", "official_tools_ts", "official_tools_ts_encoder", "OFFICIAL_TOOLS_TS",
 ]
 
 
@@ -108,6 +110,43 @@ def oracle_template(dialect: Any) -> str:
     return _TEMPLATE_CACHE[path]
 
 
+OFFICIAL_TOOLS_TS = "Kimi-K2.6/tool_declaration_ts.py"
+"""The official K2.5/K2.6 TypeScript tool encoder in the reference data (Moonshot's own copy)."""
+_TS_MODULES: dict[Path, Any] = {}
+
+
+def official_tools_ts_encoder() -> Any:
+    """The official ``encode_tools_to_typescript_style`` (:data:`OFFICIAL_TOOLS_TS` of the reference
+    data, imported from there under a private module name, never copied). Raises
+    :class:`~kimi_chat.errors.ReferenceDataError` when the file is absent."""
+    import importlib.util
+
+    root = reference_dir()
+    path = root / OFFICIAL_TOOLS_TS if root is not None else None
+    if path is None or not path.is_file():
+        raise ReferenceDataError(f"{path or OFFICIAL_TOOLS_TS}: file not found (the official K2.5/K2.6 tool encoder)")
+    if path not in _TS_MODULES:
+        spec = importlib.util.spec_from_file_location("_kimi_chat_oracle_k26.tool_declaration_ts", path)
+        if spec is None or spec.loader is None:  # pragma: no cover - a regular .py file always has one
+            raise ReferenceDataError(f"{path}: cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _TS_MODULES[path] = module.encode_tools_to_typescript_style
+    return _TS_MODULES[path]
+
+
+def official_tools_ts(tools: Sequence[Any]) -> str | None:
+    """The ``tools_ts_str`` the official K2.5/K2.6 tokenizer passes to its template for ``tools``
+    (already key-sorted, as its ``apply_chat_template`` sorts them first): the official encoder's
+    result, or ``None`` where it raises (the tokenizer catches any ``Exception`` and the template
+    then declares the tools as JSON)."""
+    encode = official_tools_ts_encoder()
+    try:
+        return str(encode(tools))
+    except Exception:  # noqa: BLE001 - exactly what tokenization_kimi.apply_chat_template catches
+        return None
+
+
 def render_as_tokenizer(
     template: str,
     messages: Sequence[Any],
@@ -118,17 +157,18 @@ def render_as_tokenizer(
     **options: Any,
 ) -> str:
     """Render ``template`` as the official tokenizer of ``dialect`` would: transformers' machinery,
-    tool keys sorted where the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 (computed,
-    like the tokenizer does, from the tools it renders). Template errors propagate."""
+    tool keys sorted where the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 / K2.6 computed
+    by the official encoder (:func:`official_tools_ts`, with the tokenizer's fallback to JSON where it
+    fails). Template errors propagate."""
     from .dialects import get_dialect
 
     d = get_dialect(dialect)
     kwargs = dict(options)
     if d.tools_typescript and tools:
-        from .tools_ts import tools_to_typescript
-
         ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
-        kwargs.setdefault("tools_ts_str", tools_to_typescript(ts_tools))
+        ts = official_tools_ts(ts_tools)
+        if ts is not None:  # as the tokenizer: a failed encoding passes nothing, the template writes JSON
+            kwargs["tools_ts_str"] = ts
     return render_template(
         template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
         sort_tool_keys=d.sort_tool_keys, **kwargs,

@@ -569,6 +569,13 @@ class KimiTokenizer:
         ``allow_special=True`` (the official default): text equal to a special token's name (e.g.
         ``<|im_end|>``, or ``<|reserved_token_163700|>``) becomes that id. ``allow_special=False``:
         such text is encoded as ordinary text (several tokens), as for untrusted content.
+
+        Which path is safe for a prompt: ``encode(render(messages))`` (the default ``allow_special``)
+        turns a marker a user typed in a message into the control id (the turn ends there, or a fake
+        tool call appears); ``encode(render(messages), allow_special=False)`` breaks the template's own
+        markers. Tokenize prompts with :func:`kimi_chat.render_tokens` (markers as their ids, typed
+        text as text; ``special_tokens="strict"`` refuses typed markers), and see
+        :func:`kimi_chat.lint`'s ``typed-marker`` finding.
         """
         enc = self._enc
         if len(text) <= MAX_NO_WHITESPACES_CHARS:

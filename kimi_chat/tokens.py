@@ -45,6 +45,7 @@ tokenizer for K3, or the other way round) is refused with a :class:`~kimi_chat.e
 from __future__ import annotations
 
 import re
+import warnings
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,7 +55,8 @@ from typing import Any, Literal, NamedTuple, Optional
 
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
-from .messages import to_plain
+from .lint import unterminated_last_turn
+from .messages import normalize_messages, to_plain
 from .render import Layout, render_layout
 from .surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .tokenizer import KimiTokenizer, cut_points
@@ -559,7 +561,10 @@ def render_tokens(
     text, ``"strict"`` raises :class:`~kimi_chat.errors.RenderError` naming the message index,
     ``"special"`` encodes it as the special token. ``add_generation_prompt`` and
     ``continue_final_message`` are :func:`~kimi_chat.render.render`'s, and so is ``strict`` (refuse
-    what :func:`~kimi_chat.lint` reports as an error; default: official parity). Raises what
+    what :func:`~kimi_chat.lint` reports as an error; default: official parity). With a dialect that
+    leaves the last turn open without a generation prompt (0905, the default) and a conversation
+    ending with an assistant turn, a ``UserWarning`` says that turn's end is never labelled (lint's
+    ``unterminated-last-turn``; the ids stay the official ones). Raises what
     :func:`~kimi_chat.render.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is
     not a :class:`~kimi_chat.tokenizer.KimiTokenizer`.
 
@@ -581,6 +586,11 @@ def render_tokens(
                                          continue_final_message, special_tokens, strict, options)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
+    if not add_generation_prompt and not continue_final_message and d.omit_last_im_end_without_generation_prompt:
+        # a training example whose last assistant turn is never closed: say so (lint's finding), as a warning
+        finding = unterminated_last_turn(d, normalize_messages(messages), add_generation_prompt)
+        if finding is not None:
+            warnings.warn(str(finding), UserWarning, stacklevel=2)
     return _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
                   continue_final_message, dict(options), special_tokens)
 

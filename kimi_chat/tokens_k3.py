@@ -121,7 +121,7 @@ def render_tokens_k3(
     from .surrogates import warn_lone_surrogates
     from .tokens import RenderedTokens, _info
 
-    call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict)
+    call = _k3_call(d, add_generation_prompt, continue_final_message, options, messages, strict, tools)
     if call is None:
         raise ValueError(f"{d.name} is not a Kimi-K3 dialect")
     check_vocabulary(tokenizer, d)

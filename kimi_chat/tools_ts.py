@@ -68,8 +68,11 @@ an object or a boolean, a non-string description, a malformed ``properties``/``r
 gives a JSON pointer into the tool entry. What it accepts is encoded exactly as it encodes it, even
 when the schema is odd (a ``required`` string is a set of characters, an unknown scalar ``type`` string
 is printed as is, a string ``enum`` is a union of its characters): the tokenizer would show the model
-that text. Schemas nested deeper than 100 levels are rejected (the official encoder would hit Python's
-recursion limit somewhat later).
+that text. How deep a schema may nest is the official encoder's limit: it recurses, and a schema that
+exhausts Python's recursion limit makes it fail (and the tokenizer fall back to the JSON declaration);
+this encoder recurses the same number of frames per level (a few hundred levels fit, from a shallow
+caller), and raises :class:`ToolSchemaError` there, and for any schema nested deeper than
+:data:`MAX_SCHEMA_DEPTH` levels.
 
 Inputs are JSON values (what ``json.loads`` returns); the order of dict keys matters (properties are
 sorted, but ``$defs`` are declared in their order).
@@ -84,12 +87,13 @@ from typing import Any, Union
 
 from .errors import ToolSchemaError
 
-__all__ = ["tools_to_typescript", "MAX_SCHEMA_DEPTH"]
+__all__ = ["tools_to_typescript", "typescript_or_none", "typescript_failure", "MAX_SCHEMA_DEPTH"]
 
 _INDENT = "  "
 _FIELD_DELIMITER = ",\n"
-MAX_SCHEMA_DEPTH = 100
-"""Sub-schemas nested deeper than this raise :class:`ToolSchemaError`."""
+MAX_SCHEMA_DEPTH = 1000
+"""Sub-schemas nested deeper than this raise :class:`ToolSchemaError` (the official encoder, recursing
+several frames per level, cannot encode them under Python's default recursion limit of 1000)."""
 
 _UNION_TYPES = {
     "string": "string",
@@ -273,19 +277,16 @@ class _Object(_Type):
                 f"properties must be an object, got {_json_type(props)}", path + ("properties",)
             )
         required = _as_set(schema.get("required", []), ctx, path + ("required",))
-        for name, prop in props.items():
-            ppath = path + ("properties", name)
+        for name in props:
             if not isinstance(name, str):
                 raise ctx.error(f"property name {name!r} is not a string", path + ("properties",))
-            self.properties.append(
-                _Param(
-                    name=name,
-                    type=_parse(prop, ppath, ctx, depth + 1),
-                    optional=name not in required,
-                    default=prop.get("default") if isinstance(prop, dict) else None,
-                    path=ppath,
-                )
-            )
+        # a comprehension calling _parse, as in the official encoder: the same recursion depth per level
+        self.properties = [
+            _Param(name=name, type=_parse(prop, path + ("properties", name), ctx, depth + 1),
+                   optional=name not in required, default=prop.get("default") if isinstance(prop, dict) else None,
+                   path=path + ("properties", name))
+            for name, prop in props.items()
+        ]
 
     def ts(self, indent: str) -> str:
         required = sorted((p for p in self.properties if not p.optional), key=lambda p: p.name)
@@ -551,6 +552,17 @@ def _encode_function(function: dict, ctx: _Ctx) -> str:
     return "\n".join(x for x in ("\n".join(interfaces), desc or "", type_def) if x)
 
 
+def typescript_or_none(tools: Union[list[dict[str, Any]], None]) -> str | None:
+    """The ``tools_ts_str`` the official K2.5 / K2.6 tokenizer hands its template: :func:`tools_to_typescript`,
+    or ``None`` where the official encoder fails (:class:`ToolSchemaError`): its ``apply_chat_template``
+    catches any exception of the encoder and the template then declares the tools as JSON (what
+    :func:`kimi_chat.render` writes; :func:`kimi_chat.lint` reports it as ``tools-not-typescript``)."""
+    try:
+        return tools_to_typescript(tools)
+    except ToolSchemaError:
+        return None
+
+
 def tools_to_typescript(tools: Union[list[dict[str, Any]], None]) -> str:
     """The ``tools_ts_str`` the Kimi-K2.5 and Kimi-K2.6 tokenizer computes from an OpenAI ``tools`` list.
 
@@ -558,8 +570,26 @@ def tools_to_typescript(tools: Union[list[dict[str, Any]], None]) -> str:
     and a JSON pointer into its entry) for a declaration the official encoder cannot encode; emits a
     :class:`UserWarning` for each ``false`` sub-schema (encoded as ``null``).
     """
+    text, pending = _encode(tools)
+    for message in pending:
+        warnings.warn(message, UserWarning, stacklevel=2)
+    return text
+
+
+def typescript_failure(tools: Union[list[dict[str, Any]], None]) -> ToolSchemaError | None:
+    """Why the official encoder cannot encode ``tools`` (the :class:`ToolSchemaError`), or ``None``
+    when it can (no warnings emitted)."""
+    try:
+        _encode(tools)
+    except ToolSchemaError as e:
+        return e
+    return None
+
+
+def _encode(tools: Union[list[dict[str, Any]], None]) -> tuple[str, list[str]]:
+    """:func:`tools_to_typescript`'s text and the warnings it emits."""
     if not tools:
-        return ""
+        return "", []
     if not isinstance(tools, (list, tuple)):
         raise ToolSchemaError(f"tools must be a list, got {_json_type(tools)}")
     blocks = []
@@ -586,14 +616,16 @@ def tools_to_typescript(tools: Union[list[dict[str, Any]], None]) -> str:
             blocks.append(_encode_function(function, ctx))
         except ToolSchemaError:
             raise
-        except (RecursionError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        except RecursionError:
+            # the official encoder recurses as deeply per level, and fails here too
+            raise ctx.error("schema nested deeper than Python's recursion limit allows (the official encoder "
+                            "fails too)", ("function", "parameters")) from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
             # Safety net: every known failure is reported above with its exact path.
             raise ctx.error(
                 f"unexpected {type(exc).__name__} while encoding: {exc}", ("function",)
             ) from exc
         pending.extend(ctx.warnings)
     if not blocks:
-        return ""
-    for message in pending:
-        warnings.warn(message, UserWarning, stacklevel=2)
-    return "# Tools\n\n## functions\nnamespace functions {\n" + "\n".join(blocks) + "\n}\n"
+        return "", []
+    return "# Tools\n\n## functions\nnamespace functions {\n" + "\n".join(blocks) + "\n}\n", pending

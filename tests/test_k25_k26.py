@@ -118,3 +118,40 @@ def test_reasoning_key_order_against_oracle():
         for drop in ((), ("reasoning_content",), ("reasoning",), ("reasoning_content", "thinking")):
             m = [msgs[0], {k: v for k, v in msgs[1].items() if k not in drop}]
             assert render(m, dialect=dialect) == render_official(m, dialect=dialect), (dialect, drop)
+
+
+TS_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}}]
+GROUP_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
+    "type": "object", "properties": {"g": {"$ref": "#/$defs/group/items"}},
+    "$defs": {"group": {"type": "object", "properties": {"items": {"type": "string"}}}}}}}]
+
+
+@needs_reference
+@pytest.mark.parametrize("dialect", [K25, K26])
+def test_oracle_computes_tools_ts_with_the_official_encoder(dialect, monkeypatch):
+    """Issue 20 item 8: the oracle's tools_ts_str comes from Moonshot's tool_declaration_ts.py (reference
+    data), not from kimi_chat's encoder: breaking ours leaves the official rendering as it was."""
+    import kimi_chat.tools_ts as ours
+    from kimi_chat.oracle import official_tools_ts_encoder
+
+    msgs = [{"role": "user", "content": "Weather?"}]
+    official = render_official(msgs, dialect=dialect, tools=TS_TOOLS)
+    assert official_tools_ts_encoder()(TS_TOOLS) in official  # the official encoder's text, as the template puts it
+    monkeypatch.setattr(ours, "tools_to_typescript", lambda tools: "BROKEN")
+    monkeypatch.setattr(ours, "typescript_or_none", lambda tools: "BROKEN")
+    assert render_official(msgs, dialect=dialect, tools=TS_TOOLS) == official
+
+
+@needs_reference
+@pytest.mark.parametrize("dialect", [K25, K26])
+def test_tools_the_official_encoder_refuses_render_as_official(dialect):
+    """The official tokenizer catches the encoder's failure and its template declares the tools as JSON;
+    render does the same (it raised ToolSchemaError before)."""
+    msgs = [{"role": "user", "content": "Weather?"}]
+    official = render_official(msgs, dialect=dialect, tools=GROUP_TOOLS)
+    assert "namespace functions" not in official
+    assert render(msgs, dialect=dialect, tools=GROUP_TOOLS) == official
+    # one failing tool among good ones: the whole list is declared as JSON, as the official does
+    both = TS_TOOLS + GROUP_TOOLS
+    assert render(msgs, dialect=dialect, tools=both) == render_official(msgs, dialect=dialect, tools=both)

@@ -184,6 +184,44 @@ def test_message_objects_render_as_their_dicts():
     assert render_k3(objs) == render_k3(dicts)
 
 
+def test_openai_sdk_objects_inside_dict_messages():
+    """Issue 20 item 12: the pattern of OpenAI's function-calling docs (SDK tool-call objects inside a
+    dict message, a pydantic ``Function`` inside a dict call, a dataclass content part) renders like the
+    plain dicts, in render, render_segments and render_tokens, as it does for K2."""
+    pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
+    from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
+
+    import kimi_chat
+
+    @dataclasses.dataclass
+    class Part:
+        type: str
+        text: str
+
+    sdk_call = ChatCompletionMessageFunctionToolCall(id="c1", type="function", function=Function(name="f", arguments='{"a": 1}'))
+    objs = [{"role": "user", "content": [Part("text", "hi")]},
+            {"role": "assistant", "content": "", "tool_calls": [sdk_call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c2", "type": "function", "function": Function(name="f", arguments='{"a": 2}')}]}]
+    dicts = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+             {"role": "assistant", "content": "", "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+             {"role": "assistant", "content": "", "tool_calls": [
+                 {"id": "c2", "type": "function", "function": {"name": "f", "arguments": '{"a": 2}'}}]}]
+    expected = kimi_chat.render(dicts, dialect="kimi-k3")
+    assert 'tool="f" index="1"' in expected and expected.count('key="a"') == 2
+    assert kimi_chat.render(objs, dialect="kimi-k3") == expected
+    assert kimi_chat.render(objs, dialect="kimi-k3", strict=True) == expected
+    assert kimi_chat.render_segments(objs, dialect="kimi-k3") == kimi_chat.render_segments(dicts, dialect="kimi-k3")
+    if HAS_TIKTOKEN:
+        tok = kimi_chat.KimiTokenizer.from_reference("k3")
+        assert (kimi_chat.render_tokens(objs, tokenizer=tok, dialect="kimi-k3").ids
+                == kimi_chat.render_tokens(dicts, tokenizer=tok, dialect="kimi-k3").ids)
+    assert objs[1]["tool_calls"][0] is sdk_call  # the caller's messages are not changed
+
+
 def test_inputs_are_not_mutated():
     msgs = [{"role": "assistant", "tool_calls": [CALL, {**CALL, "id": "c2", "function": {"name": "g", "arguments": "x"}}]},
             {"role": "tool", "tool_call_id": "c2", "name": "stale", "content": "b"},
@@ -303,8 +341,10 @@ def test_render_dispatches_kimi_k3_by_family():
     assert kimi_chat.render(msgs, dialect="kimi-k3", preserve_thinking=True) == render_k3(msgs)
     with pytest.raises(kimi_chat.StrictModeError, match="preserve_thinking"):
         kimi_chat.render(msgs, dialect="kimi-k3", preserve_thinking=True, strict=True)
-    with pytest.raises(kimi_chat.StrictModeError, match=r"unknown-role: messages\[0\]\.role"):
+    with pytest.raises(kimi_chat.StrictModeError, match=r"developer-role: messages\[0\]\.role"):
         kimi_chat.render([{"role": "developer", "content": "x"}, *msgs], dialect="kimi-k3", strict=True)
+    with pytest.raises(kimi_chat.StrictModeError, match=r"unknown-role: messages\[0\]\.role"):
+        kimi_chat.render([{"role": "moderator", "content": "x"}, *msgs], dialect="kimi-k3", strict=True)
     assert kimi_chat.render(msgs, dialect="kimi-k3", thinking_effort="low", strict=True) == render_k3(
         msgs, thinking_effort="low")
     with pytest.raises(kimi_chat.RenderError, match="continue_final_message"):

@@ -597,18 +597,22 @@ def test_error_names_the_right_tool_among_several():
 
 
 def test_too_deep_schema_raises_instead_of_recursing():
+    # deeper than Python's recursion limit lets the official encoder go: it fails (and the tokenizer
+    # falls back to JSON); so does this encoder, with a ToolSchemaError
     schema: dict = {"type": "string"}
     for _ in range(MAX_SCHEMA_DEPTH + 5):
         schema = {"type": "array", "items": schema}
     e = err(schema)
-    assert "deeper" in str(e) and e.path.startswith("/function/parameters/properties/x/items/items")
+    assert "deeper" in str(e) and e.path.startswith("/function/parameters")
 
 
 def test_deep_but_allowed_schema_encodes():
+    # 200 levels: the official encoder encodes them (it recurses out at ~247 object levels from a
+    # shallow caller; the equality of the two is checked by test_encoder_equals_the_official_one)
     schema: dict = {"type": "string"}
-    for _ in range(MAX_SCHEMA_DEPTH - 2):
+    for _ in range(200):
         schema = {"type": "object", "properties": {"a": schema}}
-    assert one(schema).count("{") == MAX_SCHEMA_DEPTH - 2
+    assert one(schema).count("{") == 200
 
 
 def test_cyclic_python_schema_raises():
@@ -776,3 +780,104 @@ def test_well_formed_schemas_always_encode_and_declare_every_property(props):
     assert "interface A string\n" in out
     for name in props:
         assert f"\n  {name}?: " in out
+
+
+# ------------------------------------------------------- against the official encoder (issue 20 item 8)
+# Moonshot's own tool_declaration_ts.py (../shared/reference/Kimi-K2.6/), imported from the reference
+# directory at test time: equal text where it encodes, a ToolSchemaError exactly where it raises (the
+# tokenizer then falls back to the JSON declaration).
+
+
+def _official_or_skip():
+    from kimi_chat.oracle import OFFICIAL_TOOLS_TS, official_tools_ts
+
+    if reference_file(OFFICIAL_TOOLS_TS) is None:
+        pytest.skip(f"reference file {OFFICIAL_TOOLS_TS} not found (../shared/reference or $KIMI_CHAT_REFERENCE_DIR)")
+    return official_tools_ts
+
+
+def _same_as_official(tools):
+    import logging
+
+    from kimi_chat.tools_ts import typescript_or_none
+
+    official = _official_or_skip()
+    logging.disable(logging.WARNING)  # the official encoder logs false schemas
+    try:
+        theirs = official(copy.deepcopy(tools))
+    finally:
+        logging.disable(logging.NOTSET)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = typescript_or_none(copy.deepcopy(tools))
+    assert ours == theirs
+
+
+_DIFF = settings(max_examples=max(300, settings().max_examples), deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_leaf_odd = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4)
+_json_odd = st.recursive(_leaf_odd, lambda c: st.lists(c, max_size=3) | st.tuples(c)
+                         | st.dictionaries(st.text(max_size=3), c, max_size=3), max_leaves=6)
+
+
+@pytest.mark.oracle
+@_DIFF
+@given(_schema, st.text(max_size=5))
+def test_encoder_equals_the_official_one_for_a_property(schema, name):
+    _same_as_official([{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {"p": schema},
+        "$defs": {"A": {"type": "string"}, "group": {"type": "object", "properties": {"items": {"type": "string"}}}}}}}])
+
+
+@pytest.mark.oracle
+@_DIFF
+@given(_schema)
+def test_encoder_equals_the_official_one_for_the_parameters(schema):
+    _same_as_official([{"type": "function", "function": {"name": "f", "parameters": schema}}])
+
+
+@pytest.mark.oracle
+@_DIFF
+@given(st.lists(_json_odd | st.fixed_dictionaries({"type": st.sampled_from(["function", "other"]) | _json_odd},
+                                                   optional={"function": st.fixed_dictionaries(
+                                                       {}, optional={"name": _json_odd, "description": _json_odd,
+                                                                     "parameters": _schema}) | _json_odd}),
+                max_size=3))
+def test_encoder_equals_the_official_one_for_any_tools_list(tools):
+    _same_as_official(tools)
+
+
+def _deep_tools(kind: str, depth: int) -> list:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema} if kind == "array" else (
+            {"type": "object", "properties": {"a": schema}} if kind == "object" else (
+                {"anyOf": [schema]} if kind == "anyOf" else {"type": "object", "additionalProperties": schema}))
+    return [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": schema}}}}]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("kind", ["array", "object", "anyOf", "additionalProperties"])
+def test_encoder_equals_the_official_one_for_deep_schemas(kind):
+    # both recurse: from the same caller they encode the same depths and fail from the same one on
+    # (found here by bisection: where depends on the caller's own stack depth)
+    from kimi_chat.tools_ts import typescript_or_none
+
+    official = _official_or_skip()
+    lo, hi = 1, 1000  # official encodes lo, fails at hi
+    assert official(_deep_tools(kind, lo)) is not None and official(_deep_tools(kind, hi)) is None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if official(_deep_tools(kind, mid)) is not None else (lo, mid)
+    assert hi > 150  # a few hundred levels fit
+    for depth in (lo - 1, lo, hi, hi + 1):
+        assert typescript_or_none(_deep_tools(kind, depth)) == official(_deep_tools(kind, depth)), depth
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("ref", ["#/$defs/group/items", "#/$defs/Missing", "#/definitions/A", "group"])
+def test_refs_the_official_encoder_refuses(ref):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"g": {"$ref": ref}}, "$defs": {"group": {"type": "object"}}}}}]
+    assert _official_or_skip()(tools) is None
+    _same_as_official(tools)

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..messages import to_plain
 from .jsonvalue import INVALID, json_value
 from .output import DeltaBuffer, joined
 from .types import ParsedToolCall, ToolCallStatus
@@ -32,11 +33,13 @@ ToolIndex = dict[str, tuple[frozenset[str], frozenset[str]]]
 Warn = Callable[..., None]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, index: int) -> Any:
+    # tools[index] as plain data (messages.to_plain: any depth; a value containing itself raises
+    # InvalidToolsError naming where)
     if hasattr(value, "model_dump"):
         return value.model_dump(exclude_none=True)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+        return to_plain(value, index=index, what="tools")
     return value
 
 
@@ -58,12 +61,12 @@ def normalise_tools(
     out: dict[str, Mapping[str, Any]] = {}
     where: dict[str, int] = {}
     for i, t in enumerate(tools):
-        t = _plain(t)
+        t = _plain(t, i)
         if not isinstance(t, Mapping):
             raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
         if t.get("type", "function") != "function":
             continue
-        fn = _plain(t.get("function", t))
+        fn = _plain(t.get("function", t), i)
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise error(f"tools[{i}]: no function name")
         name = fn["name"]

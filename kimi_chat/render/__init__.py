@@ -21,7 +21,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError, UnsupportedOptionError
-from ..lint import check_strict, check_strict_k3
+from ..lint import check_strict
 from ..messages import normalize_messages, normalize_tools
 from .k2 import render_k2
 from .k3 import render_k3, render_k3_segments
@@ -147,6 +147,7 @@ def _k3_call(
     options: Mapping[str, Any],
     messages: Sequence[Any] = (),
     strict: bool = False,
+    tools: Sequence[Any] | None = None,
 ) -> dict[str, Any] | None:
     """For a K3-family dialect, the keyword arguments of :mod:`kimi_chat.render.k3`'s functions
     (the XTML renderer builds its own segments, not through a :class:`Writer`); ``None`` for K2."""
@@ -158,7 +159,7 @@ def _k3_call(
     _check_bool("strict", strict)
     _check_bool("continue_final_message", continue_final_message)
     if strict:
-        check_strict_k3(d, messages, options)
+        check_strict(d, messages, tools, True if add_generation_prompt is None else add_generation_prompt, options)
     if continue_final_message:
         raise RenderError(f"continue_final_message is not supported by {d.name}: the official K3 tokenizer "
                           "has no such option")
@@ -205,7 +206,7 @@ def render(
     ``return_dict=True`` or ``return_assistant_tokens_mask=True`` (this returns text: token ids come from
     :func:`~kimi_chat.render_tokens`) and ``TypeError`` for a non-bool flag.
     """
-    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict)
+    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict, tools)
     if k3 is not None:
         return render_k3(messages, tools, **k3)
     w = Writer(marked=False)
@@ -226,7 +227,7 @@ def render_segments(
     """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
     to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``.
     ``strict`` and the other arguments are :func:`render`'s."""
-    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict)
+    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict, tools)
     if k3 is not None:
         return [Segment(g.text, g.message_index, g.trainable) for g in render_k3_segments(messages, tools, **k3)]
     w = Writer(marked=True)

@@ -191,9 +191,10 @@ def render_k2(
         w.mark(-1, False)
         declared = None
         if d.tools_typescript:
-            from ..tools_ts import tools_to_typescript
+            from ..tools_ts import typescript_or_none
 
-            declared = tools_to_typescript(tool_list) or None
+            # "" (no function tool) and a failed encoding both leave the template its JSON declaration
+            declared = typescript_or_none(tool_list) or None
         emit(_TOOL_DECLARE)
         if declared is None:
             emit(d.tools_prefix)

@@ -55,7 +55,7 @@ from kimi_chat.render.k3_inputs import (
     xtml_type,
 )
 from kimi_chat.render.k3_inputs import response_schema as schema_of
-from kimi_chat.messages import to_plain
+from kimi_chat.messages import plain_items
 from kimi_chat.surrogates import warn_lone_surrogates
 from kimi_chat.tokenizer import MAX_NO_WHITESPACES_CHARS
 
@@ -333,7 +333,7 @@ def _build(
 
     if tools:
         if isinstance(tools, (list, tuple)):
-            tools = [t if type(t) is dict else to_plain(t) for t in tools]
+            tools = plain_items(tools, "tools")
         _declare(parts, tools, _TOOLS_BODY, None)
     if thinking and thinking_effort is not None:
         parts += _EFFORT_MESSAGES[thinking_effort]

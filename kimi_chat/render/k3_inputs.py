@@ -13,11 +13,12 @@ index and field where the official encoder raises.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import InvalidMessagesError, to_plain
+from kimi_chat.messages import plain_messages as messages_of
 from kimi_chat.nesting import too_deep_error
 from kimi_chat.oracle import deep_sort_dict
 
@@ -223,23 +224,6 @@ def tool_run(msgs: list[dict[str, Any]], i: int, tool_calls: Any) -> tuple[int, 
     if len(run) > 1:
         run.sort(key=lambda item: (item[0], item[1]))
     return j, [(k, name) for _, k, name in run]
-
-
-def messages_of(messages: Sequence[Any]) -> list[dict[str, Any]]:
-    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
-        raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        if type(m) is not dict:
-            if not isinstance(m, dict):
-                m = to_plain(m)
-                if not isinstance(m, dict):
-                    raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
-                m = {k: v for k, v in m.items() if v is not None}
-        if "role" not in m:
-            raise InvalidMessagesError([(i, "role", "Field required")])
-        out.append(m)
-    return out
 
 
 def response_schema(response_format: Any) -> Any:

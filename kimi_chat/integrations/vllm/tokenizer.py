@@ -292,7 +292,13 @@ class KimiChatVllmTokenizer:
 
     def encode(self, text: str, truncation: bool | None = None, max_length: int | None = None,
                add_special_tokens: bool = True) -> list[int]:
-        """Ids of prompt text, special-token text as the special id (the official ``encode``)."""
+        """Ids of prompt text, special-token text as the special id (the official ``encode``).
+
+        Not safe for a prompt holding untrusted text: ``encode(render(messages))`` turns a marker a user
+        typed (``<|im_end|>``...) into the control id. The safe paths give the ids of
+        :func:`kimi_chat.render_tokens` (typed markers kept as text): the kimi_chat renderer vLLM's chat
+        endpoints use, and :meth:`apply_chat_template` with ``tokenize=True``; :func:`kimi_chat.lint`
+        reports typed markers (``typed-marker``)."""
         ids = self.kimi.encode(text)
         if truncation and max_length is not None and len(ids) > max_length:
             ids = ids[-max_length:] if self._truncation_side == "left" else ids[:max_length]
