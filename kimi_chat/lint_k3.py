@@ -94,7 +94,9 @@ def k3_findings(
     for i, m in enumerate(msgs):
         role = m.get("role")
         if role not in K3_ROLES:
-            code = "developer-role" if role == "developer" else "unknown-role"
+            # a developer message is what the OpenAI SDK sends for system instructions: dropping it is
+            # official behaviour a user should hear of (a warning); any other role is an error
+            code = "developer-dropped" if role == "developer" else "unknown-role"
             hint = " (the OpenAI SDK's system instructions: send them as role 'system')" if role == "developer" else ""
             out.append((code, i, f"{d.name}'s official encoder drops {role!r} messages: this one is not in the "
                         f"prompt{hint}", "role"))

@@ -340,9 +340,9 @@ def test_render_tokens_strict_refuses_what_render_strict_refuses():
     import kimi_chat
 
     tok = kimi_chat.KimiTokenizer.from_reference("k3")
-    msgs = [{"role": "developer", "content": "x"}, {"role": "user", "content": "hi"}]
-    with pytest.raises(kimi_chat.StrictModeError, match=r"developer-role: messages\[0\]\.role"):
+    msgs = [{"role": "moderator", "content": "x"}, {"role": "user", "content": "hi"}]
+    with pytest.raises(kimi_chat.StrictModeError, match=r"unknown-role: messages\[0\]\.role"):
         kimi_chat.render_tokens(msgs, tokenizer=tok, dialect="kimi-k3", strict=True)
-    # parity (default): the official encoder drops the developer message
+    # parity (default): the official encoder drops the message
     assert kimi_chat.render_tokens(msgs, tokenizer=tok, dialect="kimi-k3").ids == kimi_chat.render_tokens(
         msgs[1:], tokenizer=tok, dialect="kimi-k3").ids
