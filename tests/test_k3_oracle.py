@@ -158,3 +158,18 @@ def test_tool_declarations_cached_only_for_equal_inputs():
         assert render_k3(msgs, tools) == official
         seen.add(official)
     assert len(seen) == 4
+
+
+@pytest.mark.parametrize("value", ["false", "", 0, 1, None, [], "no"])
+def test_non_bool_thinking_renders_as_the_official_truth_value(value):
+    """The official encoder reads ``thinking`` by truth value (``thinking="false"`` thinks): render
+    and render_k3_ids do the same (parity) and lint reports it (``non-bool-option``, so strict refuses)."""
+    import kimi_chat
+
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "reasoning_content": "r"},
+            {"role": "user", "content": "again"}]
+    assert kimi_chat.render(msgs, dialect="kimi-k3", thinking=value) == official_k3_render(msgs, thinking=value)
+    tok = KimiTokenizer.from_reference("k3")
+    assert render_k3_ids(msgs, tok, thinking=value) == official_k3_ids(msgs, thinking=value)
+    codes = [(w.code, w.severity) for w in kimi_chat.lint(msgs, dialect="kimi-k3", thinking=value)]
+    assert ("non-bool-option", "error") in codes

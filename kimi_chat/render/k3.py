@@ -521,7 +521,7 @@ def render_k3(
     (or have no ``role``) and :class:`~kimi_chat.errors.RenderError` where the official encoder raises.
     """
     _check_flag("add_generation_prompt", add_generation_prompt)
-    _check_flag("thinking", thinking)
+    thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
     return "".join(
         _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
                response_format, response_schema, image_prompts, False)
@@ -537,7 +537,7 @@ def _build_split(
     add_generation_prompt = options.get("add_generation_prompt", True)
     thinking = options.get("thinking", True)
     _check_flag("add_generation_prompt", add_generation_prompt)
-    _check_flag("thinking", thinking)
+    thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
     return _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
                   options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
                   options.get("image_prompts"), True, marks)
