@@ -130,8 +130,20 @@ def test_tiny_k3_model_has_k3_special_tokens_and_is_recognised(model, k3_tokeniz
     assert model.marker_tokens() == {M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text}
     # the tokenizer kimi_chat builds from the GGUF names K3's special ids as the reference K3 tokenizer does
     tok = model.tokenizer()
-    assert {n: i for n, i in tok.special_tokens.items() if i < 163840} == dict(k3_tokenizer.special_tokens)
-    assert tok.eos_id == M.K3_END_OF_MSG.id
+    assert tok.eos_id == M.K3_END_OF_MSG.id == k3_tokenizer.eos_id  # the model's eos (issue 20 item 9)
+
+
+def test_k3_tokenizer_from_the_gguf_is_the_engines_size(model, k3_tokenizer):
+    """K3's official tokenizer has 256 special ids (no ``+ 2``): the one built from a K3 GGUF has exactly
+    the engine's vocabulary, so no id it encodes is one the engine does not have (issue 20 item 9)."""
+    tok = model.tokenizer()
+    assert tok.vocab_size == model.n_vocab == k3_tokenizer.vocab_size == 163840
+    assert dict(tok.special_tokens) == dict(k3_tokenizer.special_tokens)
+    for i in (163840, 163841):  # K2's two ids beyond the model
+        text = f"<|reserved_token_{i}|>"
+        assert text not in tok.special_tokens
+        ids = tok.encode(text)
+        assert ids == k3_tokenizer.encode(text) and max(ids) < model.n_vocab
 
 
 @pytest.mark.parametrize("options", [{}, {"thinking": False}, {"tool_choice": "required"}])
