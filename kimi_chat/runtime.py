@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -482,7 +481,8 @@ class NativeModel:
         for item in self.chat_stream(messages, **kwargs):
             if isinstance(item, ChatResult):
                 result = item
-        assert result is not None
+        if result is None:  # chat_stream always ends with its ChatResult: a broken stream, said so
+            raise KimiChatError(f"{self.path}: the chat stream ended without a result")
         return result
 
     # ------------------------------------------------------------------ templates
@@ -503,10 +503,6 @@ class NativeModel:
         from .runtime_chat import render_embedded
 
         return render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
-
-
-def _progress_to_stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # the conformance report (its own module; it imports this one lazily)

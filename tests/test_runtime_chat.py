@@ -16,7 +16,8 @@ from kimi_chat import markers as M
 from kimi_chat.dialects import Dialect, get_dialect
 from kimi_chat.parse import Delta
 from kimi_chat.reference import reference_file
-from kimi_chat.runtime import ChatResult
+from kimi_chat.errors import KimiChatError
+from kimi_chat.runtime import ChatResult, NativeModel
 from kimi_chat.runtime_chat import chat_stream
 from kimi_chat.tokens import render_tokens
 
@@ -54,6 +55,9 @@ class IdStream:
 
     def piece(self, tid: int) -> bytes:
         return self.tok.id_to_bytes(tid)
+
+    def chat_stream(self, messages: Any, **kwargs: Any) -> Iterator[Any]:
+        return chat_stream(self, messages, **kwargs)  # type: ignore[arg-type]
 
 
 def run(model: IdStream, messages: Any = USER, **kwargs: Any) -> tuple[list[Delta], ChatResult]:
@@ -112,3 +116,22 @@ def test_k3_markers_typed_as_text_survive(k3tok):
     assert result.message["content"] == TYPED_K3 and result.message["reasoning_content"] == "they asked"
     assert streamed(deltas, "content") == TYPED_K3
     assert result.finish_reason == "stop" and result.parsed.warnings == []
+
+
+def test_chat_returns_the_streams_result(k2tok):
+    ids = k2tok.encode(TYPED_K2, allow_special=False) + [M.IM_END.id]
+    result = NativeModel.chat(IdStream(k2tok, K2, ids, {M.IM_END.id}), USER)  # type: ignore[arg-type]
+    assert isinstance(result, ChatResult) and result.message["content"] == TYPED_K2
+
+
+class NoResult(IdStream):
+    """A chat stream that ends without its ChatResult (a broken stream)."""
+
+    def chat_stream(self, messages: Any, **kwargs: Any) -> Iterator[Any]:
+        return iter([Delta(content="x")])
+
+
+def test_chat_without_a_result_is_an_error_not_an_assert(k2tok):
+    """A real check (``python -O`` strips an ``assert``, and chat() would return None)."""
+    with pytest.raises(KimiChatError, match="ended without a result"):
+        NativeModel.chat(NoResult(k2tok, K2, [], set()), USER)  # type: ignore[arg-type]
