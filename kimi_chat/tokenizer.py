@@ -538,8 +538,7 @@ class KimiTokenizer:
         ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"``, ``"k2.5"`` or ``"k2.6"``; or ``"k3"``:
         the Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
         config was not found. The directory is ``reference_dir`` or
-        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``, else
-        ``../shared/reference``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
+        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
         (163586) for ``"k2.6"`` and ``<|end_of_msg|>`` (163586) for ``"k3"`` (:data:`REFERENCE_EOS`)."""
         if config not in REFERENCE_CONFIGS and config != "k3":
             known = sorted([*REFERENCE_CONFIGS, "k3"])
