@@ -221,6 +221,29 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+def test_chat_keeps_k3_markers_typed_as_text(model, k3_tokenizer):
+    """Issue 20 item 3, K3: the response spells ``<|end_of_msg|>`` and a message close as text (a grammar
+    forces them as literals, so ordinary tokens), then closes the message with the real tags."""
+    import re
+
+    typed = f"Type {M.K3_END_OF_MSG.text} or {M.K3_CLOSE.text}message{M.K3_SEP.text} to stop."
+    user = [{"role": "user", "content": "How do I stop?"}]
+    answer = {"role": "assistant", "content": typed}
+    prompt = render_tokens(user, tokenizer=k3_tokenizer, dialect=K3, thinking=False).ids
+    full = render_tokens(user + [answer], tokenizer=k3_tokenizer, dialect=K3, thinking=False,
+                         add_generation_prompt=False).ids
+    text = k3_tokenizer.decode(full[len(prompt):])
+    assert text.startswith(typed) and text.endswith(M.K3_END_OF_MSG.text)
+    # after the typed text, the closing tags as token references (the end of the message is the engine's)
+    tags = [p for p in re.split(r"(<\|(?:open|close|sep)\|>)", text[len(typed):-len(M.K3_END_OF_MSG.text)]) if p]
+    gbnf = "root ::= " + " ".join([f'"{typed}"'] + [p if p.startswith("<|") else f'"{p}"' for p in tags]) + "\n"
+    result = model.chat(user, grammar=gbnf, max_tokens=64, temperature=0, thinking=False)
+    ids = result.completion_ids
+    assert ids[-1] == M.K3_END_OF_MSG.id and M.K3_END_OF_MSG.id not in ids[:-1]
+    assert result.message["content"] == typed and result.finish_reason == "stop"
+    assert result.parsed.warnings == []
+
+
 def test_cli_tiny_model_and_run_for_k3(tmp_path):
     out = tmp_path / "k3.gguf"
     p = _cli("tiny-model", "-d", K3, str(out))

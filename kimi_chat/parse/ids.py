@@ -14,10 +14,12 @@ that holds back an incomplete character or a possible stop string) is served too
 
 * **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
   tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) the ids' bytes are decoded
-  incrementally, as a streaming detokenizer does; when they spell exactly the chunk's text (the
-  usual case), each credit holds the offset of its marker: exact for any chunking. A chunk whose
-  text is not its ids' (the text lags them, a relay stripped or altered it, a server handed over
-  part of the text with all the ids) gives credits without offsets, as without a decoder.
+  incrementally, as a streaming detokenizer does; when they spell the chunk's text (the usual case),
+  each credit holds the offset of its marker: exact for any chunking. When the text is only the start
+  of what the ids spell (a server leaves out the stop token's text, or its text lags the ids), the
+  markers within the text have offsets and the rest a lower bound (the end of the text). A chunk whose text is not its ids' (a relay
+  stripped or altered it, a server handed over part of the text with all the ids) gives credits
+  without offsets, as without a decoder.
 * **Without one**, credits are taken in order, first occurrence first. Exact when no chunk holds,
   for one spelling, both a real marker and a typed copy (every chunk of one token, the usual
   stream, is exact); otherwise which occurrences are real is a guess, warned ``ambiguous_marker``.
@@ -71,6 +73,13 @@ def token_bytes(tokenizer: Any) -> Callable[[int], bytes]:
                     f"not {type(tokenizer).__name__}")
 
 
+class _After(int):
+    """A credit whose marker lies at or after this offset (the id came with a chunk whose text ended
+    before the marker's: a lagging text, or a stop token's text left out)."""
+
+    __slots__ = ()
+
+
 class TokenMarkers:
     """The credits of one parse (see the module docstring).
 
@@ -84,6 +93,8 @@ class TokenMarkers:
         self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
         """Special id -> its spelling, for the spellings of ``table`` that have an id."""
         self.credits: dict[str, deque[int | None]] = {s: deque() for s in self.ids.values()}
+        """Per spelling: an offset (the marker is there), ``None`` (the next occurrence), or an
+        :class:`_After` offset (the next occurrence at or after it)."""
         self.warn = warn
         self._bytes = None if tokenizer is None else token_bytes(tokenizer)
         self._utf8 = Utf8Chunks()
@@ -109,9 +120,12 @@ class TokenMarkers:
                 s = ids.get(i)
                 if s is not None:
                     found.append((s, offset + n - len(s)))
-            if "".join(parts) == text:  # aligned: each marker is where its id put it
+            spelled = "".join(parts)
+            if spelled.startswith(text):  # aligned: each marker is where its id put it; past the text (a
+                # server withholds the stop token's text, or its text lags the ids) the offset is unknown
+                end = offset + len(text)
                 for s, at in found:
-                    credits[s].append(at)
+                    credits[s].append(at if at + len(s) <= end else _After(end))
                 return
         for i in token_ids:  # no decoder, or the text is not the ids' (it lags them, or was altered)
             s = ids.get(i)
@@ -135,6 +149,11 @@ class TokenMarkers:
             return True
         while q:
             want = q[0]
+            if type(want) is _After:  # the marker's text had not come with its chunk: not before its end
+                if offset < want:
+                    return False
+                q.popleft()
+                return True
             if want is None or want == offset:
                 q.popleft()
                 return True
