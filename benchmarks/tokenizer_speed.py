@@ -7,7 +7,7 @@ The corpus is built in-process (no download): Python standard-library source (co
 comments) interleaved with multilingual prose, emoji, numbers and whitespace runs, cut into documents
 of ``--doc-chars`` chars. Every tokenizer encodes the same documents one call at a time (single
 thread); the ids are checked to agree before timing. Needs the reference data
-(``$KIMI_CHAT_REFERENCE_DIR`` or ``../shared/reference``).
+(``$KIMI_CHAT_REFERENCE_DIR``).
 """
 
 from __future__ import annotations

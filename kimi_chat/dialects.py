@@ -15,6 +15,7 @@ Each dialect carries its provenance status, from ``../shared/reference/PROVENANC
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -274,18 +275,38 @@ def dialect_names(*, aliases: bool = True) -> list[str]:
     return list(DIALECTS) + (list(ALIASES) if aliases else [])
 
 
+_MODEL_K3 = re.compile(r"kimi-?k3(?![0-9.])")
+_MODEL_K26 = re.compile(r"k2[.-]?6(?![0-9])")
+_MODEL_K25 = re.compile(r"k2[.-]?5(?![0-9])")
+_MODEL_K2 = re.compile(r"k2(?![0-9.])")
+_MODEL_BASE = re.compile(r"(?:^|-)base(?:$|-)")
+
+
 def dialect_for_model(model: str) -> str | None:
     """The canonical dialect a model name implies (a Hugging Face id such as
-    ``moonshotai/Kimi-K2-Thinking``, an API model name such as ``kimi-k2.5``, a GGUF ``general.name``),
-    or ``None`` when the name is not a Kimi model or does not tell which template revision it uses
-    (``Kimi-K2-Instruct`` had several)."""
-    n = model.lower().replace("_", "-").replace(" ", "-")
+    ``moonshotai/Kimi-K2-Thinking``, an API model name such as ``kimi-k2.5``, a GGUF ``general.name``
+    such as ``Kimi K2 Instruct 0905``; case, ``_``/space for ``-`` and the organisation prefix do not
+    matter), or ``None`` when the name does not tell:
+
+    * ``Kimi-K3`` -> ``kimi-k3``; ``Kimi-K2.6`` / ``Kimi-K2.5`` (also ``K2-6``, ``K26``) -> ``kimi-k2.6`` /
+      ``kimi-k2.5``; ``Kimi-K2-Thinking`` -> ``kimi-k2-thinking@rev1``; ``Kimi-K2-Instruct-0905`` ->
+      ``kimi-k2-instruct-0905``;
+    * ``None`` for ``Kimi-K2-Instruct`` (its template had several revisions), base models
+      (``Kimi-K2-Base``: not trained on a chat format), and Kimi models of other formats (Kimi-VL,
+      Kimi-Linear, Kimi-Dev, Kimi-Audio, ``kimi-thinking-preview``...), whose names have no ``K2``/``K3``."""
+    n = model.lower().replace("_", "-").replace(" ", "-").rsplit("/", 1)[-1]
     if "kimi" not in n and "k2" not in n:
         return None
-    if any(k in n for k in ("k2.6", "k2-6", "k26")):
+    if _MODEL_BASE.search(n):
+        return None
+    if _MODEL_K3.search(n):
+        return KIMI_K3.name
+    if _MODEL_K26.search(n):
         return "kimi-k2.6"
-    if any(k in n for k in ("k2.5", "k2-5", "k25")):
+    if _MODEL_K25.search(n):
         return "kimi-k2.5"
+    if not _MODEL_K2.search(n):
+        return None
     if "thinking" in n:
         return "kimi-k2-thinking@rev1"
     if "0905" in n:

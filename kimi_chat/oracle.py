@@ -99,7 +99,7 @@ def oracle_template(dialect: Any) -> str:
     root = reference_dir()
     if root is None:
         raise ReferenceDataError(
-            "reference data not found: set $KIMI_CHAT_REFERENCE_DIR or place it at ../shared/reference"
+            "reference data not found: set $KIMI_CHAT_REFERENCE_DIR to the reference directory"
         )
     path = root / d.oracle
     if path not in _TEMPLATE_CACHE:

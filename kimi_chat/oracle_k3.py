@@ -59,7 +59,7 @@ def _root(ref: str | os.PathLike[str] | None) -> Path:
     root = Path(ref) if ref is not None else reference_dir()
     if root is None:
         raise ReferenceDataError(
-            "reference data not found: set $KIMI_CHAT_REFERENCE_DIR or place it at ../shared/reference"
+            "reference data not found: set $KIMI_CHAT_REFERENCE_DIR to the reference directory"
         )
     for rel in (f"{K3_ORACLE_DIR}/encoding_k3.py", f"{K3_ORACLE_DIR}/tokenization_kimi.py", _TIKTOKEN):
         if not (root / rel).is_file():

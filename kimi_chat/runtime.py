@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -250,9 +249,14 @@ class NativeModel:
             if ident.dialect is not None and ident.match == "exact":
                 return get_dialect(ident.dialect), f"embedded template: {ident.label}"
             return get_dialect(DEFAULT_DIALECT), "default; embedded template not identified"
-        if self._lib.llama_vocab_n_tokens(self._vocab) > M.K3_OPEN.id and self.token_text(M.K3_OPEN.id) == M.K3_OPEN.text:
+        if self._k3_vocabulary():
             return get_dialect("kimi-k3"), f"vocabulary: {M.K3_OPEN.text} at {M.K3_OPEN.id} (Kimi-K3, no template)"
         return get_dialect(DEFAULT_DIALECT), "default; the GGUF embeds no template"
+
+    def _k3_vocabulary(self) -> bool:
+        """The engine's vocabulary is Kimi-K3's: ``<|open|>`` at its K3 id (where K2 has ``<|im_end|>``)."""
+        n = int(self._lib.llama_vocab_n_tokens(self._vocab))
+        return n > M.K3_OPEN.id and self.token_text(M.K3_OPEN.id) == M.K3_OPEN.text
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -345,11 +349,15 @@ class NativeModel:
         if len(ranks) != (num_base or self.n_vocab):
             raise KimiChatError(f"{self.path}: the vocabulary is not a Kimi (tiktoken) vocabulary")
         config: dict[str, Any] = {"added_tokens_decoder": added}
+        # eos: the engine's end of generation (the model's eos: <|im_end|> for K2.6, <|end_of_msg|> for K3)
         for key, getter in (("bos_token", "llama_vocab_bos"), ("eos_token", "llama_vocab_eos")):
             tid = getattr(self._lib, getter)(self._vocab)
             if tid is not None and 0 <= tid < self.n_vocab:
                 config[key] = self.token_text(tid)
-        return KimiTokenizer(ranks, config)
+        # the official tokenizers number 256 + 2 special ids (K2 line; two beyond the model's 163840) or,
+        # for Kimi-K3, 256: exactly the engine's vocabulary
+        num_special = M.K3_NUM_RESERVED_SPECIAL if self._k3_vocabulary() else M.NUM_RESERVED_SPECIAL + 2
+        return KimiTokenizer(ranks, config, num_special=num_special)
 
     def marker_tokens(self, dialect: str | Dialect | None = None) -> frozenset[str]:
         """Spellings of the output format's markers (of ``dialect``'s family, default the model's) that
@@ -473,7 +481,8 @@ class NativeModel:
         for item in self.chat_stream(messages, **kwargs):
             if isinstance(item, ChatResult):
                 result = item
-        assert result is not None
+        if result is None:  # chat_stream always ends with its ChatResult: a broken stream, said so
+            raise KimiChatError(f"{self.path}: the chat stream ended without a result")
         return result
 
     # ------------------------------------------------------------------ templates
@@ -494,10 +503,6 @@ class NativeModel:
         from .runtime_chat import render_embedded
 
         return render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
-
-
-def _progress_to_stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # the conformance report (its own module; it imports this one lazily)

@@ -52,7 +52,9 @@ def chat_stream(
         gbnf = model.request_grammar(tools=tools, tool_choice=tool_choice,
                                     parallel_tool_calls=parallel_tool_calls, dialect=d,
                                     reasoning=reasoning, **options)
-    parser = StreamParser(d, tools=tools, **options)
+    # each token's bytes go to the parser with its id: a marker spelled by ordinary tokens (the model
+    # writing "Type <|im_end|> to stop." as text) stays text; only the special id is the marker
+    parser = StreamParser(d, tools=tools, tokenizer=model.piece, **options)
     end_of_turn = format_for(d).end_of_turn_ids
     out: list[int] = []
     pieces: list[bytes] = []
@@ -64,11 +66,11 @@ def chat_stream(
             if tid in end_of_turn:  # <|im_end|>, [EOS] (K3: <|end_of_msg|>): the parser sees the end of the turn
                 b = model.piece(tid)
                 pieces.append(b)
-                yield from parser.feed(b)
+                yield from parser.feed(b, (tid,))
             break
         b = model.piece(tid)
         pieces.append(b)
-        yield from parser.feed(b)
+        yield from parser.feed(b, (tid,))
     yield from parser.finish()
     parsed = parser.message
     if ended:

@@ -97,9 +97,13 @@ REFERENCE_CONFIGS: Final[Mapping[str, str]] = {
 the July-2025 Kimi-K2-Instruct config; ``"k2.5"`` and ``"k2.6"`` the (unverified) K2.6-derived one
 with the media and ``<think>`` tokens (K2.6's tokenizer files are byte-identical to K2.5's; only
 the eos differs, see :data:`REFERENCE_EOS`)."""
-REFERENCE_EOS: Final[Mapping[str, str]] = {"k2.6": IM_END.text}
+REFERENCE_EOS: Final[Mapping[str, str]] = {"k2.6": IM_END.text, "k3": _M.K3_END_OF_MSG.text}
 """The eos token of a reference config where the model's ``eos_token_id`` is not the config's
-``eos_token``: Kimi-K2.6 ends generation at ``<|im_end|>`` (163586), K2.5 and K2 at ``[EOS]`` (163585)."""
+``eos_token``: Kimi-K2.6 ends generation at ``<|im_end|>`` (163586), K2.5 and K2 at ``[EOS]`` (163585).
+Kimi-K3 ends generation at ``<|end_of_msg|>`` (163586, the end of every message; ``eos_token_id`` of
+its ``config.json`` / ``generation_config.json``, PROVENANCE.md): its official ``tokenization_kimi.py``
+takes ``eos_id`` from the config's ``eos_token`` (constructor default ``[EOS]``; K3's
+``tokenizer_config.json`` was not found), so, as for K2.6, ``eos_id`` is the model's eos."""
 _REFERENCE_TIKTOKEN = "tokenizer/tiktoken.model"
 
 K3_CONFIG: Final[Mapping[str, Any]] = {
@@ -534,9 +538,8 @@ class KimiTokenizer:
         ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"``, ``"k2.5"`` or ``"k2.6"``; or ``"k3"``:
         the Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
         config was not found. The directory is ``reference_dir`` or
-        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``, else
-        ``../shared/reference``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
-        (163586) for ``"k2.6"`` (:data:`REFERENCE_EOS`)."""
+        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
+        (163586) for ``"k2.6"`` and ``<|end_of_msg|>`` (163586) for ``"k3"`` (:data:`REFERENCE_EOS`)."""
         if config not in REFERENCE_CONFIGS and config != "k3":
             known = sorted([*REFERENCE_CONFIGS, "k3"])
             raise ValueError(f"unknown reference config {config!r}; choose one of {known}")
@@ -544,8 +547,9 @@ class KimiTokenizer:
         if d is None:
             raise ReferenceDataError(_missing_reason())
         if config == "k3":
-            return cls.from_files(d / _REFERENCE_TIKTOKEN, K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL)
-        tok = cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
+            tok = cls.from_files(d / _REFERENCE_TIKTOKEN, K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL)
+        else:
+            tok = cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
         eos = REFERENCE_EOS.get(config)
         if eos is not None:
             tok.eos_id = tok.token_to_id(eos)

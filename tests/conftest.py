@@ -7,11 +7,18 @@ went missing cannot pass with every oracle test skipped (issue 11 item 4)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from kimi_chat.reference import missing_reason, reference_dir
+from kimi_chat.reference import ENV_VAR, missing_reason, reference_dir
+
+# The suite's default for the reference data: ../shared/reference beside this repository (the library
+# itself looks only where $KIMI_CHAT_REFERENCE_DIR or an argument says; subprocesses inherit this).
+_REPO_REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference"
+if not os.environ.get(ENV_VAR) and _REPO_REFERENCE.is_dir():
+    os.environ[ENV_VAR] = str(_REPO_REFERENCE)
 
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 """Whether this run is CI (``$CI``, as CI services set it)."""

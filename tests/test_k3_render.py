@@ -260,7 +260,8 @@ def test_k3_tokenizer(tok):
     for m in M.K3_MARKERS:
         assert tok.special_tokens[m.text] == m.id
         assert tok.encode(m.text) == [m.id]
-    assert tok.eos_id == M.EOS.id and tok.bos_id == M.BOS.id
+    # eos is the model's (config.json eos_token_id <|end_of_msg|>; as K2.6's <|im_end|>); bos the constructor's
+    assert tok.eos_id == M.K3_END_OF_MSG.id and tok.bos_id == M.BOS.id
     assert tok.decode([M.K3_END_OF_MSG.id]) == "<|end_of_msg|>"
     assert M.IM_END.text not in tok.special_tokens  # K2's <|im_end|> id is K3's <|end_of_msg|>
     assert tok.encode("<|open|>", allow_special=False) != [M.K3_OPEN.id]

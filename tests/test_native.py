@@ -412,6 +412,21 @@ def test_chat_end_to_end_streams_what_it_returns(model):
 
 
 @needs_llama
+def test_chat_keeps_a_marker_typed_as_text(model):
+    """Issue 20 item 3: the model writes ``<|im_end|>`` as text (a grammar forces the literal: llama.cpp
+    samples an end-of-generation token only where the grammar may end, so the literal is spelled by
+    ordinary tokens), then ends the turn. chat() feeds the parser each id: the typed marker stays text."""
+    typed = f"Type {M.IM_END.text} to stop."
+    gbnf = 'root ::= "' + typed + '"\n'
+    result = model.chat([{"role": "user", "content": "How do I stop?"}], grammar=gbnf, max_tokens=48,
+                        temperature=0)
+    ids = result.completion_ids
+    assert M.IM_END.text in model.detokenize(ids[:-1]) and M.IM_END.id not in ids[:-1]  # typed, not the id
+    assert model.is_eog(ids[-1]) and result.finish_reason == "stop"
+    assert result.message["content"] == typed and result.parsed.warnings == []
+
+
+@needs_llama
 def test_chat_with_tool_results_in_history(model):
     messages = [
         {"role": "user", "content": "Weather in Paris?"},

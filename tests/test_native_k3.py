@@ -130,8 +130,20 @@ def test_tiny_k3_model_has_k3_special_tokens_and_is_recognised(model, k3_tokeniz
     assert model.marker_tokens() == {M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text}
     # the tokenizer kimi_chat builds from the GGUF names K3's special ids as the reference K3 tokenizer does
     tok = model.tokenizer()
-    assert {n: i for n, i in tok.special_tokens.items() if i < 163840} == dict(k3_tokenizer.special_tokens)
-    assert tok.eos_id == M.K3_END_OF_MSG.id
+    assert tok.eos_id == M.K3_END_OF_MSG.id == k3_tokenizer.eos_id  # the model's eos (issue 20 item 9)
+
+
+def test_k3_tokenizer_from_the_gguf_is_the_engines_size(model, k3_tokenizer):
+    """K3's official tokenizer has 256 special ids (no ``+ 2``): the one built from a K3 GGUF has exactly
+    the engine's vocabulary, so no id it encodes is one the engine does not have (issue 20 item 9)."""
+    tok = model.tokenizer()
+    assert tok.vocab_size == model.n_vocab == k3_tokenizer.vocab_size == 163840
+    assert dict(tok.special_tokens) == dict(k3_tokenizer.special_tokens)
+    for i in (163840, 163841):  # K2's two ids beyond the model
+        text = f"<|reserved_token_{i}|>"
+        assert text not in tok.special_tokens
+        ids = tok.encode(text)
+        assert ids == k3_tokenizer.encode(text) and max(ids) < model.n_vocab
 
 
 @pytest.mark.parametrize("options", [{}, {"thinking": False}, {"tool_choice": "required"}])
@@ -207,6 +219,32 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     return subprocess.run([sys.executable, "-m", "kimi_chat.cli", *args], capture_output=True, text=True, env=env,
                           timeout=300)
+
+
+def test_chat_keeps_k3_markers_typed_as_text(model, k3_tokenizer):
+    """Issue 20 item 3, K3: the response spells ``<|end_of_msg|>`` as text (a grammar forces the literal;
+    llama.cpp samples an end-of-generation token only where the grammar may end, so ordinary tokens; a
+    literal ``<|close|>`` may be sampled as the special token, which is why only the end is typed here),
+    then closes the message with the real tags."""
+    import re
+
+    typed = f"Type {M.K3_END_OF_MSG.text} to stop."
+    user = [{"role": "user", "content": "How do I stop?"}]
+    answer = {"role": "assistant", "content": typed}
+    prompt = render_tokens(user, tokenizer=k3_tokenizer, dialect=K3, thinking=False).ids
+    full = render_tokens(user + [answer], tokenizer=k3_tokenizer, dialect=K3, thinking=False,
+                         add_generation_prompt=False).ids
+    text = k3_tokenizer.decode(full[len(prompt):])
+    assert text.startswith(typed) and text.endswith(M.K3_END_OF_MSG.text)
+    # after the typed text, the closing tags as token references (the end of the message is the engine's)
+    tags = [p for p in re.split(r"(<\|(?:open|close|sep)\|>)", text[len(typed):-len(M.K3_END_OF_MSG.text)]) if p]
+    gbnf = "root ::= " + " ".join([f'"{typed}"'] + [p if p.startswith("<|") else f'"{p}"' for p in tags]) + "\n"
+    result = model.chat(user, grammar=gbnf, max_tokens=64, temperature=0, thinking=False)
+    ids = result.completion_ids
+    assert model.is_eog(ids[-1]) and M.K3_END_OF_MSG.id not in ids[:-1]  # the typed one is ordinary tokens
+    assert M.K3_END_OF_MSG.text in model.detokenize(ids[:-1])
+    assert result.message["content"] == typed and result.finish_reason == "stop"
+    assert result.parsed.warnings == []
 
 
 def test_cli_tiny_model_and_run_for_k3(tmp_path):

@@ -23,7 +23,7 @@ def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tokenizer", metavar="DIR",
         help="model snapshot directory with tiktoken.model and tokenizer_config.json (default: the reference "
-        "data, $KIMI_CHAT_REFERENCE_DIR or ../shared/reference: the Kimi-K3 tokenizer for kimi-k3, the K2.6-derived "
+        "data in $KIMI_CHAT_REFERENCE_DIR: the Kimi-K3 tokenizer for kimi-k3, the K2.6-derived "
         "config for reasoning dialects and the July-2025 K2-Instruct config otherwise)",
     )
     p.add_argument("--tokenizer-config", metavar="FILE",

@@ -24,7 +24,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "template for DIALECT as tokenizer.chat_template (a Kimi-K3 dialect: K3's special tokens, "
         "<|end_of_msg|> as end of generation, no template). Its output is noise, but real engines load, "
         "tokenize and generate with it. Needs the reference tokenizer files "
-        "($KIMI_CHAT_REFERENCE_DIR or ../shared/reference) or --tokenizer-dir.",
+        "($KIMI_CHAT_REFERENCE_DIR) or --tokenizer-dir.",
     )
     p.add_argument("out", help="output .gguf path (an existing file is replaced only if it is a GGUF file)")
     p.add_argument("--dialect", "-d", default=DEFAULT_DIALECT, help=f"embedded template (default {DEFAULT_DIALECT})")

@@ -18,10 +18,12 @@ took one (one of them was typed: ``'say <|im_end|> ok'`` lagging its ids).
 
 * **With a decoder** (``tokenizer=``: a :class:`~kimi_chat.tokenizer.KimiTokenizer`, a ``transformers``
   tokenizer or a callable ``id -> bytes``, see :func:`token_bytes`) the ids' bytes are decoded
-  incrementally, as a streaming detokenizer does; when they spell exactly the chunk's text (the
-  usual case), each credit holds the offset of its marker: exact for any chunking. A chunk whose
-  text is not its ids' (the text lags them, a relay stripped or altered it, a server handed over
-  part of the text with all the ids) gives credits without offsets, as without a decoder.
+  incrementally, as a streaming detokenizer does; when they spell the chunk's text (the usual case),
+  each credit holds the offset of its marker: exact for any chunking. When the text is only the start
+  of what the ids spell (a server leaves out the stop token's text, or its text lags the ids), the
+  markers within the text have offsets and the rest a lower bound (the end of the text). A chunk whose text is not its ids' (a relay
+  stripped or altered it, a server handed over part of the text with all the ids) gives credits
+  without offsets, as without a decoder.
 * **Without one**, credits are taken in order, first occurrence first. Exact when no chunk holds,
   for one spelling, both a real marker and a typed copy (every chunk of one token, the usual
   stream, is exact); otherwise which occurrences are real is a guess, warned ``ambiguous_marker``.
@@ -89,6 +91,7 @@ class TokenMarkers:
         self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
         """Special id -> its spelling, for the spellings of ``table`` that have an id."""
         self.credits: dict[str, deque[int | None]] = {s: deque() for s in self.ids.values()}
+        """Per spelling: an offset (the marker is there) or ``None`` (the next occurrence)."""
         self.warn = warn
         self._bytes = None if tokenizer is None else token_bytes(tokenizer)
         self._utf8 = Utf8Chunks()

@@ -33,7 +33,6 @@ def tok():
 @pytest.fixture(autouse=True)
 def _no_env_override(monkeypatch):
     monkeypatch.delenv(F.DIALECT_ENV, raising=False)
-    plugin._SERVER_FAMILY.clear()
 
 
 @pytest.fixture()
@@ -140,10 +139,29 @@ def test_under_kimi_chat_without_tools_sglang_strips_the_markers(tok):
 def test_the_tokenizer_chooses_the_family(tok):
     assert plugin.KimiChatDetector(tokenizer=tok).family == "k3"
     assert plugin.KimiChatReasoningDetector(force_reasoning=True, tokenizer=tok).family == "k3"
-    # a detector SGLang builds without a tokenizer follows the server's first choice
-    assert plugin.KimiChatDetector().family == "k3"
-    plugin._SERVER_FAMILY.clear()
+    # per detector (issue 20 item 19): a K2 tokenizer after a K3 one is K2, and the K3 one stays K3
+    k2 = hf_tokenizer("k2.6")
+    assert plugin.KimiChatDetector(tokenizer=k2).family == "k2"
+    assert plugin.KimiChatReasoningDetector(force_reasoning=True, tokenizer=tok).family == "k3"
+    # no server in this process: a detector built without a tokenizer does not follow earlier detectors
+    assert plugin.KimiChatDetector(tokenizer=tok).family == "k3"
     assert plugin.KimiChatDetector().family == "k2"
+
+
+def test_a_detector_without_a_tokenizer_reads_the_servers(tok, monkeypatch):
+    """SGLang builds a detector without a tokenizer for the structural tag of ``tool_choice``; the
+    family is then the one of the tokenizer SGLang's own server state holds (one model per server)."""
+    import sys
+    import types
+
+    server = types.ModuleType(plugin._HTTP_SERVER)
+    state = types.SimpleNamespace(tokenizer_manager=types.SimpleNamespace(tokenizer=tok))
+    server.get_global_state = lambda: state
+    monkeypatch.setitem(sys.modules, plugin._HTTP_SERVER, server)
+    assert plugin.KimiChatDetector().family == "k3"
+    state.tokenizer_manager.tokenizer = hf_tokenizer("k2.6")
+    assert plugin.KimiChatDetector().family == "k2"
+    assert plugin.KimiChatDetector(tokenizer=tok).family == "k3"  # its own tokenizer first
 
 
 def test_env_override(monkeypatch):

@@ -434,3 +434,35 @@ def test_call_cut_before_its_arguments(tok_instruct):
     acc, _, _ = run_stream(tok_instruct, CUT_BEFORE_ARGS)
     assert acc.result() == cut_before_args_expect()
     assert run_whole(tok_instruct, CUT_BEFORE_ARGS) == cut_before_args_expect()
+
+
+# ------------------------------------------------------------------------------------ typed markers
+
+
+def _typed_think_end_ids(tok) -> tuple[list[int], str, str]:
+    """A K2.6 output whose reasoning mentions ``</think>`` as text (ordinary tokens, as a model writes a
+    marker it talks about), right before the real ``</think>`` id: ``(ids, reasoning, content)``."""
+    from kimi_chat.tokenizer import KimiTokenizer
+
+    typed = KimiTokenizer.from_reference("k2.6").encode(M.THINK_END.text, allow_special=False)
+    assert M.THINK_END.id not in typed and len(typed) > 1
+    enc = lambda s: tok.encode(s, add_special_tokens=False)  # noqa: E731
+    reasoning = f"I could write {M.THINK_END.text} here"
+    ids = enc("I could write ") + typed + enc(" here") + [M.THINK_END.id] + enc("Answer.") + [M.IM_END.id]
+    return ids, reasoning, "Answer."
+
+
+@pytest.mark.parametrize("where", ["one_token", "think_end_last", "with_the_next_token", "whole_output"])
+def test_typed_think_end_in_a_multi_token_delta_does_not_end_reasoning(tok_reasoning, where):
+    """Issue 20 item 4: with several tokens per delta (speculative decoding, ``stream_interval``) the
+    typed ``</think>`` and the real one come in one delta; the stages decode the delta's ids with vLLM's
+    tokenizer, so only the special id ends reasoning. ``whole_output``: the stop token is in the delta
+    too, and vLLM leaves its text out of the delta text."""
+    case = next(c for c in ALL_CASES if c.name == "k26_prefilled_think")
+    out, reasoning, content = _typed_think_end_ids(tok_reasoning)
+    k = out.index(M.THINK_END.id) + 1  # the first delta ends with the real </think>
+    step = {"one_token": 1, "think_end_last": k, "with_the_next_token": k + 1, "whole_output": len(out)}[where]
+    acc, finish, _ = H.stream(tok_reasoning, _parser_cls(tok_reasoning, "kimi_chat"), _request(case, stream=True),
+                              _ctk(case), prompt_ids(tok_reasoning, case), out, stop=True, step=step)
+    assert acc.result() == (content, reasoning, [])
+    assert finish == "stop"

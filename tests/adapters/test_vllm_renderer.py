@@ -359,6 +359,21 @@ def test_tokenizer_like_surface(renderer_for):
     assert tok.get_added_vocab()[M.IM_END.text] == M.IM_END.id
 
 
+def test_parsers_decode_ids_with_our_tokenizer(renderer_for):
+    """Issue 20 item 4: under ``--tokenizer-mode kimi_chat`` the parsers' stages get this tokenizer; a
+    ``</think>`` typed as text next to the real one, in one delta, stays reasoning."""
+    from kimi_chat.integrations import ReasoningStage
+
+    tok = renderer_for("kimi-k2.6").get_tokenizer()
+    assert tok.convert_ids_to_tokens(M.THINK_END.id) == M.THINK_END.text  # one id, one string (transformers)
+    assert tok.convert_ids_to_tokens([M.THINK_END.id]) == [M.THINK_END.text]
+    typed = tok.kimi.encode(M.THINK_END.text, allow_special=False)
+    ids = tok.encode("see ") + typed + [M.THINK_END.id] + tok.encode("Answer.")
+    stage = ReasoningStage(prefilled=True, tokenizer=tok)
+    reasoning, rest = stage.feed(tok.decode(ids), ids)
+    assert (reasoning, rest) == (f"see {M.THINK_END.text}", "Answer.")
+
+
 def test_incremental_detokenization_through_vllm(renderer_for):
     """vLLM's own incremental detokenizer (the slow path a non-HF tokenizer takes) over our tokenizer."""
     from vllm.tokenizers.detokenizer_utils import convert_prompt_ids_to_tokens, detokenize_incrementally

@@ -24,13 +24,17 @@ Diagnostics go to the logger ``kimi_chat.integrations.sglang`` (levels: see
 :mod:`kimi_chat.integrations.diagnostics`); a call that is not executable (cut before its arguments)
 is not returned, only logged.
 
-Kimi-K3: the same classes; the family comes from the tokenizer SGLang passes the detectors (or
-``$KIMI_CHAT_DIALECT``; a detector built without a tokenizer follows the first one that had one).
+Kimi-K3: the same classes; the family comes from the tokenizer SGLang passes each detector (or
+``$KIMI_CHAT_DIALECT``; a detector built without a tokenizer reads the SGLang server's own tokenizer).
 Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps K3's special tokens in
 the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
 makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
 false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
 detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag.
+
+SGLang hands its detectors text only (``parse_streaming_increment(new_text)``: no token ids), so a
+marker the model typed as ordinary tokens (a ``</think>`` it mentions inside its reasoning) reads as the
+marker here; the vLLM plugin gets each delta's ids and the tokenizer and tells the two apart.
 
 The tool-call detector parses ``<think>``/``</think>`` as plain text (it cannot tell whether a
 reasoning detector ran before it); after a reasoning block, a stray ``</think>`` in the content is
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,18 +62,23 @@ from ...parse import ToolCallStatus
 from .. import K3_RESPONSE_OPEN, BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 from ..family import choose_family
 
-_SERVER_FAMILY: list[str] = []
-"""The family the first detector given a tokenizer chose (one model per SGLang server): for a detector
-SGLang builds without one (some of its code paths do)."""
+_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
+
+
+def _server_tokenizer() -> Any:
+    """The tokenizer of the SGLang server this process runs (its ``http_server`` global state: one
+    model per server), or ``None`` (no server running here; the module is never imported for this)."""
+    mod = sys.modules.get(_HTTP_SERVER)
+    state = mod.get_global_state() if mod is not None and hasattr(mod, "get_global_state") else None
+    manager = getattr(state, "tokenizer_manager", None)
+    return getattr(manager, "tokenizer", None)
 
 
 def _family(tokenizer: Any) -> str:
-    if tokenizer is None and _SERVER_FAMILY:
-        return _SERVER_FAMILY[0]
-    fam = choose_family(tokenizer, None, LOGGER)
-    if tokenizer is not None:
-        _SERVER_FAMILY[:] = [fam]
-    return fam
+    """The family of one detector: from its own tokenizer; a detector SGLang builds without one (for the
+    structural tag of ``tool_choice``, for instance) reads the server's tokenizer. Nothing is kept
+    between detectors: two tokenizers in one process each get their own family."""
+    return choose_family(tokenizer if tokenizer is not None else _server_tokenizer(), None, LOGGER)
 
 __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 

@@ -234,7 +234,10 @@ class KimiChatReasoningParser(ReasoningParser):
             if mode == "none":
                 self._ended = True
                 return DeltaMessage(content=delta_text)
-            self._stage = ReasoningStage(prefilled=mode == "prefilled", logger=LOGGER, family=self._family)
+            # the framework's tokenizer decodes the delta's ids: with several tokens per delta
+            # (speculative decoding, stream_interval) a </think> typed as text still is text
+            self._stage = ReasoningStage(prefilled=mode == "prefilled", logger=LOGGER, family=self._family,
+                                         tokenizer=self.model_tokenizer)
         reasoning, rest = self._stage.feed(delta_text, delta_token_ids)
         if rest is not None:
             # the raw rest goes on as "content": vLLM hands it to the tool parser
@@ -327,7 +330,8 @@ class KimiChatToolParser(ToolParser):
         request: Any,
     ) -> DeltaMessage | None:
         if self._stage is None:
-            self._stage = BodyStage(tools=self._tools_for(request), logger=LOGGER, **self._body(request))
+            self._stage = BodyStage(tools=self._tools_for(request), logger=LOGGER, tokenizer=self.model_tokenizer,
+                                    **self._body(request))
         return self._delta(self._stage.feed(delta_text, delta_token_ids))
 
     def finish_streaming(self) -> DeltaMessage | None:

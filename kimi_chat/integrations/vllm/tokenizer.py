@@ -352,12 +352,18 @@ class KimiChatVllmTokenizer:
             return t2i.get(tokens, self.kimi.unk_id if self.kimi.unk_id is not None else M.UNK.id)
         return [self.convert_tokens_to_ids(t) for t in tokens]  # type: ignore[misc]
 
-    def convert_ids_to_tokens(self, ids: Sequence[int], skip_special_tokens: bool = False) -> list[str]:
-        """Token strings of ids (out-of-range ids: ``""``)."""
+    def convert_ids_to_tokens(self, ids: Sequence[int] | int, skip_special_tokens: bool = False) -> list[str] | str:
+        """Token strings of ids (out-of-range ids: ``""``); one id gives one string (as transformers)."""
         toks = self.kimi._vocab()[0]
         n = len(toks)
+        if isinstance(ids, int):
+            return toks[ids] if 0 <= ids < n else ""
         skip = self.kimi._skip_ids if skip_special_tokens else ()
         return [toks[i] if 0 <= i < n else "" for i in ids if i not in skip]
+
+    def id_to_bytes(self, token_id: int) -> bytes:
+        """Raw bytes of one token (a special token's name in UTF-8): how kimi_chat's parsers decode ids."""
+        return self.kimi.id_to_bytes(token_id)
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         """Text of token strings (byte-level strings and special-token names), invalid UTF-8 replaced."""
