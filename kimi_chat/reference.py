@@ -36,6 +36,7 @@ REQUIRED_FILES: tuple[str, ...] = (
     "unverified/Kimi-K2-Instruct-0905.chat_template.candidate-B.jinja",
     "Kimi-K2-Thinking/chat_template.rev1.jinja",
     "unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
+    "unverified/Kimi-K2.5.chat_template.reconstructed.jinja",
     "unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
     "unverified/Kimi-K2.6-derived.chat_template.jinja",
     "llama.cpp-adaptations/llama.cpp__Kimi-K2-Thinking.jinja",
