@@ -96,3 +96,23 @@ def test_readme_inspect_example_is_what_inspect_prints(tmp_path, monkeypatch, ca
     write_gguf(tmp_path / name, (REFERENCE / _EXAMPLE_FILES[name]).read_text(encoding="utf-8"), tokens=tokens,
                types=types, name="Kimi-K2-Thinking", eos=M.EOS.id)
     assert _run_cli(argv, tmp_path, monkeypatch, capsys) == shown
+
+
+def test_readme_reference_table_lists_every_required_file():
+    # issue 20 item 2: where a user outside this repository gets each file of the reference data
+    import hashlib
+
+    from kimi_chat.reference import REQUIRED_FILES
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Reference data\n", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, str] = {}
+    for row in (line for line in section.splitlines() if line.startswith("| `")):
+        paths_cell, sha_cell, origin = row.split(" | ")[:3]
+        paths, shas = re.findall(r"`([^`]+)`", paths_cell), re.findall(r"`([0-9a-f]{8})`", sha_cell)
+        assert len(paths) == len(shas) and origin.strip(), row
+        listed.update(zip(paths, shas))
+    assert sorted(listed) == sorted(REQUIRED_FILES)
+    if REFERENCE is not None:
+        for rel, prefix in listed.items():
+            assert hashlib.sha256((REFERENCE / rel).read_bytes()).hexdigest().startswith(prefix), rel
