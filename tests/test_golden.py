@@ -77,3 +77,24 @@ def test_regenerating_every_golden_changes_nothing(tmp_path):
         assert sorted(regenerated) == sorted(golden), name
         changed = [f for f in golden if regenerated[f] != golden[f]]
         assert changed == [], f"{name}: regeneration changes {changed[:5]}"
+
+
+K3_CASES = sorted((GOLDEN / "kimi-k3").glob("*.json"))
+K3_CASES = [p for p in K3_CASES if not p.name.endswith(".ids.json")]
+
+
+@pytest.mark.oracle
+@needs_reference
+def test_render_official_knows_every_family():
+    # issue 20 item 5: render_official rendered Kimi-K3's encoder source as a Jinja template
+    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
+    from kimi_chat.oracle import NoOracleTemplateError, oracle_template
+
+    assert len(K3_CASES) >= 30
+    for path in K3_CASES:
+        request, expected = _load(path)
+        official = render_official(request["messages"], tools=request["tools"], dialect="kimi-k3",
+                                   add_generation_prompt=request["add_generation_prompt"], **request["options"])
+        assert official == expected, path.stem
+    with pytest.raises(NoOracleTemplateError, match="kimi-k3 has no Jinja oracle template"):
+        oracle_template("kimi-k3")
