@@ -13,12 +13,16 @@ tokenize=False)`` does:
   computed by its own ``tool_declaration_ts.py`` (from the reference data), or nothing when that
   encoder fails (the template then writes the tools as JSON).
 
+That is the K2 family. :func:`render_official` knows every family (:data:`OFFICIAL_RENDERERS`, by the
+dialect record's ``family``): Kimi-K3 ships no template, its official rendering is the release's own
+tokenizer (:mod:`kimi_chat.oracle_k3`).
+
 transformers is an optional dependency (``pip install kimi-chat[verify]``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +31,18 @@ from .nesting import deep_sort_dict
 from .reference import reference_dir
 
 __all__ = [
-    "OracleUnavailable", "deep_sort_dict", "render_template", "render_as_tokenizer", "render_official",
-    "oracle_template", "official_tools_ts", "official_tools_ts_encoder", "OFFICIAL_TOOLS_TS",
+    "OracleUnavailable", "NoOracleTemplateError", "deep_sort_dict", "render_template", "render_as_tokenizer",
+    "render_official", "oracle_template", "OFFICIAL_RENDERERS", "official_tools_ts", "official_tools_ts_encoder",
+    "OFFICIAL_TOOLS_TS",
 ]
 
 
 class OracleUnavailable(KimiChatError, ImportError):
     """transformers (the official chat-template machinery) is not installed."""
+
+
+class NoOracleTemplateError(KimiChatError, ValueError):
+    """The dialect's official rendering is not a Jinja template (Kimi-K3: the tokenizer's Python encoder)."""
 
 
 def _chat_template_utils() -> Any:
@@ -91,11 +100,18 @@ _TEMPLATE_CACHE: dict[Path, str] = {}
 def oracle_template(dialect: Any) -> str:
     """The text of a dialect's oracle template from the reference directory.
 
-    Raises :class:`~kimi_chat.errors.ReferenceDataError` when the reference data is absent.
+    Raises :class:`~kimi_chat.errors.ReferenceDataError` when the reference data is absent, and
+    :class:`NoOracleTemplateError` for a dialect whose official rendering is no Jinja template (Kimi-K3:
+    see :func:`render_official`).
     """
-    from .dialects import get_dialect
+    from .dialects import K2_DIALECTS, get_dialect
 
     d = get_dialect(dialect)
+    if d.name not in K2_DIALECTS:
+        raise NoOracleTemplateError(
+            f"dialect {d.name} has no Jinja oracle template ({d.oracle} is the official tokenizer's Python "
+            "encoder): render it officially with kimi_chat.oracle.render_official or kimi_chat.oracle_k3"
+        )
     root = reference_dir()
     if root is None:
         raise ReferenceDataError(
@@ -175,6 +191,27 @@ def render_as_tokenizer(
     )
 
 
+def _official_k2(messages: Sequence[Any], tools: Sequence[Mapping[str, Any]] | None, dialect: Any,
+                 add_generation_prompt: bool, **options: Any) -> str:
+    return render_as_tokenizer(
+        oracle_template(dialect), messages, dialect, tools=tools, add_generation_prompt=add_generation_prompt,
+        **options,
+    )
+
+
+def _official_k3(messages: Sequence[Any], tools: Sequence[Mapping[str, Any]] | None, dialect: Any,
+                 add_generation_prompt: bool, **options: Any) -> str:
+    from .oracle_k3 import official_k3_render
+
+    return official_k3_render(messages, tools, add_generation_prompt=add_generation_prompt, **options)
+
+
+OFFICIAL_RENDERERS: dict[str, Callable[..., str]] = {"k2": _official_k2, "k3": _official_k3}
+"""The official rendering of each format family (``Dialect.family``), called as
+``(messages, tools, dialect, add_generation_prompt, **options)``: K2, the dialect's oracle template with
+its tokenizer's pre-processing; K3, the release's tokenizer (``apply_chat_template(tokenize=False)``)."""
+
+
 def render_official(
     messages: Sequence[Any],
     *,
@@ -183,9 +220,11 @@ def render_official(
     add_generation_prompt: bool = True,
     **options: Any,
 ) -> str:
-    """The official rendering of a dialect: its oracle template, with its tokenizer's pre-processing
-    (:func:`render_as_tokenizer`)."""
-    return render_as_tokenizer(
-        oracle_template(dialect), messages, dialect, tools=tools, add_generation_prompt=add_generation_prompt,
-        **options,
-    )
+    """The official rendering of a dialect, whatever its family (:data:`OFFICIAL_RENDERERS`): for the
+    K2 family its oracle template with its tokenizer's pre-processing (:func:`render_as_tokenizer`),
+    for Kimi-K3 the official tokenizer (:func:`kimi_chat.oracle_k3.official_k3_render`). Errors of the
+    official machinery propagate as raised."""
+    from .dialects import get_dialect
+
+    d = get_dialect(dialect)
+    return OFFICIAL_RENDERERS[d.family](messages, tools, d, add_generation_prompt, **options)

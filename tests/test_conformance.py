@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, needs_reference
+from conftest import IN_CI, needs_reference, require_in_ci, skip_without_reference
 from llama_server_support import LlamaServer, missing_reason
 
 from kimi_chat import markers as M
@@ -44,6 +44,7 @@ try:
 except ImportError:
     HAVE_LLAMA = False
 
+require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (.ci/install-native.sh)")
 DIALECT = "kimi-k2-instruct-0905"
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,6 +187,8 @@ def test_unreachable_server_is_an_error_not_a_failed_check():
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kimi_chat.testing.tiny_model import build_tiny_model
+
+    skip_without_reference()  # its vocabulary is the reference tokenizer's
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-conf") / "tiny.gguf", dialect=DIALECT)
 

@@ -46,7 +46,7 @@ from kimi_chat.known_problems import DIALECT_PROBLEMS
 from kimi_chat.templates import template_path, template_text
 from kimi_chat.testing.strategies import requests
 
-from conftest import IN_CI
+from conftest import IN_CI, skip_without_reference
 from llama_server_support import (
     RECOMMENDED_FLAGS,
     LlamaServer,
@@ -83,6 +83,7 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model (its embedded template is 0905's; the servers get theirs from --chat-template-file,
     so one GGUF serves every dialect)."""
     pytest.importorskip("gguf", reason="the native extra is not installed (.ci/install-native.sh)")
+    skip_without_reference()  # its vocabulary is the reference tokenizer's
     from kimi_chat.testing.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-kimi.gguf", dialect="kimi-k2-instruct-0905")

@@ -1,7 +1,8 @@
 """End-to-end checks in a real engine (llama.cpp through llama-cpp-python) on a tiny randomly initialised
 Kimi-architecture model with the real vocabulary, built once per session under tmp.
 
-Skipped only when llama-cpp-python is not installed (``.ci/install-native.sh`` installs it in CI).
+Skipped when llama-cpp-python is not installed (``.ci/install-native.sh`` installs it in CI, where its absence
+fails) or, for the tests on the tiny model, when the reference data (its vocabulary) is missing.
 What the engine does differently from the official rules is asserted as *known*, so that a fix
 upstream makes a test fail and the assertion gets updated.
 """
@@ -17,6 +18,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from conftest import require_in_ci, skip_without_reference
 
 from kimi_chat import markers as M
 from kimi_chat.formats.k2 import TOKEN_CLASSES
@@ -30,6 +32,7 @@ try:
 except ImportError:
     HAVE_LLAMA = False
 
+require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 needs_llama = pytest.mark.skipif(
     not HAVE_LLAMA,
     reason="llama-cpp-python is not installed (pip install 'kimi-chat[native]'; CI installs it with "
@@ -48,6 +51,8 @@ DIALECT = "kimi-k2-instruct-0905"
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kimi_chat.testing.tiny_model import build_tiny_model
 
+    skip_without_reference()  # its vocabulary is the reference tokenizer's
+
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-kimi.gguf", dialect=DIALECT)
 
 
@@ -63,6 +68,8 @@ def model(tiny_gguf: Path):
 @pytest.fixture(scope="session")
 def reference_tokenizer():
     from kimi_chat.tokenizer import KimiTokenizer
+
+    skip_without_reference()
 
     return KimiTokenizer.from_reference()
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI
+from conftest import require_in_ci, skip_without_reference
 
 from kimi_chat import markers as M
 from kimi_chat.parse import parse
@@ -28,9 +28,7 @@ try:
 except ImportError:
     HAVE_IK = False
 
-if not HAVE_IK and IN_CI:
-    pytest.fail("CI=true: ik-llama-cpp-python is not installed (.ci/install-native-ik.sh installs it)",
-                pytrace=False)
+require_in_ci(HAVE_IK, "ik-llama-cpp-python (.ci/install-native-ik.sh installs it)")
 
 pytestmark = [
     pytest.mark.native_ik,
@@ -55,6 +53,8 @@ ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kimi_chat.testing.tiny_model import build_tiny_model
+
+    skip_without_reference()  # its vocabulary is the reference tokenizer's
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-ik") / "tiny.gguf", dialect=DIALECT)
 

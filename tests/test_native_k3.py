@@ -2,7 +2,8 @@
 special tokens over the same vocabulary (``build_tiny_model(dialect="kimi-k3")`` / ``kimi-chat tiny-model -d
 kimi-k3``), the K3 prompt as kimi_chat's token ids, generation under the K3 tool-call grammar, the K3 parser.
 
-Skipped only when llama-cpp-python is not installed (``.ci/install-native.sh`` installs it in CI)."""
+Skipped when llama-cpp-python is not installed (``.ci/install-native.sh`` installs it in CI, where its absence
+fails) or, for the tests on the tiny model, when the reference data (its vocabulary) is missing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import require_in_ci, skip_without_reference
 
 from kimi_chat import markers as M
 from kimi_chat.parse import parse
@@ -26,6 +28,7 @@ try:
 except ImportError:
     HAVE_LLAMA = False
 
+require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 pytestmark = [
     pytest.mark.native,
     pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'kimi-chat[native]'; "
@@ -73,6 +76,8 @@ ASK = [{"role": "system", "content": "Use the tools."},
 def tiny_k3(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kimi_chat.testing.tiny_model import build_tiny_model
 
+    skip_without_reference()  # its vocabulary is the reference tokenizer's
+
     return build_tiny_model(tmp_path_factory.mktemp("tiny-k3") / "tiny-kimi-k3.gguf", dialect=K3)
 
 
@@ -88,6 +93,8 @@ def model(tiny_k3: Path):
 @pytest.fixture(scope="module")
 def k3_tokenizer():
     from kimi_chat.tokenizer import KimiTokenizer
+
+    skip_without_reference()
 
     return KimiTokenizer.from_reference("k3")
 
@@ -248,6 +255,7 @@ def test_chat_keeps_k3_markers_typed_as_text(model, k3_tokenizer):
 
 
 def test_cli_tiny_model_and_run_for_k3(tmp_path):
+    skip_without_reference()  # the tiny model's vocabulary
     out = tmp_path / "k3.gguf"
     p = _cli("tiny-model", "-d", K3, str(out))
     assert p.returncode == 0, p.stderr

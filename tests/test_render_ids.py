@@ -4,12 +4,15 @@ renderer of ``--tokenizer-mode kimi_chat`` serves them)."""
 from __future__ import annotations
 
 import pytest
+from conftest import needs_reference
 
 from kimi_chat import markers as M
 from kimi_chat.dialects import DIALECTS
 from kimi_chat.errors import RenderError
 from kimi_chat.tokenizer import KimiTokenizer
 from kimi_chat.tokens import render_ids, render_tokens
+
+pytestmark = needs_reference  # the reference tokenizers
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]

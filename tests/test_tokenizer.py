@@ -32,12 +32,10 @@ from kimi_chat.tokenizer import (  # noqa: E402
     split_for_tiktoken,
 )
 
+from conftest import needs_reference  # noqa: E402
+
 REF = reference_dir()
-needs_ref = pytest.mark.skipif(
-    REF is None or not (REF / "tokenizer" / "tiktoken.model").is_file(),
-    reason="reference data not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference "
-    "(tokenizer/tiktoken.model, Kimi-K2-Instruct/tokenizer_config.json)",
-)
+needs_ref = needs_reference  # the reference tokenizers (the skip reason names what is missing)
 
 
 @pytest.fixture(scope="module")

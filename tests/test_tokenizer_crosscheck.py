@@ -26,16 +26,13 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from kimi_chat import markers  # noqa: E402
-from kimi_chat.reference import reference_dir  # noqa: E402
 from kimi_chat.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
 
-REF = reference_dir()
+from conftest import needs_reference  # noqa: E402
+
 pytestmark = [
     pytest.mark.oracle,
-    pytest.mark.skipif(
-        REF is None or not (REF / "tokenizer" / "tiktoken.model").is_file(),
-        reason="reference data not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference",
-    ),
+    needs_reference,  # the reference tokenizers (the skip reason names what is missing)
 ]
 
 CORPUS = [

@@ -19,19 +19,16 @@ from hypothesis import strategies as st  # noqa: E402
 from kimi_chat import markers as M  # noqa: E402
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # noqa: E402
 from kimi_chat.errors import RenderError  # noqa: E402
-from kimi_chat.reference import reference_dir  # noqa: E402
 from kimi_chat.render import render, render_segments  # noqa: E402
 from kimi_chat.testing.strategies import requests  # noqa: E402
 from kimi_chat.tokenizer import KimiTokenizer  # noqa: E402
 from kimi_chat.tokens import RenderedTokens, Span, extend_tokens, render_tokens  # noqa: E402
 
-REF = reference_dir()
+from conftest import needs_reference  # noqa: E402
+
 pytestmark = [
     pytest.mark.oracle,
-    pytest.mark.skipif(
-        REF is None or not (REF / "tokenizer" / "tiktoken.model").is_file(),
-        reason="reference data not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference",
-    ),
+    needs_reference,  # the reference tokenizers (the skip reason names what is missing)
 ]
 DIALECT_NAMES = list(DIALECTS)
 CONFIGS = ["k2", "k2.6"]

@@ -16,13 +16,12 @@ from kimi_chat.render import render  # noqa: E402
 from kimi_chat.tokenizer import KimiTokenizer  # noqa: E402
 from kimi_chat.tokens import render_tokens  # noqa: E402
 
+from conftest import needs_reference  # noqa: E402
+
 REF = reference_dir()
 pytestmark = [
     pytest.mark.oracle,
-    pytest.mark.skipif(
-        REF is None or not (REF / "tokenizer" / "tiktoken.model").is_file(),
-        reason="reference data not found: set $KIMI_CHAT_REFERENCE_DIR or provide ../shared/reference",
-    ),
+    needs_reference,  # the reference tokenizers (the skip reason names what is missing)
 ]
 
 REQ = {
