@@ -130,12 +130,6 @@ def test_generated_schemas_with_ones_the_encoder_rejects(tools):
     assert declaration_of(ours_transformers(tools)) == official_declaration(tools)
 
 
-@needs_reference
-@given(tools=tool_lists(odd=False))
-def test_sorted_or_not_the_same_bytes(tools):
-    assert ours_transformers(tools) == ours_transformers(deep_sort_dict(tools))
-
-
 # -- the fallback to JSON -------------------------------------------------------------------------
 
 RAISES = [  # the official encoder raises on each: the tokenizer passes no tools_ts_str

@@ -91,10 +91,21 @@ def corpus() -> list[dict]:
 
 _names = st.text(alphabet="abcdefgXYZ_09é中", min_size=1, max_size=6)
 _desc = st.one_of(st.just(""), st.text(alphabet="ab \n\"'\\/é中🦄\t:*#<>", max_size=16))
-_num = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=64))
-_scalar_value = st.one_of(st.none(), st.booleans(), _num, st.text(alphabet="ab\"'\n é", max_size=5))
-_json = st.recursive(_scalar_value, lambda c: st.one_of(st.lists(c, max_size=3),
-                                                         st.dictionaries(_names, c, max_size=3)), max_leaves=6)
+_NUMS = {
+    # any float; or (short=True) floats with a few significant digits, as schemas usually hold
+    False: st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=64)),
+    True: st.one_of(st.integers(-10**6, 10**6), st.integers(-10**5, 10**5).map(lambda i: i / 100),
+                    st.sampled_from([1e-06, 2.5e-05, 1e20, -0.0, 0.0001, 1e16])),
+}
+
+
+def _scalar_value(short: bool) -> st.SearchStrategy:
+    return st.one_of(st.none(), st.booleans(), _NUMS[short], st.text(alphabet="ab\"'\n é", max_size=5))
+
+
+def _json(short: bool) -> st.SearchStrategy:
+    return st.recursive(_scalar_value(short), lambda c: st.one_of(st.lists(c, max_size=3),
+                                                                   st.dictionaries(_names, c, max_size=3)), max_leaves=6)
 _CONSTRAINTS = {
     "string": ("maxLength", "minLength", "pattern"),
     "number": ("maximum", "minimum"),
@@ -104,22 +115,22 @@ _CONSTRAINTS = {
 
 
 @st.composite
-def _extras(draw: st.DrawFn, typ: str | None) -> dict:
+def _extras(draw: st.DrawFn, typ: str | None, short: bool) -> dict:
     out: dict = {}
     if draw(st.booleans()):
         out["description"] = draw(_desc)
     if draw(st.integers(0, 3)) == 0:
-        out["default"] = draw(_json)
+        out["default"] = draw(_json(short))
     for key in _CONSTRAINTS.get(typ or "", ()):
         if draw(st.integers(0, 2)) == 0:
-            out[key] = draw(st.text(alphabet="^a-z$[]{}", max_size=6)) if key == "pattern" else draw(_num)
+            out[key] = draw(st.text(alphabet="^a-z$[]{}", max_size=6)) if key == "pattern" else draw(_NUMS[short])
     if draw(st.integers(0, 5)) == 0:
         out["title"] = draw(_names)  # ignored by the encoder
     return out
 
 
 @st.composite
-def schemas(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bool = False) -> Any:
+def schemas(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bool = False, short: bool = False) -> Any:
     """A sub-schema of the kinds the encoder knows; ``odd`` adds ones it rejects (a $ref it cannot
     resolve, an enum contradicting its type, an unknown keyword set, a type list with an unknown name)."""
     kinds = ["scalar", "enum", "union", "bool", "empty", "ref", "self"]
@@ -130,16 +141,16 @@ def schemas(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bo
     kind = draw(st.sampled_from(kinds))
     if kind == "scalar":
         typ = draw(st.sampled_from(["string", "number", "integer", "boolean", "null", "any", "date"]))
-        return {"type": typ, **draw(_extras(typ))}
+        return {"type": typ, **draw(_extras(typ, short))}
     if kind == "enum":
-        members = draw(st.lists(_scalar_value, min_size=1, max_size=4))
-        s = {"enum": members, **draw(_extras(None))}
+        members = draw(st.lists(_scalar_value(short), min_size=1, max_size=4))
+        s = {"enum": members, **draw(_extras(None, short))}
         if draw(st.booleans()):
             s["type"] = draw(st.sampled_from(["string", "number", "integer", "boolean", ["string", "null"], ["null", "integer"]]))
         return s
     if kind == "union":
         return {"type": draw(st.lists(st.sampled_from(["string", "number", "integer", "boolean", "null", "object", "array"]),
-                                      min_size=1, max_size=3)), **draw(_extras(None))}
+                                      min_size=1, max_size=3)), **draw(_extras(None, short))}
     if kind == "bool":
         return draw(st.booleans())
     if kind == "empty":
@@ -147,7 +158,7 @@ def schemas(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bo
     if kind == "ref":
         if not defs:
             return {"type": "string"}
-        return {"$ref": "#/$defs/" + draw(st.sampled_from(defs)), **draw(_extras(None))}
+        return {"$ref": "#/$defs/" + draw(st.sampled_from(defs)), **draw(_extras(None, short))}
     if kind == "self":
         return {"$ref": "#"}
     if kind == "odd":
@@ -157,44 +168,45 @@ def schemas(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bo
             {"type": "object", "additionalProperties": 1}, {"description": 7, "type": "string"},
         ]))
     if kind == "array":
-        s: dict = {"type": "array", **draw(_extras("array"))}
+        s: dict = {"type": "array", **draw(_extras("array", short))}
         if draw(st.integers(0, 3)):
-            s["items"] = draw(schemas(defs, depth + 1, odd))
+            s["items"] = draw(schemas(defs, depth + 1, odd, short))
         return s
     if kind == "anyOf":
-        return {"anyOf": draw(st.lists(schemas(defs, depth + 1, odd), max_size=3)), **draw(_extras(None))}
-    return draw(objects(defs, depth + 1, odd))
+        return {"anyOf": draw(st.lists(schemas(defs, depth + 1, odd, short), max_size=3)), **draw(_extras(None, short))}
+    return draw(objects(defs, depth + 1, odd, short))
 
 
 @st.composite
-def objects(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bool = False) -> dict:
+def objects(draw: st.DrawFn, defs: tuple[str, ...] = (), depth: int = 0, odd: bool = False, short: bool = False) -> dict:
     """An object schema: properties (in any key order), required (some names, maybe unknown ones),
     maybe additionalProperties."""
-    props = draw(st.dictionaries(_names, schemas(defs, depth, odd), max_size=4))
-    s: dict = {"type": "object", "properties": props, **draw(_extras(None))}
+    props = draw(st.dictionaries(_names, schemas(defs, depth, odd, short), max_size=4))
+    s: dict = {"type": "object", "properties": props, **draw(_extras(None, short))}
     names = sorted(props)
     if names or draw(st.booleans()):
         s["required"] = draw(st.lists(st.sampled_from(names + ["ghost"]), unique=True, max_size=len(names) + 1))
     if draw(st.integers(0, 3)) == 0:
-        s["additionalProperties"] = draw(st.one_of(st.booleans(), schemas(defs, depth + 1, odd)))
+        s["additionalProperties"] = draw(st.one_of(st.booleans(), schemas(defs, depth + 1, odd, short)))
     return s
 
 
 @st.composite
-def tool_lists(draw: st.DrawFn, odd: bool = False) -> list:
-    """One to three function tools (sometimes another tool type), with root $defs referenced by name."""
+def tool_lists(draw: st.DrawFn, odd: bool = False, short: bool = False, functions_only: bool = False) -> list:
+    """One to three function tools (sometimes another tool type, unless ``functions_only``), with root
+    $defs referenced by name; ``short``: floats with few digits only."""
     tools = []
     for _ in range(draw(st.integers(1, 3))):
         defs = tuple(draw(st.lists(st.sampled_from(["Node", "Item", "Addr", "Ünï"]), unique=True, max_size=2)))
-        params = draw(st.one_of(objects(defs, 0, odd), st.just({}), st.none())) if not defs else draw(objects(defs, 0, odd))
+        params = draw(st.one_of(objects(defs, 0, odd, short), st.just({}), st.none())) if not defs else draw(objects(defs, 0, odd, short))
         if defs:
-            params["$defs"] = {d: draw(schemas(defs, 1, odd)) for d in defs}
+            params["$defs"] = {d: draw(schemas(defs, 1, odd, short)) for d in defs}
         function: dict = {"name": draw(_names)}
         if draw(st.booleans()):
             function["description"] = draw(_desc)
         if params is not None:
             function["parameters"] = params
-        if draw(st.integers(0, 9)) == 0:
+        if not functions_only and draw(st.integers(0, 9)) == 0:
             tools.append({"type": "_plugin", "_plugin": {"name": "x"}})
         tools.append({"type": "function", "function": function})
     return tools

@@ -1,0 +1,86 @@
+"""Coverage of the in-template TypeScript tool declaration (issue 23): the share of tool lists for
+which our K2.6 template, WITHOUT tools_ts_str, declares exactly what the official tokenizer declares
+(``Kimi-K2.6/tool_declaration_ts.py`` on the deep-sorted tools, JSON where it raises).
+
+    python benchmarks/tools_ts_coverage.py [--generated N] [--llama-server]
+
+Sets: the 20 golden TS cases of the reference data, the real-world corpus
+(``fixtures/tools_ts/corpus.json``, one tool at a time) and N hypothesis-generated tool lists (with
+schemas the encoder rejects). Engines: transformers' sandboxed Jinja2, and with ``--llama-server`` a real
+llama-server (``/apply-template``, the tiny GGUF). Needs the reference data ($KIMI_CHAT_REFERENCE_DIR)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from kimi_chat.reference import reference_file  # noqa: E402
+from tools_ts_support import (  # noqa: E402
+    MSGS, corpus, declaration_of, official_declaration, official_ts, ours_transformers, tool_lists,
+)
+
+
+def generated(n: int, seed: int = 0) -> list[list]:
+    out: list[list] = []
+
+    @settings(max_examples=n, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(tool_lists(odd=True))
+    def collect(tools: list) -> None:
+        out.append(tools)
+
+    collect()
+    return out
+
+
+def sets(n: int) -> dict[str, list[list]]:
+    golden = [json.loads(line)["tools"] for line in
+              reference_file("unverified/k25_tools_ts.golden.jsonl").read_text(encoding="utf-8").splitlines()]
+    return {"golden": golden, "corpus": [[c["tool"]] for c in corpus()], "generated": generated(n)}
+
+
+def report(engine: str, name: str, cases: list[list], declare) -> None:
+    exact = ts_cases = ts_exact = 0
+    for tools in cases:
+        ok = declare(tools) == official_declaration(tools)
+        exact += ok
+        if official_ts(tools):
+            ts_cases += 1
+            ts_exact += ok
+    print(f"{engine:13} {name:10} exact {exact}/{len(cases)} = {exact / max(len(cases), 1):.1%}"
+          f"   (official TypeScript: {ts_exact}/{ts_cases}; official JSON: {exact - ts_exact}/{len(cases) - ts_cases})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--generated", type=int, default=300)
+    ap.add_argument("--llama-server", action="store_true")
+    args = ap.parse_args()
+    all_sets = sets(args.generated)
+    for name, cases in all_sets.items():
+        report("transformers", name, cases, lambda t: declaration_of(ours_transformers(t)))
+    if args.llama_server:
+        from kimi_chat.templates import template_path
+        from kimi_chat.testing.tiny_model import build_tiny_model
+        from llama_server_support import LlamaServer, RECOMMENDED_FLAGS
+
+        with tempfile.TemporaryDirectory() as tmp:
+            gguf = build_tiny_model(Path(tmp) / "tiny.gguf", dialect="kimi-k2-instruct-0905")
+            with LlamaServer(gguf, template_path("kimi-k2.6"), Path(tmp) / "log", args=RECOMMENDED_FLAGS[1:]) as s:
+                for name, cases in all_sets.items():
+                    # llama-server refuses tools that are not functions: those lists are left out
+                    ok = [t for t in cases if all(x.get("type") == "function" for x in t)]
+                    report("llama-server", name, ok, lambda t: declaration_of(s.apply_template(MSGS, t)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
