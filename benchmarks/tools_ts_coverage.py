@@ -5,8 +5,10 @@ which our K2.6 template, WITHOUT tools_ts_str, declares exactly what the officia
     python benchmarks/tools_ts_coverage.py [--generated N] [--llama-server]
 
 Sets: the 20 golden TS cases of the reference data, the real-world corpus
-(``fixtures/tools_ts/corpus.json``, one tool at a time) and N hypothesis-generated tool lists (with
-schemas the encoder rejects). Engines: transformers' sandboxed Jinja2, and with ``--llama-server`` a real
+(``fixtures/tools_ts/corpus.json``, one tool at a time), and N hypothesis-generated tool lists of
+three kinds: schemas of every kind the encoder knows plus some it rejects, with any float
+("generated") or floats of few digits ("short-float"), and any JSON built from schema keywords
+("wild"). Engines: transformers' sandboxed Jinja2, and with ``--llama-server`` a real
 llama-server (``/apply-template``, the tiny GGUF). Needs the reference data ($KIMI_CHAT_REFERENCE_DIR)."""
 
 from __future__ import annotations
@@ -24,16 +26,16 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from kimi_chat.reference import reference_file  # noqa: E402
 from tools_ts_support import (  # noqa: E402
-    MSGS, corpus, declaration_of, official_declaration, official_ts, ours_transformers, tool_lists,
+    MSGS, corpus, declaration_of, official_declaration, official_ts, ours_transformers, tool_lists, wild_tool_lists,
 )
 
 
-def generated(n: int, seed: int = 0) -> list[list]:
+def generated(n: int, strategy) -> list[list]:
     out: list[list] = []
 
     @settings(max_examples=n, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
-    @given(tool_lists(odd=True))
+    @given(strategy)
     def collect(tools: list) -> None:
         out.append(tools)
 
@@ -44,7 +46,10 @@ def generated(n: int, seed: int = 0) -> list[list]:
 def sets(n: int) -> dict[str, list[list]]:
     golden = [json.loads(line)["tools"] for line in
               reference_file("unverified/k25_tools_ts.golden.jsonl").read_text(encoding="utf-8").splitlines()]
-    return {"golden": golden, "corpus": [[c["tool"]] for c in corpus()], "generated": generated(n)}
+    return {"golden": golden, "corpus": [[c["tool"]] for c in corpus()],
+            "generated": generated(n, tool_lists(odd=True)),
+            "short-float": generated(n, tool_lists(odd=True, short=True, functions_only=True)),
+            "wild": generated(n, wild_tool_lists())}
 
 
 def report(engine: str, name: str, cases: list[list], declare) -> None:
@@ -55,7 +60,7 @@ def report(engine: str, name: str, cases: list[list], declare) -> None:
         if official_ts(tools):
             ts_cases += 1
             ts_exact += ok
-    print(f"{engine:13} {name:10} exact {exact}/{len(cases)} = {exact / max(len(cases), 1):.1%}"
+    print(f"{engine:13} {name:12} exact {exact}/{len(cases)} = {exact / max(len(cases), 1):.1%}"
           f"   (official TypeScript: {ts_exact}/{ts_cases}; official JSON: {exact - ts_exact}/{len(cases) - ts_cases})")
 
 

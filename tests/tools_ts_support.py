@@ -210,3 +210,21 @@ def tool_lists(draw: st.DrawFn, odd: bool = False, short: bool = False, function
             tools.append({"type": "_plugin", "_plugin": {"name": "x"}})
         tools.append({"type": "function", "function": function})
     return tools
+
+
+_WILD_KEYS = st.sampled_from(["type", "properties", "required", "items", "enum", "anyOf", "$ref", "$defs",
+                              "additionalProperties", "description", "default", "minimum", "maxLength", "pattern",
+                              "maxItems", "$self_ref", "title", "A", "B", "a", "b"])
+_WILD_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, 1e-07, 2.0]),
+                       st.sampled_from(["string", "object", "array", "integer", "number", "null", "boolean", "#",
+                                        "#/$defs/A", "#/$defs/B", "a", "", "x\ny"]))
+_WILD = st.recursive(_WILD_LEAF, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(_WILD_KEYS, c, max_size=4)),
+                     max_leaves=12)
+
+
+def wild_tool_lists() -> st.SearchStrategy[list]:
+    """Function tools whose parameters are any JSON built from schema keywords and values (mostly
+    schemas the official encoder rejects or encodes oddly)."""
+    function = st.fixed_dictionaries({"name": st.just("f")}, optional={
+        "parameters": _WILD, "description": st.one_of(st.text(max_size=5), st.integers())})
+    return st.lists(st.fixed_dictionaries({"type": st.just("function"), "function": function}), min_size=1, max_size=2)
