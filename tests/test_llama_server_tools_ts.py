@@ -91,6 +91,29 @@ def test_conversation_with_tools_gets_the_official_prompt(server, dialect, agp):
     assert [llama_server_message(m) for m in CONVERSATION][2]["tool_calls"][0]["function"]["arguments"] == {"location": "Paris"}
 
 
+GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
+
+
+@pytest.mark.parametrize("dialect", TS_DIALECTS)
+def test_golden_conversations_with_tools_without_tools_ts_str(server, dialect):
+    # the golden conversations with tools (official prompts, fixtures/golden), sent with NO
+    # tools_ts_str: the official prompt, apart from the one rewrite test_llama_server.py lists for them
+    # (K2.6: llama-server drops the `reasoning` alias)
+    seen = 0
+    for path in sorted((GOLDEN / dialect).glob("*.json")):
+        case = json.loads(path.read_text(encoding="utf-8"))
+        if not case.get("tools") or path.stem == "reasoning_and_reasoning_content":
+            continue
+        body = {"add_generation_prompt": case["add_generation_prompt"]}
+        if case.get("options"):
+            body["chat_template_kwargs"] = dict(case["options"])
+        got = server(dialect).apply_template(case["messages"], case["tools"], **body)
+        assert got == path.with_suffix(".txt").read_bytes().decode("utf-8"), path.stem
+        assert declaration_of(got) == official_declaration(case["tools"]), path.stem
+        seen += 1
+    assert seen >= 5
+
+
 def test_golden_reference_cases(server):
     lines = reference_file("unverified/k25_tools_ts.golden.jsonl").read_text(encoding="utf-8").splitlines()
     for line in lines:
