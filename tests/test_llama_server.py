@@ -214,10 +214,10 @@ def test_tool_declarations_are_sorted_in_llama_cpp_jinja(servers):
     # llama.cpp's own key order {"type": "function", "function": {"name": ...
     tools = [{"function": {"parameters": {"type": "object", "properties": {"b": {"type": "string"}, "a": {}}},
                            "name": "f", "description": "d"}, "type": "function"}]
-    # (K2.5/K2.6 declare JSON only where the official TypeScript encoder raises: a tool with a $ref it
-    # cannot resolve is added for them)
+    # (K2.5/K2.6 declare JSON only where the official TypeScript encoder raises: a tool with an enum
+    # that contradicts its type is added for them)
     rejected = {"type": "function", "function": {"name": "g", "description": "", "parameters": {
-        "type": "object", "properties": {"x": {"$ref": "#/definitions/X"}}}}}
+        "type": "object", "properties": {"x": {"type": "integer", "enum": ["a"]}}}}}
     for dialect in ("kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.5", "kimi-k2.6"):
         sent = tools + [rejected] if get_dialect(dialect).tools_typescript else tools
         got = servers(dialect).apply_template(ASK, sent)
