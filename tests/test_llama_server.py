@@ -215,10 +215,15 @@ def test_tool_declarations_are_sorted_in_llama_cpp_jinja(servers):
     # llama.cpp's own key order {"type": "function", "function": {"name": ...
     tools = [{"function": {"parameters": {"type": "object", "properties": {"b": {"type": "string"}, "a": {}}},
                            "name": "f", "description": "d"}, "type": "function"}]
+    # (K2.5/K2.6 declare JSON only where the official TypeScript encoder raises: a tool with an enum
+    # that contradicts its type is added for them)
+    rejected = {"type": "function", "function": {"name": "g", "description": "", "parameters": {
+        "type": "object", "properties": {"x": {"type": "integer", "enum": ["a"]}}}}}
     for dialect in ("kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.5", "kimi-k2.6"):
-        got = servers(dialect).apply_template(ASK, tools)
+        sent = tools + [rejected] if get_dialect(dialect).tools_typescript else tools
+        got = servers(dialect).apply_template(ASK, sent)
         sep = get_dialect(dialect).tools_separators
-        assert json.dumps(deep_sort_dict(tools), ensure_ascii=False, separators=sep) in got, dialect
+        assert json.dumps(deep_sort_dict(sent), ensure_ascii=False, separators=sep) in got, dialect
         if not get_dialect(dialect).tools_typescript:
             assert got == render(ASK, tools=tools, dialect=dialect)
 
@@ -264,11 +269,12 @@ def test_llama_jinja_writes_floats_with_six_digits(servers):
 @pytest.mark.parametrize("dialect", ["kimi-k2.5", "kimi-k2.6"])
 def test_k25_tools_ts_str_through_chat_template_kwargs(servers, dialect):
     s = servers(dialect)
-    # without it: the compact sorted JSON fallback (not what the official tokenizer gives)
+    # without it: the template computes the TypeScript declaration itself (issue 23; the official
+    # encoder's bytes: tests/test_llama_server_tools_ts.py), not the JSON fallback any more
     plain = s.apply_template(ASK, [WEATHER])
-    assert plain != render(ASK, tools=[WEATHER], dialect=dialect)
-    assert json.dumps(deep_sort_dict([llama_server_tool(WEATHER)]), ensure_ascii=False, separators=(",", ":")) in plain
-    # with it (per request, or --chat-template-kwargs): the official prompt
+    assert plain == render(ASK, tools=[WEATHER], dialect=dialect)
+    assert json.dumps(deep_sort_dict([llama_server_tool(WEATHER)]), ensure_ascii=False, separators=(",", ":")) not in plain
+    # with it (per request, or --chat-template-kwargs): the official prompt too
     got = s.apply_template(ASK, [WEATHER], chat_template_kwargs={"tools_ts_str": tools_to_typescript([WEATHER])})
     assert got == render(ASK, tools=[WEATHER], dialect=dialect)
 

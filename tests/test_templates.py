@@ -139,16 +139,29 @@ def test_realistic_conversation(dialect, agp):
         assert ours(dialect, CONVERSATION, UNSORTED_TOOLS, agp, **options) == expected
 
 
+# a tool the official TypeScript encoder rejects (a $ref it cannot resolve): K2.5/K2.6 then declare JSON
+TS_REJECTED = {"type": "function", "function": {"name": "bad", "parameters": {
+    "type": "object", "properties": {"x": {"$ref": "#/definitions/X"}}}}}
+
+
+def json_fallback(tools, dialect):
+    """``tools``, plus for K2.5/K2.6 a tool that sends the template to its JSON declaration."""
+    return tools + [TS_REJECTED] if get_dialect(dialect).tools_typescript else tools
+
+
 @pytest.mark.parametrize("dialect", SORTED)
 def test_unsorted_tools_are_sorted(dialect):
     msgs = [{"role": "user", "content": "hi"}]
     assert json.dumps(UNSORTED_TOOLS, ensure_ascii=False) != json.dumps(deep_sort_dict(UNSORTED_TOOLS), ensure_ascii=False)
-    out = ours(dialect, msgs, UNSORTED_TOOLS, ts=False)  # K2.5 without tools_ts_str: the JSON fallback
-    assert dumps(UNSORTED_TOOLS, dialect) in out
+    tools = json_fallback(UNSORTED_TOOLS, dialect)
+    out = ours(dialect, msgs, tools, ts=False)  # K2.5 without tools_ts_str: the JSON fallback
+    assert dumps(tools, dialect) in out
     if not get_dialect(dialect).tools_typescript:
         assert out == render(msgs, tools=UNSORTED_TOOLS, dialect=dialect)
+    else:  # the TypeScript declaration, computed by the template itself (issue 23)
+        assert ours(dialect, msgs, UNSORTED_TOOLS, ts=False) == ours(dialect, msgs, UNSORTED_TOOLS)
     # already-sorted tools render the same bytes
-    assert ours(dialect, msgs, deep_sort_dict(UNSORTED_TOOLS), ts=False) == out
+    assert ours(dialect, msgs, deep_sort_dict(tools), ts=False) == out
 
 
 @pytest.mark.parametrize("dialect", UNSORTED)
@@ -169,7 +182,7 @@ def test_sorted_json_matches_json_dumps_byte_for_byte(dialect):
         "tuple": ("keep", {"y": 1, "x": 2}),
         "中": {"B": 1, "a": 2, "A": 3, "b": 4, "": 5, " ": 6},
     }
-    tools = [{"type": "function", "function": {"name": "f", "parameters": params}}]
+    tools = json_fallback([{"type": "function", "function": {"name": "f", "parameters": params}}], dialect)
     msgs = [{"role": "user", "content": "hi"}]
     out = ours(dialect, msgs, tools, ts=False)
     declared = out.split("<|im_middle|>", 1)[1].split("<|im_end|>", 1)[0]
