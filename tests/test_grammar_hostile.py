@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kimi_chat.dialects import DEFAULT_DIALECT
@@ -212,6 +212,7 @@ _junk_object = st.fixed_dictionaries(
 
 
 @given(params=st.one_of(_junk, _junk_object), dialect=st.sampled_from(FAMILIES))
+@example(params=True, dialect="kimi-k3")  # a boolean schema: was a TypeError (found by this fuzz)
 def test_fuzz_only_grammar_errors_escape(params, dialect):
     for make in (lambda: tool_call_grammar([tool(params)], dialect=dialect),
                  lambda: json_schema_to_gbnf(params)):

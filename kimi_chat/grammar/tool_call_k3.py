@@ -157,7 +157,7 @@ class K3Translator(FormatTranslator):
             obj = self.json.schema(params, params, f"args-{s}-json", path)
             body = " ".join((self.tok(F.Tok("JSON_OPEN"), Ctx()), obj, self.tok(F.Tok("JSON_CLOSE"), Ctx())))
             extra = top.get("additionalProperties", True) if isinstance(top, Mapping) else None
-            if not any(k in top for k in ("anyOf", "oneOf")) and extra is not False and extra is not None:
+            if extra is not False and extra is not None and not any(k in top for k in ("anyOf", "oneOf")):
                 # a free-form object: argument elements with any key (as the encoder writes a dict), or json
                 free = self.free_argument(name, extra, params, f"{path}/additionalProperties")
                 body = f"({body} | {free}*)"
