@@ -24,19 +24,14 @@ from llama_server_support import (
     RECOMMENDED_FLAGS, LlamaServer, floats_written_alike, llama_server_message, llama_server_tool, missing_reason,
 )
 from tools_ts_support import (
-    MSGS, TS_DIALECTS, corpus, declaration_of, json_declaration, official_declaration, official_prompt,
+    MSGS, TOOL_CONVERSATION, TS_DIALECTS, corpus, declaration_of, json_declaration, official_declaration, official_prompt,
     official_ts, tool_lists,
 )
 
 pytestmark = [pytest.mark.native, needs_reference]
 
 CONVERSATION = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": "", "reasoning_content": "Use the tool.", "tool_calls": [
-        {"id": "functions.get_weather:0", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]},
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18°C"},
+    *TOOL_CONVERSATION,
     {"role": "assistant", "content": "18°C.", "reasoning_content": "Done."},
     {"role": "user", "content": "Thanks. Tomorrow?"},
 ]

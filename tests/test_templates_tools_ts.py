@@ -23,20 +23,13 @@ from kimi_chat.templates import template_text
 
 from conftest import needs_reference
 from tools_ts_support import (
-    CORPUS, MSGS, TS_DIALECTS, corpus, declaration_of, json_declaration, official_declaration, official_prompt,
+    CORPUS, MSGS, TOOL_CONVERSATION, TS_DIALECTS, corpus, declaration_of, json_declaration, official_declaration, official_prompt,
     official_ts, ours_transformers, tool_lists,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 MACROS = ROOT / "templates" / "macros"
-CONVERSATION = [
-    {"role": "system", "content": "Be brief."},
-    {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": "", "reasoning_content": "Use the tool.", "tool_calls": [
-        {"id": "functions.get_weather:0", "type": "function",
-         "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]},
-    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18°C"},
-]
+CONVERSATION = TOOL_CONVERSATION
 
 
 def _compiled(source: str):

@@ -63,6 +63,16 @@ def official_declaration(tools: list) -> str:
 
 MSGS = [{"role": "user", "content": "hi"}]
 
+TOOL_CONVERSATION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Use the tool.", "tool_calls": [
+        {"id": "functions.get_weather:0", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18°C"},
+]
+"""A conversation with a tool call and its result (the tests add their own turns after it)."""
+
 
 def declaration_of(prompt: str) -> str:
     """The tool declaration inside a rendered prompt."""

@@ -96,29 +96,29 @@ def _effort(body: Mapping[str, Any], d: Dialect, on: bool, out: dict[str, tuple[
         out["thinking_effort"] = (effort, field)
 
 
+def _body_field(value: Any, kind: Any, field: str, default: str, official: tuple[str, ...], d: Dialect,
+                out: dict[str, tuple[Any, str]], warn: Callable[[str], None]) -> None:
+    """Take the body's ``field`` (``value``; ``kind``: the part that says what it asks for) as the
+    dialect's option of that name, or warn that it does not change the prompt."""
+    if value is None or kind == default:
+        return
+    if field not in d.options:
+        warn(f"the request's {field} {_dump(kind)} does not change the prompt of {d.name}: its template "
+             "does not read it; ignored")
+        return
+    out[field] = (value, field)
+    if kind not in official:
+        warn(f"the request's {field} {_dump(kind)} does not change the prompt of {d.name}: its encoder "
+             f"writes a message for {' and '.join(map(_dump, official))} only")
+
+
 def _choice_and_format(body: Mapping[str, Any], d: Dialect, out: dict[str, tuple[Any, str]],
                        warn: Callable[[str], None]) -> None:
     tc = body.get("tool_choice")
-    if tc is not None and tc != "auto":
-        if "tool_choice" not in d.options:
-            warn(f"the request's tool_choice {_dump(tc)} does not change the prompt of {d.name}: its template "
-                 "does not read it; ignored")
-        else:
-            out["tool_choice"] = (tc, "tool_choice")
-            if tc not in _K3_TOOL_CHOICES:
-                warn(f"the request's tool_choice {_dump(tc)} does not change the prompt of {d.name}: its encoder "
-                     f"writes a tool-choice message for {' and '.join(map(_dump, _K3_TOOL_CHOICES))} only")
+    _body_field(tc, tc, "tool_choice", "auto", _K3_TOOL_CHOICES, d, out, warn)
     rf = body.get("response_format")
-    kind = rf.get("type") if isinstance(rf, dict) else rf
-    if rf is not None and kind != "text":
-        if "response_format" not in d.options:
-            warn(f"the request's response_format {_dump(kind)} does not change the prompt of {d.name}: its "
-                 "template does not read it; ignored")
-        else:
-            out["response_format"] = (rf, "response_format")
-            if kind not in _K3_RESPONSE_FORMATS:
-                warn(f"the request's response_format type {_dump(kind)} does not change the prompt of {d.name}: "
-                     f"its encoder writes a message for {' and '.join(map(_dump, _K3_RESPONSE_FORMATS))} only")
+    _body_field(rf, rf.get("type") if isinstance(rf, dict) else rf, "response_format", "text", _K3_RESPONSE_FORMATS,
+                d, out, warn)
 
 
 def body_options(body: Mapping[str, Any], d: Dialect, given: Mapping[str, Any],
