@@ -222,3 +222,18 @@ def llama_server_message(msg: dict[str, Any], *, parse_arguments: bool = True) -
             calls.append(call)
         out["tool_calls"] = calls
     return out
+
+
+def has_non_json_arguments(messages: list[Any]) -> bool:
+    """Whether an assistant message has a tool call whose string ``arguments`` are not JSON: llama-server
+    parses them as JSON before the template runs (for templates that render tool calls) and refuses
+    the request (HTTP 500). KNOWN, upstream; kimi_chat writes them verbatim, as the official templates."""
+    for m in messages:
+        for c in (m.get("tool_calls") or []) if isinstance(m, dict) else []:
+            args = (c.get("function") or {}).get("arguments") if isinstance(c, dict) else None
+            if isinstance(args, str):
+                try:
+                    json.loads(args)
+                except ValueError:
+                    return True
+    return False

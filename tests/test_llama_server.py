@@ -51,6 +51,7 @@ from llama_server_support import (
     RECOMMENDED_FLAGS,
     LlamaServer,
     floats_written_alike,
+    has_non_json_arguments,
     llama_server_message,
     llama_server_tool,
     missing_reason,
@@ -198,6 +199,13 @@ def test_apply_template_golden(servers, dialect, path):
         with pytest.raises(urllib.error.HTTPError) as e:
             s.apply_template(messages, tools, **body)
         assert e.value.code == 500 and b"input is not supported" in e.value.read()
+        return
+    if has_non_json_arguments(messages) and dialect != "kimi-k2-instruct@rev1":
+        # KNOWN: llama-server parses string arguments as JSON for templates that render tool calls
+        # (not rev1) and refuses the request; the golden pins the official bytes
+        with pytest.raises(urllib.error.HTTPError) as e:
+            s.apply_template(messages, tools, **body)
+        assert e.value.code == 500
         return
     got = s.apply_template(messages, tools, **body)
     # what llama-server's rewrite of the request renders to: always exactly this
@@ -527,7 +535,14 @@ def test_required_tool_choice_works_in_kimi_chat_run(tiny_gguf, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    calls = out["choices"][0]["message"]["tool_calls"]
+    choice = out["choices"][0]
+    # the grammar forces the call; a call cut by max_tokens is not one to run (issue 20 item 10): it
+    # is reported under invalid_tool_calls with status "unclosed"
+    if choice["finish_reason"] == "length":
+        calls = choice["message"]["invalid_tool_calls"]
+        assert calls[-1]["status"] == "unclosed"
+    else:
+        calls = choice["message"]["tool_calls"]
     assert len(calls) >= 1 and calls[0]["function"]["name"] == "get_weather"
 
 
