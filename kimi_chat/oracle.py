@@ -170,19 +170,20 @@ def render_as_tokenizer(
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = True,
+    tools_ts: Callable[[list[Any]], str | None] | None = None,
     **options: Any,
 ) -> str:
     """Render ``template`` as the official tokenizer of ``dialect`` would: transformers' machinery,
     tool keys sorted where the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 / K2.6 computed
     by the official encoder (:func:`official_tools_ts`, with the tokenizer's fallback to JSON where it
-    fails). Template errors propagate."""
+    fails; ``tools_ts`` replaces it, e.g. where the reference data is absent). Template errors propagate."""
     from .dialects import get_dialect
 
     d = get_dialect(dialect)
     kwargs = dict(options)
     if d.tools_typescript and tools:
         ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
-        ts = official_tools_ts(ts_tools)
+        ts = (tools_ts or official_tools_ts)(ts_tools)
         if ts is not None:  # as the tokenizer: a failed encoding passes nothing, the template writes JSON
             kwargs["tools_ts_str"] = ts
     return render_template(

@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from ..dialects import Dialect, get_dialect
-from ..errors import KimiChatError
-from ..oracle import _chat_template_utils, oracle_template, render_as_tokenizer
+from ..errors import KimiChatError, ReferenceDataError
+from ..oracle import (
+    _chat_template_utils, official_tools_ts, official_tools_ts_encoder, oracle_template, render_as_tokenizer,
+)
+from ..tools_ts import typescript_or_none
 from ..templates import template_path
 from .bounded import TemplateLimitError, run_bounded
 
@@ -225,7 +228,18 @@ def _render_unbounded(template: str, messages: list[Any], dialect: str, tools: S
             return _render_as_k3_host(template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
                                       parse_arguments=parse_arguments, **options)
         return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
-                                   **options)
+                                   tools_ts=tools_ts_str, **options)
+
+
+def tools_ts_str(tools: list[Any]) -> str | None:
+    """The ``tools_ts_str`` a K2.5 / K2.6 tokenizer hands its template: the official encoder's where the
+    reference data holds it, else kimi_chat's port (byte-equal to it: ``tests/test_tools_ts.py``), so
+    ``verify`` / ``identify`` / ``inspect`` need no reference data."""
+    try:
+        official_tools_ts_encoder()
+    except ReferenceDataError:
+        return typescript_or_none(tools)
+    return official_tools_ts(tools)
 
 
 def _is_security_error(e: BaseException) -> bool:
