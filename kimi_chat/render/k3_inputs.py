@@ -16,11 +16,10 @@ import json
 import marshal
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from kimi_chat.errors import RenderError
-from kimi_chat.messages import InvalidMessagesError, to_plain
 from kimi_chat.messages import plain_messages as messages_of
 from kimi_chat.nesting import too_deep_error
 from kimi_chat.oracle import deep_sort_dict
