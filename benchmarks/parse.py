@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kimi_chat import markers as M  # noqa: E402
-from kimi_chat.parse import StreamParser, parse  # noqa: E402
+from kimi_chat.output import StreamParser, parse  # noqa: E402
 
 DIALECT = "kimi-k2-thinking"
 THINK, UNTHINK = M.THINK_BEGIN.text, M.THINK_END.text
@@ -191,7 +191,7 @@ def per_delta_baseline(deltas: list[str], sample: int | None, extract=None) -> t
 def make_k3_output(size: int, seed: int = 0) -> str:
     """A Kimi-K3 output of about ``size`` characters, as ``render_k3`` writes the assistant turn
     (after the generation prompt): 30% reasoning, 30% content, two calls (a long string argument)."""
-    from kimi_chat.render.k3 import render_k3
+    from kimi_chat.families.k3.render import render_k3
 
     rng = random.Random(seed)
     msg = {"role": "assistant", "reasoning_content": words(rng, int(size * 0.3)), "content": words(rng, int(size * 0.3)),

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from parse import make_k3_output, token_deltas, words  # noqa: E402
 
 from kimi_chat import markers as M  # noqa: E402
-from kimi_chat.integrations import BodyStage  # noqa: E402
-from kimi_chat.parse import StreamParser, parse  # noqa: E402
+from kimi_chat.servers.stages import BodyStage  # noqa: E402
+from kimi_chat.output import StreamParser, parse  # noqa: E402
 
 SB, SE = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
 CB, AB, CE = M.TOOL_CALL_BEGIN.text, M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text

@@ -157,9 +157,9 @@ def main() -> None:
     import sglang
     import vllm
 
-    import kimi_chat.integrations.sglang  # noqa: F401  (registers kimi_chat)
-    import kimi_chat.integrations.vllm  # noqa: F401
-    from kimi_chat.render.k3 import render_k3
+    import kimi_chat.servers.sglang  # noqa: F401  (registers kimi_chat)
+    import kimi_chat.servers.vllm  # noqa: F401
+    from kimi_chat.families.k3.render import render_k3
     from tests.adapters.adapter_support import hf_tokenizer
 
     tok = hf_tokenizer("k3")

@@ -50,7 +50,7 @@ def conversation(n: int) -> list[dict]:
 
 
 def k2_table(repeat: int) -> int:
-    from kimi_chat.oracle import render_official
+    from kimi_chat.reference.oracle import render_official
 
     print(f"{'dialect':<24}{'messages':>9}{'kimi_chat µs/msg':>18}{'transformers µs/msg':>21}{'speed-up':>10}")
     for dialect in K2_DIALECTS:
@@ -67,9 +67,9 @@ def k2_table(repeat: int) -> int:
 
 
 def k3_table(repeat: int) -> int:
-    from kimi_chat.oracle_k3 import official_k3_encoding, official_k3_ids, official_k3_tokenizer
-    from kimi_chat.render.k3 import render_k3, render_k3_ids
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.families.k3.oracle import official_k3_encoding, official_k3_ids, official_k3_tokenizer
+    from kimi_chat.families.k3.render import render_k3, render_k3_ids
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     encoding = official_k3_encoding()
     official_tok = official_k3_tokenizer()

@@ -28,11 +28,11 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from _timing import best_of  # noqa: E402
 from kimi_chat.dialects import DIALECTS, get_dialect  # noqa: E402
-from kimi_chat.oracle import deep_sort_dict  # noqa: E402
-from kimi_chat.render import render, render_segments  # noqa: E402
-from kimi_chat.render.k3 import render_k3_ids  # noqa: E402
-from kimi_chat.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
-from kimi_chat.tokens import extend_tokens, render_tokens  # noqa: E402
+from kimi_chat.reference.oracle import deep_sort_dict  # noqa: E402
+from kimi_chat.prompt import render, render_segments  # noqa: E402
+from kimi_chat.families.k3.render import render_k3_ids  # noqa: E402
+from kimi_chat.tokens.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
+from kimi_chat.tokens.rendered import extend_tokens, render_tokens  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city, in Celsius.",
           "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}},
@@ -81,14 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     toks = {c: KimiTokenizer.from_reference(c) for c in ("k2", "k2.6", "k3")}
     hfs = {c: hf_tokenizer(t) for c, t in toks.items() if c != "k3"}
     try:
-        from kimi_chat.oracle_k3 import official_k3_tokenizer
+        from kimi_chat.families.k3.oracle import official_k3_tokenizer
 
         hfs["k3"] = official_k3_tokenizer()
     except Exception as e:  # pragma: no cover - transformers or the reference data missing
         print(f"(the official K3 tokenizer is unavailable: {e})", file=sys.stderr)
         hfs["k3"] = None
     try:
-        from kimi_chat.oracle import oracle_template
+        from kimi_chat.reference.oracle import oracle_template
     except ImportError:  # pragma: no cover
         oracle_template = None
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             hf_tools = deep_sort_dict(TOOLS) if d.sort_tool_keys else TOOLS
             extra = {}
             if d.tools_typescript:
-                from kimi_chat.tools_ts import tools_to_typescript
+                from kimi_chat.families.k2.tools_ts import tools_to_typescript
 
                 extra["tools_ts_str"] = tools_to_typescript(TOOLS)
 

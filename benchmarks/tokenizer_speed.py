@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import tiktoken
 
-    from kimi_chat.tokenizer import PAT_STR, KimiTokenizer
+    from kimi_chat.tokens.tokenizer import PAT_STR, KimiTokenizer
 
     ours = KimiTokenizer.from_reference("k2")
     plain = tiktoken.Encoding(

@@ -37,8 +37,8 @@ from _timing import best_of  # noqa: E402
 from render import TOOLS, conversation  # noqa: E402
 
 from kimi_chat.dialects import get_dialect  # noqa: E402
-from kimi_chat.oracle import deep_sort_dict  # noqa: E402
-from kimi_chat.tools_ts import tools_to_typescript  # noqa: E402
+from kimi_chat.reference.oracle import deep_sort_dict  # noqa: E402
+from kimi_chat.families.k2.tools_ts import tools_to_typescript  # noqa: E402
 from tests.adapters.test_vllm_renderer import (  # noqa: E402  (the model directories of the tests)
     _hf_renderer,
     chat_params,
@@ -90,7 +90,7 @@ def k3_table(root: Path, repeat: int) -> float:
     from vllm.renderers.kimi_k3 import KimiK3Renderer
     from vllm.renderers.registry import renderer_from_config
 
-    from kimi_chat.oracle_k3 import official_k3_tokenizer
+    from kimi_chat.families.k3.oracle import official_k3_tokenizer
 
     print(f"{'K3 (vs KimiK3Renderer)':<22} {'msgs':>5} | {'vLLM req/s':>10} {'ours req/s':>10} | ratio")
     model = make_model_dir(root, "kimi-k3")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", choices=("k2", "k3"), default=None)
     args = ap.parse_args(argv)
-    logging.getLogger("kimi_chat.integrations.vllm").setLevel(logging.WARNING)
+    logging.getLogger("kimi_chat.servers.vllm").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         if args.only != "k3":
             k2_table(Path(tmp), args.repeat)

@@ -16,11 +16,13 @@ imported from their modules: they need optional extras.
 
 from __future__ import annotations
 
+from . import _moved
+
 from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
 from .errors import (KimiChatError, ReferenceDataError, RenderError, StrictModeError, ToolSchemaError, UnknownDialectError,
                      UnsupportedOptionError)
 from .messages import InvalidMessagesError, InvalidToolsError, Message, Tool
-from .parse import (
+from .output import (
     Delta,
     ParsedMessage,
     ParsedToolCall,
@@ -31,16 +33,16 @@ from .parse import (
     ToolCallStatus,
     parse,
 )
-from .render import Segment, render, render_segments
+from .prompt import Segment, render, render_segments
 from .templates import template_path, template_text
-from .tokenizer import KimiTokenizer
-from .tokens import RenderedTokens, Span, extend_tokens, render_tokens
-from .tools_ts import tools_to_typescript
+from .tokens.tokenizer import KimiTokenizer
+from .tokens.rendered import RenderedTokens, Span, extend_tokens, render_tokens
+from .families.k2.tools_ts import tools_to_typescript
 
 # checks (after the formatter: they build on it)
-from .inspect import InspectError, Inspection, inspect_path  # noqa: E402
-from .lint import LintWarning, lint, normalize_tool_call_ids  # noqa: E402
-from .verify import Identification, TemplateCompileError, VerifyReport, identify, verify  # noqa: E402
+from .checks.inspection import InspectError, Inspection, inspect_path  # noqa: E402
+from .checks.lint import LintWarning, lint, normalize_tool_call_ids  # noqa: E402
+from .checks.verification import Identification, TemplateCompileError, VerifyReport, identify, verify  # noqa: E402
 
 __all__ = [
     "Delta",
@@ -92,3 +94,5 @@ __all__ = [
     "verify",
 ]
 __version__ = "0.1.0"
+
+_moved.install()  # old module paths (kimi_chat.runtime, kimi_chat.integrations, ...) stay importable

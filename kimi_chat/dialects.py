@@ -120,7 +120,7 @@ class Dialect:
 
     def check_options(self, options: Mapping[str, object], *, what: str = "option", require_bool: bool = True) -> None:
         """Refuse template options this dialect does not read (and, with ``require_bool``, non-bool
-        values): the check of :func:`~kimi_chat.parse.parse` (``render`` ignores unread kwargs, as the
+        values): the check of :func:`~kimi_chat.output.parse` (``render`` ignores unread kwargs, as the
         templates do, and :func:`kimi_chat.lint` reports them).
 
         ``what`` is how the message calls an option (``"option"``, ``"render option"``). Raises
@@ -243,7 +243,7 @@ KIMI_K3 = Dialect(
     family="k3",
     options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
 )
-"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.render.k3`)."""
+"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.families.k3.render`)."""
 DIALECTS[KIMI_K3.name] = KIMI_K3
 
 K2_DIALECTS: dict[str, Dialect] = {n: d for n, d in DIALECTS.items() if d.family == "k2"}

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .lint import LintWarning
+    from .checks.lint import LintWarning
 
 __all__ = [
     "KimiChatError",

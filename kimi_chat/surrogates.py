@@ -49,7 +49,7 @@ def warn_lone_surrogates(parts: Sequence[str], marks: Sequence[tuple[int, int, b
         pos += len(part)
         if pos > at:
             break
-    from .tokens import _walk  # the field paths strict mode names too
+    from .tokens.rendered import _walk  # the field paths strict mode names too
 
     sources = [("", messages[owner])] if owner >= 0 else [("tools", tools), *options.items()]
     path = None

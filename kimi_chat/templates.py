@@ -27,7 +27,7 @@ LLAMA_SERVER_FLAGS: tuple[str, ...] = ("--jinja", "--no-prefill-assistant", "--n
 ``tests/test_llama_server.py``), beside ``--chat-template-file``: ``--no-prefill-assistant`` stops the
 continuation rewrite of a conversation whose last message is the assistant's; ``--no-reasoning-preserve``
 stops llama-server from setting ``preserve_thinking=true`` (its default), which keeps every turn's
-reasoning in K2.6's prompt (see :mod:`kimi_chat.known_problems`)."""
+reasoning in K2.6's prompt (see :mod:`kimi_chat.checks.known_problems`)."""
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _CANDIDATE_DIRS = (

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimi_chat import markers as M
-from kimi_chat.parse import Delta, ParsedMessage, StreamParser
+from kimi_chat.output import Delta, ParsedMessage, StreamParser
 
 THINK = M.THINK_BEGIN.text
 UNTHINK = M.THINK_END.text

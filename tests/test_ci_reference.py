@@ -181,8 +181,8 @@ def _reference_paths_named_in(root: Path) -> set[str]:
 
 def test_required_files_list_every_reference_file_the_code_and_tests_read():
     from kimi_chat.dialects import DIALECTS
-    from kimi_chat.known_problems import KNOWN_TEMPLATES
-    from kimi_chat.tokenizer import REFERENCE_CONFIGS
+    from kimi_chat.checks.known_problems import KNOWN_TEMPLATES
+    from kimi_chat.tokens.tokenizer import REFERENCE_CONFIGS
 
     read = ({d.oracle for d in DIALECTS.values()} | {t.source for t in KNOWN_TEMPLATES}
             | set(REFERENCE_CONFIGS.values()) | _reference_paths_named_in(HERE.parent / "kimi_chat")
@@ -195,7 +195,7 @@ def test_required_files_list_every_reference_file_the_code_and_tests_read():
 @needs_reference
 def test_the_reference_module_checks_a_directory_as_a_script(tmp_path):
     # .ci/run runs it on the bare python3, before any venv exists
-    script = HERE.parent / "kimi_chat" / "reference.py"
+    script = HERE.parent / "kimi_chat" / "reference" / "__init__.py"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     ok = subprocess.run([sys.executable, "-S", str(script)], env={**env, ENV_VAR: str(REFERENCE)},
                         capture_output=True, text=True, timeout=60)

@@ -116,7 +116,7 @@ def test_inspect_exits_1_for_a_template_that_does_not_compile(tmp_path, capsys):
 
 def test_verify_reports_progress(capsys):
     pytest.importorskip("transformers", reason="verify needs transformers (kimi-chat[verify])")
-    from kimi_chat.verify import verify
+    from kimi_chat.checks.verification import verify
 
     seen: list[str] = []
     report = verify(TEMPLATE.read_text(), "kimi-k2-instruct-0905", examples=20, seed=1, progress=seen.append)
@@ -135,7 +135,7 @@ def test_verify_reports_progress(capsys):
 
 def test_verify_progress_says_when_it_shrinks(tmp_path):
     pytest.importorskip("transformers", reason="verify needs transformers (kimi-chat[verify])")
-    from kimi_chat.verify import verify
+    from kimi_chat.checks.verification import verify
 
     seen: list[str] = []
     report = verify("{% for m in messages %}{{ m.content }}{% endfor %}", "kimi-k2-instruct-0905", examples=50,

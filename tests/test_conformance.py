@@ -1,4 +1,4 @@
-"""``kimi-chat conformance`` / :func:`kimi_chat.conformance.conformance`: the report's machinery (no
+"""``kimi-chat conformance`` / :func:`kimi_chat.engines.conformance.conformance`: the report's machinery (no
 engine needed), the report of the tiny model in llama.cpp (what llama.cpp gets wrong, asserted as
 *known*: a fix upstream makes a test fail and the README report gets regenerated), and ``--server``
 against a real llama-server (``$KIMI_CHAT_LLAMA_SERVER`` or ``llama-server`` beside the venv's
@@ -24,7 +24,7 @@ from conftest import IN_CI, needs_reference, require_in_ci, skip_without_referen
 from llama_server_support import LlamaServer, missing_reason
 
 from kimi_chat import markers as M
-from kimi_chat.conformance import (
+from kimi_chat.engines.conformance import (
     CONTINUATION,
     CONVERSATIONS,
     Check,
@@ -35,7 +35,7 @@ from kimi_chat.conformance import (
     text_difference,
     token_difference,
 )
-from kimi_chat.render import render
+from kimi_chat.prompt import render
 
 try:
     import llama_cpp  # noqa: F401
@@ -149,7 +149,7 @@ class _FakeServer(http.server.BaseHTTPRequestHandler):
 
 
 def test_server_checks_against_a_fake_server():
-    from kimi_chat.conformance import _check_server
+    from kimi_chat.engines.conformance import _check_server
     from kimi_chat.dialects import get_dialect
 
     srv = http.server.HTTPServer(("127.0.0.1", 0), _FakeServer)
@@ -168,7 +168,7 @@ def test_server_checks_against_a_fake_server():
 
 
 def test_unreachable_server_is_an_error_not_a_failed_check():
-    from kimi_chat.conformance import _check_server
+    from kimi_chat.engines.conformance import _check_server
     from kimi_chat.dialects import get_dialect
     from kimi_chat.errors import KimiChatError
 
@@ -195,7 +195,7 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def report(tiny_gguf: Path) -> ConformanceReport:
-    from kimi_chat.runtime import conformance
+    from kimi_chat.engines.native import conformance
 
     return conformance(tiny_gguf)
 
@@ -246,9 +246,9 @@ def test_llama_cpp_report_names_what_llama_cpp_gets_wrong(report):
 @needs_reference
 @pytest.mark.oracle
 def test_k3_gguf_is_checked_with_k3_markers(tmp_path):
-    from kimi_chat.runtime import NativeModel, conformance
+    from kimi_chat.engines.native import NativeModel, conformance
     from kimi_chat.testing.tiny_model import build_tiny_model
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     path = build_tiny_model(tmp_path / "k3.gguf", dialect="kimi-k3", tokenizer=KimiTokenizer.from_reference("k3"),
                             chat_template="{{ 'not a Kimi template' }}")
@@ -305,7 +305,7 @@ def llama_server(tiny_gguf: Path, tmp_path_factory):
 @needs_llama
 @pytest.mark.native
 def test_server_report_shows_the_continuation_rewrite(tiny_gguf, llama_server):
-    from kimi_chat.runtime import conformance
+    from kimi_chat.engines.native import conformance
 
     r = conformance(tiny_gguf, server=llama_server)
     server = {c.name.removeprefix("server /apply-template: "): c for c in r.checks

@@ -16,7 +16,7 @@ import pytest
 from kimi_chat.dialects import DIALECTS as ALL_DIALECTS
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
 from kimi_chat import render
-from kimi_chat.oracle import render_official
+from kimi_chat.reference.oracle import render_official
 
 from conftest import needs_reference
 
@@ -88,7 +88,7 @@ K3_CASES = [p for p in K3_CASES if not p.name.endswith(".ids.json")]
 def test_render_official_knows_every_family():
     # issue 20 item 5: render_official rendered Kimi-K3's encoder source as a Jinja template
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
-    from kimi_chat.oracle import NoOracleTemplateError, oracle_template
+    from kimi_chat.reference.oracle import NoOracleTemplateError, oracle_template
 
     assert len(K3_CASES) >= 30
     for path in K3_CASES:

@@ -17,7 +17,7 @@ from kimi_chat.grammar import (
     forbidden_text,
     tool_call_grammar,
 )
-from kimi_chat.parse import parse
+from kimi_chat.output import parse
 
 from gbnf_recognizer import Gbnf, accepts
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kimi_chat.dialects import DEFAULT_DIALECT
 from kimi_chat.grammar import GrammarError, forbidden_text, json_schema_to_gbnf, tool_call_grammar
 from kimi_chat.grammar.json_schema import MAX_REPEAT
-from kimi_chat.parse import parse
+from kimi_chat.output import parse
 
 from gbnf_recognizer import accepts, compiled, sample
 

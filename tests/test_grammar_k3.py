@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from kimi_chat import markers as M
 from kimi_chat.grammar import GrammarError, default_token_markers, forbidden_text, tool_call_grammar
-from kimi_chat.parse import parse
-from kimi_chat.render import render
+from kimi_chat.output import parse
+from kimi_chat.prompt import render
 
 from gbnf_recognizer import SAMPLE_CHARS as _CHARS, Gbnf, accepts, compiled, sample as _sample
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kimi_chat import markers as M
-from kimi_chat.parse import StreamParser, parse
+from kimi_chat.output import StreamParser, parse
 from kimi_chat.reference import reference_file
 
 pytestmark = pytest.mark.skipif(reference_file("tokenizer/tiktoken.model") is None,
@@ -18,7 +18,7 @@ K26 = "kimi-k2.6"
 
 @pytest.fixture(scope="module")
 def tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k2.6")
 

@@ -12,8 +12,8 @@ import pytest
 
 from kimi_chat import markers as M
 from kimi_chat.cli import main
-from kimi_chat.inspect import K3_FIX_HINT, InspectError, inspect_path, load_template, read_gguf_metadata
-from kimi_chat.known_problems import KNOWN_TEMPLATES
+from kimi_chat.checks.inspection import K3_FIX_HINT, InspectError, inspect_path, load_template, read_gguf_metadata
+from kimi_chat.checks.known_problems import KNOWN_TEMPLATES
 from kimi_chat.reference import reference_file
 
 from conftest import needs_reference
@@ -139,7 +139,7 @@ def test_gguf_with_each_known_template_is_identified(tmp_path, known):
 
 @pytest.mark.parametrize("dialect, name", [("kimi-k2.5", "Kimi-K2.5"), ("kimi-k2.6", "Kimi-K2.6")])
 def test_gguf_with_our_own_template(tmp_path, dialect, name):
-    from kimi_chat.verify import own_template_text
+    from kimi_chat.checks.verification import own_template_text
 
     text = own_template_text(dialect)
     ins = inspect_path(write_gguf(tmp_path / "model.gguf", text, name=name))

@@ -8,7 +8,7 @@ import pytest
 
 from kimi_chat import get_dialect, render
 from kimi_chat.dialects import dialect_for_model
-from kimi_chat.oracle import render_official, render_template
+from kimi_chat.reference.oracle import render_official, render_template
 from kimi_chat.templates import template_text
 
 from conftest import needs_reference
@@ -132,8 +132,8 @@ GROUP_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
 def test_oracle_computes_tools_ts_with_the_official_encoder(dialect, monkeypatch):
     """Issue 20 item 8: the oracle's tools_ts_str comes from Moonshot's tool_declaration_ts.py (reference
     data), not from kimi_chat's encoder: breaking ours leaves the official rendering as it was."""
-    import kimi_chat.tools_ts as ours
-    from kimi_chat.oracle import official_tools_ts_encoder
+    import kimi_chat.families.k2.tools_ts as ours
+    from kimi_chat.reference.oracle import official_tools_ts_encoder
 
     msgs = [{"role": "user", "content": "Weather?"}]
     official = render_official(msgs, dialect=dialect, tools=TS_TOOLS)

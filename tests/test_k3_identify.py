@@ -11,11 +11,11 @@ import pytest
 
 from kimi_chat import render
 from kimi_chat.cli import main
-from kimi_chat.inspect import K3_FIX_HINT, inspect_path
-from kimi_chat.known_problems import KNOWN_TEMPLATES, PROBLEMS
+from kimi_chat.checks.inspection import K3_FIX_HINT, inspect_path
+from kimi_chat.checks.known_problems import KNOWN_TEMPLATES, PROBLEMS
 from kimi_chat.reference import reference_file
-from kimi_chat.verify import PROBES, identify, template_sha256, verify
-from kimi_chat.verify.rendering import host_parsed_arguments, render_with_dialect
+from kimi_chat.checks.verification import PROBES, identify, template_sha256, verify
+from kimi_chat.checks.verification.rendering import host_parsed_arguments, render_with_dialect
 
 from conftest import needs_reference
 

@@ -16,7 +16,7 @@ from hypothesis import event, given, note
 
 from kimi_chat import markers as M
 from kimi_chat.errors import RenderError
-from kimi_chat.render.k3 import render_k3, render_k3_ids, render_k3_segments
+from kimi_chat.families.k3.render import render_k3, render_k3_ids, render_k3_segments
 from kimi_chat.messages import InvalidMessagesError
 from kimi_chat.testing.strategies_k3 import k3_requests
 
@@ -24,8 +24,8 @@ from conftest import needs_reference
 
 pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
 
-from kimi_chat.oracle_k3 import official_k3_ids, official_k3_render, official_k3_segments  # noqa: E402
-from kimi_chat.tokenizer import KimiTokenizer  # noqa: E402
+from kimi_chat.families.k3.oracle import official_k3_ids, official_k3_render, official_k3_segments  # noqa: E402
+from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
 
 pytestmark = [pytest.mark.oracle, needs_reference]
 
@@ -92,7 +92,7 @@ def test_segments_equal_official(req):
 
 def test_oracle_is_the_reference_tokenizer():
     """The harness builds K3's TikTokenTokenizer with the ids of PROVENANCE.md (256 special ids)."""
-    from kimi_chat.oracle_k3 import official_k3_tokenizer
+    from kimi_chat.families.k3.oracle import official_k3_tokenizer
 
     official = official_k3_tokenizer()
     assert official.vocab_size == M.NUM_BASE_TOKENS + M.K3_NUM_RESERVED_SPECIAL
@@ -102,7 +102,7 @@ def test_oracle_is_the_reference_tokenizer():
 
 
 def test_tokenizer_matches_official_on_markers_and_text(tok):
-    from kimi_chat.oracle_k3 import official_k3_tokenizer
+    from kimi_chat.families.k3.oracle import official_k3_tokenizer
 
     official = official_k3_tokenizer()
     text = 'héllo <|open|>message role="user"<|sep|> 中文 <|reserved_token_163700|> [EOS] <|end_of_msg|>'

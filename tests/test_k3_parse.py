@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from kimi_chat import markers as M
-from kimi_chat.formats import format_for
-from kimi_chat.formats import k3 as K3F
+from kimi_chat.output.format import format_for
+from kimi_chat.families.k3 import format as K3F
 from kimi_chat.dialects import get_dialect
-from kimi_chat.parse import StreamParser, parse
-from kimi_chat.parse.tags import TagLexer, parse_attributes, unescape
-from kimi_chat.parse.types import StopReason, ToolCallStatus
+from kimi_chat.output import StreamParser, parse
+from kimi_chat.families.k3.tags import TagLexer, parse_attributes, unescape
+from kimi_chat.output.types import StopReason, ToolCallStatus
 
 OPEN, CLOSE, SEP, EOM = M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from kimi_chat import markers as M
-from kimi_chat.formats.k3 import TAGS, machine
-from kimi_chat.parse import ParsedMessage, parse
-from kimi_chat.parse.tags import TagLexer
-from kimi_chat.render.k3 import render_k3
+from kimi_chat.families.k3.format import TAGS, machine
+from kimi_chat.output import ParsedMessage, parse
+from kimi_chat.families.k3.tags import TagLexer
+from kimi_chat.families.k3.render import render_k3
 from parse_helpers import expected, feed_chunks, merge, split_at, streamed_openai
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

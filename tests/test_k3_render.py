@@ -14,7 +14,7 @@ import pytest
 
 from kimi_chat import markers as M
 from kimi_chat.errors import RenderError
-from kimi_chat.render.k3 import K3Segment, render_k3, render_k3_ids, render_k3_segments
+from kimi_chat.families.k3.render import K3Segment, render_k3, render_k3_ids, render_k3_segments
 from kimi_chat.messages import InvalidMessagesError
 from kimi_chat.reference import reference_file
 
@@ -35,7 +35,7 @@ def _load(path: Path):
 
 @pytest.fixture(scope="module")
 def tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k3")
 
@@ -81,7 +81,7 @@ def test_golden_ids(path, tok):
 @pytest.mark.parametrize("path", CASES, ids=IDS)
 def test_golden_is_official(path):
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers")
-    from kimi_chat.oracle_k3 import official_k3_ids, official_k3_render
+    from kimi_chat.families.k3.oracle import official_k3_ids, official_k3_render
 
     req, kwargs = _load(path)
     assert official_k3_render(req["messages"], req["tools"], **kwargs) == path.with_suffix(".txt").read_bytes().decode("utf-8")
@@ -133,7 +133,7 @@ def test_refusals_name_index_and_field(messages, kwargs, text, index, field):
 @pytest.mark.parametrize("messages, kwargs, text, index, field", REFUSALS)
 def test_refusals_are_official_refusals(messages, kwargs, text, index, field):
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers")
-    from kimi_chat.oracle_k3 import official_k3_render
+    from kimi_chat.families.k3.oracle import official_k3_render
 
     if sys.flags.optimize and kwargs.get("thinking_effort") == "medium":
         # the official check is an `assert`: under -O the encoder renders it, without an effort message
@@ -269,7 +269,7 @@ def test_k3_tokenizer(tok):
 
 @needs_tiktoken
 def test_ids_refuse_a_k2_tokenizer():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     with pytest.raises(ValueError, match="not a Kimi-K3 tokenizer"):
         render_k3_ids([{"role": "user", "content": "hi"}], KimiTokenizer.from_reference("k2"))
@@ -318,7 +318,7 @@ def test_oracle_unavailable_without_transformers():
 
 def test_missing_reference_data_is_named(tmp_path):
     from kimi_chat.errors import ReferenceDataError
-    from kimi_chat.oracle_k3 import official_k3_render
+    from kimi_chat.families.k3.oracle import official_k3_render
 
     with pytest.raises(ReferenceDataError, match=r"Kimi-K3/encoding_k3\.py: file not found"):
         official_k3_render([], ref=tmp_path)
@@ -328,7 +328,7 @@ def test_render_dispatches_kimi_k3_by_family():
     """``kimi_chat.render(dialect="kimi-k3")`` is the K3 renderer (defaults: thinking on, effort max);
     ``render_segments`` gives its segments; options are checked by the dialect record."""
     import kimi_chat
-    from kimi_chat.render.k3 import render_k3, render_k3_segments
+    from kimi_chat.families.k3.render import render_k3, render_k3_segments
 
     msgs = [{"role": "user", "content": "hi"}]
     assert kimi_chat.get_dialect("kimi-k3").family == "k3"

@@ -13,7 +13,7 @@ from kimi_chat import render
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import InvalidToolsError
 from kimi_chat.reference import reference_file
-from kimi_chat.render import render_segments
+from kimi_chat.prompt import render_segments
 
 K3 = "kimi-k3"
 DEPTH = sys.getrecursionlimit()  # json.dumps / json.loads of this many levels raise RecursionError
@@ -83,8 +83,8 @@ def _paths():
     yield "strict", lambda m, t: render(m, tools=t, dialect=K3, strict=True)
     yield "segments", lambda m, t: render_segments(m, tools=t, dialect=K3)
     if reference_file("tokenizer/tiktoken.model") is not None:
-        from kimi_chat.tokenizer import KimiTokenizer
-        from kimi_chat.tokens import render_tokens
+        from kimi_chat.tokens.tokenizer import KimiTokenizer
+        from kimi_chat.tokens.rendered import render_tokens
 
         tok = KimiTokenizer.from_reference("k3")
         yield "tokens", lambda m, t: render_tokens(m, tokenizer=tok, tools=t, dialect=K3)

@@ -15,7 +15,7 @@ from kimi_chat import markers as M
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import InvalidMessagesError
 from kimi_chat.reference import reference_file
-from kimi_chat.render.k3 import render_k3, render_k3_ids, render_k3_segments
+from kimi_chat.families.k3.render import render_k3, render_k3_ids, render_k3_segments
 from kimi_chat.testing.strategies_k3 import k3_requests
 
 from conftest import needs_reference
@@ -29,13 +29,13 @@ CASES = sorted(p for p in GOLDEN.glob("*.json") if not p.name.endswith(".ids.jso
 
 @pytest.fixture(scope="module")
 def tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k3")
 
 
 def _rt(messages, tok, tools=None, **kw):
-    from kimi_chat.tokens import render_tokens
+    from kimi_chat.tokens.rendered import render_tokens
 
     return render_tokens(messages, tokenizer=tok, tools=tools, dialect="kimi-k3", **kw)
 
@@ -132,12 +132,12 @@ def test_policies_property(tok, req):
 
 
 def test_vocabulary_mismatch_is_refused(tok):
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     msgs = [{"role": "user", "content": "hi"}]
     with pytest.raises(ValueError, match=r"no special token <\|open\|>.*kimi-k3.*from_reference\('k3'\)"):
         _rt(msgs, KimiTokenizer.from_reference("k2"))
-    from kimi_chat.tokens import render_tokens
+    from kimi_chat.tokens.rendered import render_tokens
 
     with pytest.raises(ValueError, match=r"no special token <\|im_end\|>.*from_reference\('k2'\)"):
         render_tokens(msgs, tokenizer=tok, dialect="kimi-k2-instruct-0905")
@@ -157,7 +157,7 @@ def test_options_and_refusals(tok):
 
 
 def test_extend_tokens(tok):
-    from kimi_chat.tokens import extend_tokens
+    from kimi_chat.tokens.rendered import extend_tokens
 
     msgs = [{"role": "user", "content": "q"}]
     first = _rt(msgs, tok, thinking_effort="high")
@@ -188,7 +188,7 @@ def test_extend_tokens(tok):
 @given(k3_requests(refusals=False))
 def test_render_tokens_ids_equal_official(tok, req):
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
-    from kimi_chat.oracle_k3 import official_k3_ids
+    from kimi_chat.families.k3.oracle import official_k3_ids
 
     note(repr(req))
     try:
@@ -330,7 +330,7 @@ def test_readme_k3_prompt_is_what_render_gives():
 @pytest.mark.oracle
 def test_readme_k3_prompt_is_official():
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
-    from kimi_chat.oracle_k3 import official_k3_render
+    from kimi_chat.families.k3.oracle import official_k3_render
 
     scope, shown = _readme_k3()
     assert shown == official_k3_render(scope["messages"], None, thinking_effort="low")

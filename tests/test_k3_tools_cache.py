@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kimi_chat.render import render
-from kimi_chat.render import k3_inputs as K
+from kimi_chat.prompt import render
+from kimi_chat.families.k3 import inputs as K
 
 K3 = "kimi-k3"
 USER = [{"role": "user", "content": "hi"}]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 from kimi_chat import render
-from kimi_chat.lint import CANONICAL_TOOL_CALL_ID, LintWarning, lint, normalize_tool_call_ids
+from kimi_chat.checks.lint import CANONICAL_TOOL_CALL_ID, LintWarning, lint, normalize_tool_call_ids
 from kimi_chat.messages import InvalidMessagesError
 from kimi_chat.testing.strategies import messages as messages_strategy
 

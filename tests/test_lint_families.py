@@ -214,7 +214,7 @@ def test_encode_docstrings_say_which_path_is_safe():
     import ast
     from pathlib import Path
 
-    import kimi_chat.integrations as integrations
+    import kimi_chat.servers.stages as integrations
 
     tree = ast.parse((Path(integrations.__file__).parent / "vllm" / "tokenizer.py").read_text(encoding="utf-8"))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KimiChatVllmTokenizer")

@@ -39,10 +39,10 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from kimi_chat import markers as M
 from kimi_chat import tools_to_typescript
 from kimi_chat.dialects import K2_DIALECTS, get_dialect
-from kimi_chat.oracle import deep_sort_dict
-from kimi_chat.parse import parse
-from kimi_chat.render import render
-from kimi_chat.known_problems import DIALECT_PROBLEMS
+from kimi_chat.reference.oracle import deep_sort_dict
+from kimi_chat.output import parse
+from kimi_chat.prompt import render
+from kimi_chat.checks.known_problems import DIALECT_PROBLEMS
 from kimi_chat.templates import template_path, template_text
 from kimi_chat.testing.strategies import requests
 

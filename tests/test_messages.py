@@ -244,7 +244,7 @@ def test_openai_sdk_objects_nested_in_dict_messages():
 def test_nested_objects_match_official():
     pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")
     from openai.types.chat.chat_completion_message_function_tool_call import ChatCompletionMessageFunctionToolCall, Function
-    from kimi_chat.oracle import render_official
+    from kimi_chat.reference.oracle import render_official
 
     msgs = [{"role": "user", "content": "hi"},
             {"role": "assistant", "content": "", "tool_calls": [ChatCompletionMessageFunctionToolCall(

@@ -21,9 +21,9 @@ import pytest
 from conftest import require_in_ci, skip_without_reference
 
 from kimi_chat import markers as M
-from kimi_chat.formats.k2 import TOKEN_CLASSES
-from kimi_chat.parse import parse
-from kimi_chat.render import render
+from kimi_chat.families.k2.format import TOKEN_CLASSES
+from kimi_chat.output import parse
+from kimi_chat.prompt import render
 
 try:
     import llama_cpp  # noqa: F401
@@ -58,7 +58,7 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def model(tiny_gguf: Path):
-    from kimi_chat.runtime import NativeModel
+    from kimi_chat.engines.native import NativeModel
 
     m = NativeModel.load(tiny_gguf, n_ctx=2048)
     yield m
@@ -67,7 +67,7 @@ def model(tiny_gguf: Path):
 
 @pytest.fixture(scope="session")
 def reference_tokenizer():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     skip_without_reference()
 
@@ -79,7 +79,7 @@ def reference_tokenizer():
 
 
 def test_import_without_the_extra_works_and_use_says_what_to_install(monkeypatch, tmp_path):
-    import kimi_chat.runtime as rt  # importing never needs the extra (it imports llama_cpp lazily)
+    import kimi_chat.engines.native as rt  # importing never needs the extra (it imports llama_cpp lazily)
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
     assert rt.native_available() is False
@@ -395,8 +395,8 @@ def test_grammar_none_and_same_seed_same_output(model):
 
 @needs_llama
 def test_chat_end_to_end_streams_what_it_returns(model):
-    from kimi_chat.parse import Delta
-    from kimi_chat.runtime import ChatResult
+    from kimi_chat.output import Delta
+    from kimi_chat.engines.native import ChatResult
 
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
     items = list(model.chat_stream(messages, max_tokens=32, temperature=0.9, seed=3))
@@ -462,7 +462,7 @@ SIMPLE = [
 
 @needs_llama
 def test_embedded_template_is_ours_and_identified(model):
-    from kimi_chat.verify import identify
+    from kimi_chat.checks.verification import identify
 
     try:
         from kimi_chat.templates import template_text

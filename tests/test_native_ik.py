@@ -18,8 +18,8 @@ import pytest
 from conftest import require_in_ci, skip_without_reference
 
 from kimi_chat import markers as M
-from kimi_chat.parse import parse
-from kimi_chat.render import render
+from kimi_chat.output import parse
+from kimi_chat.prompt import render
 
 try:
     import ik_llama_cpp  # noqa: F401  (imports its ctypes binding lazily: the library loads on use)
@@ -61,7 +61,7 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model(tiny_gguf: Path):
-    from kimi_chat.runtime import NativeModel
+    from kimi_chat.engines.native import NativeModel
 
     m = NativeModel.load(tiny_gguf, backend=BACKEND, n_ctx=2048)
     yield m
@@ -79,7 +79,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_missing_extra_says_what_to_install(monkeypatch, tmp_path):
-    import kimi_chat.runtime as rt
+    import kimi_chat.engines.native as rt
 
     monkeypatch.setitem(sys.modules, "ik_llama_cpp", None)
     monkeypatch.delitem(sys.modules, "ik_llama_cpp._ctypes_api", raising=False)
@@ -90,7 +90,7 @@ def test_missing_extra_says_what_to_install(monkeypatch, tmp_path):
 
 
 def test_unknown_backend_is_refused(tiny_gguf):
-    from kimi_chat.runtime import NativeModel
+    from kimi_chat.engines.native import NativeModel
 
     with pytest.raises(ValueError, match="backend must be one of 'llama.cpp', 'ik_llama.cpp', not 'vllm'"):
         NativeModel.load(tiny_gguf, backend="vllm")
@@ -184,7 +184,7 @@ def test_builtin_format_swaps_user_and_assistant(model):
 
 def test_both_backends_in_one_process_agree(model, tiny_gguf):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from kimi_chat.runtime import NativeModel
+    from kimi_chat.engines.native import NativeModel
 
     other = NativeModel.load(tiny_gguf, n_ctx=2048)
     try:
@@ -216,14 +216,14 @@ SWAPPED = ("engine header '<|im_assistant|>assistant<|im_middle|>', kimi_chat '<
 
 
 def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
-    from kimi_chat.runtime import conformance
+    from kimi_chat.engines.native import conformance
 
     r = conformance(model)
     assert (r.backend, r.engine) == (BACKEND, "ik-llama-cpp-python 0.1.5")
     assert {(c.group, c.name) for c in r.failures} == IK_FAILURES
     c = r.check("chat format", "built-in format: system, user")
     # the first difference is at the user header, right after the system turn
-    from kimi_chat.conformance import CONVERSATIONS
+    from kimi_chat.engines.conformance import CONVERSATIONS
 
     at = render(list(CONVERSATIONS[0][1]), dialect=DIALECT).index(M.IM_USER.text)
     assert c.first_difference == (f"at char {at}: kimi_chat ...'ddle|>You are terse.<|im_end|>"

@@ -17,9 +17,9 @@ import pytest
 from conftest import require_in_ci, skip_without_reference
 
 from kimi_chat import markers as M
-from kimi_chat.parse import parse
-from kimi_chat.render.k3 import render_k3_segments
-from kimi_chat.tokens import render_tokens
+from kimi_chat.output import parse
+from kimi_chat.families.k3.render import render_k3_segments
+from kimi_chat.tokens.rendered import render_tokens
 
 try:
     import llama_cpp  # noqa: F401
@@ -83,7 +83,7 @@ def tiny_k3(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def model(tiny_k3: Path):
-    from kimi_chat.runtime import NativeModel
+    from kimi_chat.engines.native import NativeModel
 
     m = NativeModel.load(tiny_k3, n_ctx=2048)
     yield m
@@ -92,7 +92,7 @@ def model(tiny_k3: Path):
 
 @pytest.fixture(scope="module")
 def k3_tokenizer():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     skip_without_reference()
 

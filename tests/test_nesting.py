@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kimi_chat import InvalidMessagesError, KimiChatError, RenderError, render
 from kimi_chat.nesting import deep_sort_dict, deepest_path
-from kimi_chat.oracle import deep_sort_dict as oracle_deep_sort_dict
+from kimi_chat.reference.oracle import deep_sort_dict as oracle_deep_sort_dict
 
 
 @pytest.fixture(autouse=True)

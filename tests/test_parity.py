@@ -13,8 +13,8 @@ from hypothesis import given, note, strategies as st
 
 from kimi_chat.dialects import K2_DIALECTS
 from kimi_chat import StrictModeError, get_dialect, lint, render, render_tokens
-from kimi_chat.lint import ERROR_CODES
-from kimi_chat.render import render_layout, render_segments
+from kimi_chat.checks.lint import ERROR_CODES
+from kimi_chat.prompt import render_layout, render_segments
 from kimi_chat.testing.strategies import odd_requests, requests
 
 ALL = list(K2_DIALECTS)  # K3 parity/strict: tests/test_k3_render.py

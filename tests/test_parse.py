@@ -13,15 +13,7 @@ from typing import Any
 import pytest
 
 from kimi_chat.dialects import get_dialect
-from kimi_chat.parse import (
-    Delta,
-    ParsedMessage,
-    StopReason,
-    StreamParser,
-    ToolCallDelta,
-    ToolCallStatus,
-    parse,
-)
+from kimi_chat.output import Delta, ParsedMessage, StopReason, StreamParser, ToolCallDelta, ToolCallStatus, parse
 from parse_helpers import (
     AB,
     CB,
@@ -799,16 +791,16 @@ def test_unknown_dialect_raises():
 def test_docs_show_the_grammar_verbatim():
     from pathlib import Path
 
-    from kimi_chat.formats.k2 import grammar_text
+    from kimi_chat.families.k2.format import grammar_text
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "format.md").read_text(encoding="utf-8")
     assert "```peg\n" + grammar_text() + "\n```" in doc
 
 
 def test_every_start_rule_compiles_and_accepts_text_and_eof_everywhere():
-    from kimi_chat.formats.k2 import START_RULES
-    from kimi_chat.formats.k2 import machine as compile_machine
-    from kimi_chat.peg import EOF, TEXT, WS
+    from kimi_chat.families.k2.format import START_RULES
+    from kimi_chat.families.k2.format import machine as compile_machine
+    from kimi_chat.output.peg import EOF, TEXT, WS
 
     for rule in START_RULES:
         for think in (True, False):
@@ -821,7 +813,7 @@ def test_every_start_rule_compiles_and_accepts_text_and_eof_everywhere():
 
 def test_token_classes_come_from_the_markers_module():
     from kimi_chat import markers as M
-    from kimi_chat.formats.k2 import TOKEN_CLASSES
+    from kimi_chat.families.k2.format import TOKEN_CLASSES
 
     assert all(m in M.MARKERS for ms in TOKEN_CLASSES.values() for m in ms)
     assert M.IM_END in TOKEN_CLASSES["END_TURN"] and M.EOT not in TOKEN_CLASSES["END_TURN"]
@@ -829,7 +821,7 @@ def test_token_classes_come_from_the_markers_module():
 
 @pytest.mark.parametrize("bad", [5, [104, 105], None, 3.5])
 def test_feed_refuses_what_is_not_text(bad):
-    from kimi_chat.parse import StreamParser, parse
+    from kimi_chat.output import StreamParser, parse
 
     with pytest.raises(TypeError, match="str or bytes"):
         StreamParser().feed(bad)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parse_helpers import AB, CB, CE, END, IM_USER, SB, SE, call, feed_chunks, merge, section
 
-from kimi_chat.parse import StopReason, StreamParser, ToolCallStatus, normalise_tools, parse
+from kimi_chat.output import StopReason, StreamParser, ToolCallStatus, normalise_tools, parse
 
 INCOMPLETE = ToolCallStatus.INCOMPLETE
 

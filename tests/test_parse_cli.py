@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kimi_chat.cli import main
-from kimi_chat.parse import Delta, ToolCallDelta, parse
+from kimi_chat.output import Delta, ToolCallDelta, parse
 from parse_helpers import UNTHINK, Merged, call, section
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "output_tool_call.txt"

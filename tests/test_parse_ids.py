@@ -16,8 +16,8 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from kimi_chat import markers as M
-from kimi_chat.parse import StreamParser, parse
-from kimi_chat.parse.ids import token_bytes
+from kimi_chat.output import StreamParser, parse
+from kimi_chat.output.ids import token_bytes
 from kimi_chat.reference import reference_file
 from test_k3_parse_properties import broken_turns
 
@@ -37,14 +37,14 @@ K2_END = M.TOOL_CALL_END.text
 
 @pytest.fixture(scope="module")
 def k3tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k3")
 
 
 @pytest.fixture(scope="module")
 def k2tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k2")
 
@@ -52,7 +52,7 @@ def k2tok():
 def completion(tok, dialect, args, content="ok", reasoning="thinking"):
     """The ids (and text) the model writes for an assistant turn calling ``echo(**args)``: the full
     render minus the generation prompt's render."""
-    from kimi_chat.tokens import render_tokens
+    from kimi_chat.tokens.rendered import render_tokens
 
     msg = {"role": "assistant", "content": content, "tool_calls": [{
         "id": "functions.echo:0", "type": "function",

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parse_helpers import END, call, feed_chunks, section
 
-from kimi_chat.parse import ToolCallStatus, parse
-from kimi_chat.parse.jsonvalue import INVALID, _iterative, json_value
+from kimi_chat.output import ToolCallStatus, parse
+from kimi_chat.output.jsonvalue import INVALID, _iterative, json_value
 
 OK, BAD = ToolCallStatus.OK, ToolCallStatus.INVALID_JSON
 K3_HEAD = ('<|close|>think<|sep|><|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|>')

@@ -11,7 +11,7 @@ import pytest
 from openai.types.chat import ChatCompletionChunk
 from parse_helpers import AB, CB, CE, END, SB, SE, call, section
 
-from kimi_chat.parse import Delta, StreamParser, parse
+from kimi_chat.output import Delta, StreamParser, parse
 
 TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from kimi_chat import markers as M
 from kimi_chat.dialects import get_dialect
-from kimi_chat.parse import MarkerLexer, ParsedMessage, StreamParser, parse
+from kimi_chat.output import MarkerLexer, ParsedMessage, StreamParser, parse
 from parse_helpers import (AB, CB, CE, END, SB, SE, THINK, UNTHINK, expected, feed_chunks, merge, split_at,
                            streamed_openai)
 
@@ -319,7 +319,7 @@ def assistant_turn(prompt: str) -> str:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(assistant_messages(), st.sampled_from(ROUND_TRIP_DIALECTS))
 def test_round_trip_through_the_formatter(message, dialect):
-    from kimi_chat.render import render
+    from kimi_chat.prompt import render
 
     d = get_dialect(dialect)
     prompt = render([{"role": "user", "content": "hi"}, message], dialect=dialect, add_generation_prompt=False)

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from parse_helpers import AB, CB, CE, END, IM_MIDDLE, SB, SE, THINK, UNTHINK, call, section
 
 from kimi_chat import markers as M
-from kimi_chat.integrations import BodyStage
-from kimi_chat.parse import ParseWarning, StreamParser, parse
-from kimi_chat.parse import toolcalls
-from kimi_chat.parse.warnlog import MAX_ENTRIES
+from kimi_chat.servers.stages import BodyStage
+from kimi_chat.output import ParseWarning, StreamParser, parse
+from kimi_chat.families.k2 import calls as toolcalls
+from kimi_chat.output.warnlog import MAX_ENTRIES
 
 PAD = M.PAD.text
 K3_OPEN, K3_SEP = M.K3_OPEN.text, M.K3_SEP.text
@@ -281,7 +281,7 @@ def test_a_merged_warning_never_spans_a_marker_read_as_structure():
 def test_stages_log_a_merged_warning_with_its_count():
     import logging
 
-    from kimi_chat.integrations import ReasoningStage
+    from kimi_chat.servers.stages import ReasoningStage
 
     records: list[str] = []
 

@@ -1,6 +1,6 @@
 """Streaming input and output: mixed bytes/str chunks and incomplete UTF-8 (issue 11 item 19), the
 incremental ``StreamParser.message`` (item 17), the marker lexer object, and the layout rule that
-``kimi_chat.peg`` and ``kimi_chat.parse`` name no family's markers."""
+``kimi_chat.output.peg`` and ``kimi_chat.parse`` name no family's markers."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from parse_helpers import AB, CB, CE, END, SB, SE, THINK, UNTHINK, call, merge, section
 
 import kimi_chat
-from kimi_chat.formats.k2 import machine
-from kimi_chat.parse import MarkerLexer, StreamParser, parse
+from kimi_chat.families.k2.format import machine
+from kimi_chat.output import MarkerLexer, StreamParser, parse
 
 THINKING = "kimi-k2-thinking"
 E_ACUTE = "é".encode()  # 2 bytes
@@ -154,7 +154,7 @@ def _source(name: str) -> str:
 
 
 def test_peg_names_no_marker():
-    src = _source("kimi_chat.peg")
+    src = _source("kimi_chat.output.peg")
     assert "<|" not in src and "[EOS]" not in src and "<think>" not in src
     assert not [i for i in re.findall(r"^from (\S+) import", src, re.M) if i.endswith("markers")]
 
@@ -167,7 +167,7 @@ def test_parse_code_names_no_marker():
 
 
 def test_public_names_still_import():
-    from kimi_chat.parse import (  # noqa: F401
+    from kimi_chat.output import (
         Delta,
         ParsedMessage,
         ParsedToolCall,
@@ -185,8 +185,8 @@ def test_the_format_comes_from_the_dialect_family():
     import dataclasses
 
     from kimi_chat.dialects import get_dialect
-    from kimi_chat.formats import FAMILIES, format_for
-    from kimi_chat.formats.k2 import K2
+    from kimi_chat.output.format import FAMILIES, format_for
+    from kimi_chat.families.k2.format import K2
 
     d = get_dialect("kimi-k2-thinking")
     assert format_for(d) is K2 and StreamParser(d).format is K2 and set(FAMILIES) >= {"k2"}

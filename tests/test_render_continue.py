@@ -8,7 +8,7 @@ from hypothesis import given, note, strategies as st
 
 from kimi_chat import RenderError, render, render_segments
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # K3: no continue_final_message
-from kimi_chat.oracle import render_official
+from kimi_chat.reference.oracle import render_official
 from kimi_chat.testing.strategies import requests
 
 from conftest import needs_reference

@@ -9,8 +9,8 @@ from conftest import needs_reference
 from kimi_chat import markers as M
 from kimi_chat.dialects import DIALECTS
 from kimi_chat.errors import RenderError
-from kimi_chat.tokenizer import KimiTokenizer
-from kimi_chat.tokens import render_ids, render_tokens
+from kimi_chat.tokens.tokenizer import KimiTokenizer
+from kimi_chat.tokens.rendered import render_ids, render_tokens
 
 pytestmark = needs_reference  # the reference tokenizers
 

@@ -12,7 +12,7 @@ from hypothesis import event, given, note, settings, strategies as st
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
 from kimi_chat import render
 from kimi_chat.errors import KimiChatError
-from kimi_chat.oracle import render_official
+from kimi_chat.reference.oracle import render_official
 from kimi_chat.testing.strategies import DEFECTS, defective_requests, odd_requests, requests
 
 from conftest import needs_reference

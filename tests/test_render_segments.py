@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
 from kimi_chat import render, render_segments
-from kimi_chat.render import render_layout
+from kimi_chat.prompt import render_layout
 from kimi_chat.testing.strategies import requests
 
 
@@ -111,7 +111,7 @@ def test_a_family_is_one_renderer_entry(monkeypatch):
     (render, render_segments, render_layout) goes through it, after the shared validation."""
     import dataclasses
 
-    from kimi_chat.render import RENDERERS
+    from kimi_chat.prompt import RENDERERS
 
     def fake(w, d, msgs, tools, add_generation_prompt, options):
         for i, m in enumerate(msgs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kimi_chat import UnsupportedOptionError, render, render_segments
-from kimi_chat.render import TOKENIZING_OPTIONS, render_layout
+from kimi_chat.prompt import TOKENIZING_OPTIONS, render_layout
 
 MSGS = [{"role": "user", "content": "Hi"}]
 

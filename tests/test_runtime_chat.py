@@ -14,12 +14,12 @@ import pytest
 
 from kimi_chat import markers as M
 from kimi_chat.dialects import Dialect, get_dialect
-from kimi_chat.parse import Delta
+from kimi_chat.output import Delta
 from kimi_chat.reference import reference_file
 from kimi_chat.errors import KimiChatError
-from kimi_chat.runtime import ChatResult, NativeModel
-from kimi_chat.runtime_chat import chat_stream
-from kimi_chat.tokens import render_tokens
+from kimi_chat.engines.native import ChatResult, NativeModel
+from kimi_chat.engines.chat import chat_stream
+from kimi_chat.tokens.rendered import render_tokens
 
 pytestmark = pytest.mark.skipif(reference_file("tokenizer/tiktoken.model") is None,
                                 reason="tokenizer/tiktoken.model of the reference data not found")
@@ -73,14 +73,14 @@ def streamed(deltas: list[Delta], field: str) -> str:
 
 @pytest.fixture(scope="module")
 def k2tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k2")
 
 
 @pytest.fixture(scope="module")
 def k3tok():
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k3")
 

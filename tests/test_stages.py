@@ -16,9 +16,10 @@ import kimi_chat
 from conftest import needs_reference
 from kimi_chat import KimiTokenizer
 from kimi_chat import markers as M
-from kimi_chat.integrations import BodyStage, ReasoningStage, diagnostics, prompt_reasoning
-from kimi_chat.integrations.diagnostics import NOT_EXECUTABLE, CallGate, is_executable
-from kimi_chat.parse import ParsedToolCall, ToolCallStatus, parse
+from kimi_chat.servers.stages import BodyStage, ReasoningStage, prompt_reasoning
+from kimi_chat.servers import diagnostics
+from kimi_chat.servers.diagnostics import NOT_EXECUTABLE, CallGate, is_executable
+from kimi_chat.output import ParsedToolCall, ToolCallStatus, parse
 
 PIECES = [
     M.THINK_BEGIN.text, M.THINK_END.text, M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text,

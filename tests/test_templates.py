@@ -1,7 +1,7 @@
 """Our ``templates/<dialect>.jinja`` render, under transformers' sandboxed Jinja environment, exactly
 what :func:`kimi_chat.render` renders.
 
-The templates are rendered with ``kimi_chat.oracle.render_template(..., sort_tool_keys=False)``: the
+The templates are rendered with ``kimi_chat.reference.oracle.render_template(..., sort_tool_keys=False)``: the
 templates of dialects whose official tokenizer sorts tool keys must sort them themselves. For
 ``kimi-k2.5`` and ``kimi-k2.6`` the caller passes ``tools_ts_str`` as the official tokenizer does. No reference data is
 needed (transformers and the templates are always available), so nothing here skips.
@@ -17,7 +17,7 @@ from hypothesis import given, note, strategies as st
 
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
 from kimi_chat import RenderError, UnknownDialectError, get_dialect, render, tools_to_typescript
-from kimi_chat.oracle import deep_sort_dict, render_template
+from kimi_chat.reference.oracle import deep_sort_dict, render_template
 from kimi_chat.templates import template_dirs, template_path, template_text
 from kimi_chat.testing.strategies import ODD_KINDS, odd_requests, requests
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings, strategies as st
 
 from kimi_chat import render
-from kimi_chat.oracle import deep_sort_dict
+from kimi_chat.reference.oracle import deep_sort_dict
 from kimi_chat.templates import template_text
 
 from conftest import needs_reference

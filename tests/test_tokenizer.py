@@ -23,7 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 from kimi_chat import markers  # noqa: E402
 from kimi_chat.errors import ReferenceDataError  # noqa: E402
 from kimi_chat.reference import reference_dir  # noqa: E402
-from kimi_chat.tokenizer import (  # noqa: E402
+from kimi_chat.tokens.tokenizer import (
     MAX_NO_WHITESPACES_CHARS,
     PAT_STR,
     TIKTOKEN_MAX_ENCODE_CHARS,

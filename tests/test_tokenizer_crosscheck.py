@@ -26,7 +26,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from kimi_chat import markers  # noqa: E402
-from kimi_chat.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
+from kimi_chat.tokens.tokenizer import PAT_STR, KimiTokenizer  # noqa: E402
 
 from conftest import needs_reference  # noqa: E402
 

@@ -19,10 +19,10 @@ from hypothesis import strategies as st  # noqa: E402
 from kimi_chat import markers as M  # noqa: E402
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # noqa: E402
 from kimi_chat.errors import RenderError  # noqa: E402
-from kimi_chat.render import render, render_segments  # noqa: E402
+from kimi_chat.prompt import render, render_segments  # noqa: E402
 from kimi_chat.testing.strategies import requests  # noqa: E402
-from kimi_chat.tokenizer import KimiTokenizer  # noqa: E402
-from kimi_chat.tokens import RenderedTokens, Span, extend_tokens, render_tokens  # noqa: E402
+from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
+from kimi_chat.tokens.rendered import RenderedTokens, Span, extend_tokens, render_tokens  # noqa: E402
 
 from conftest import needs_reference  # noqa: E402
 
@@ -419,7 +419,7 @@ def test_strict_names_the_field_the_prompt_holds(toks):
 
 def test_tokens_use_no_private_renderer_name():
     import ast
-    import kimi_chat.tokens as mod
+    import kimi_chat.tokens.rendered as mod
 
     tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
     imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and "render" in (n.module or "")

@@ -12,9 +12,9 @@ pytest.importorskip("tiktoken", reason="the `tokenizer` extra (tiktoken) is not 
 from kimi_chat.cli import main  # noqa: E402
 from kimi_chat.cli.count import add_tokenizer_arguments, tokens_json  # noqa: E402
 from kimi_chat.reference import reference_dir  # noqa: E402
-from kimi_chat.render import render  # noqa: E402
-from kimi_chat.tokenizer import KimiTokenizer  # noqa: E402
-from kimi_chat.tokens import render_tokens  # noqa: E402
+from kimi_chat.prompt import render  # noqa: E402
+from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
+from kimi_chat.tokens.rendered import render_tokens  # noqa: E402
 
 from conftest import needs_reference  # noqa: E402
 

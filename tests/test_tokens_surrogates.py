@@ -12,8 +12,8 @@ import pytest
 from kimi_chat.dialects import DIALECTS, get_dialect
 from kimi_chat.errors import LoneSurrogateWarning
 from kimi_chat.reference import reference_file
-from kimi_chat.render import render
-from kimi_chat.tokens import render_ids, render_tokens
+from kimi_chat.prompt import render
+from kimi_chat.tokens.rendered import render_ids, render_tokens
 
 pytestmark = pytest.mark.skipif(reference_file("tokenizer/tiktoken.model") is None,
                                 reason="tokenizer/tiktoken.model of the reference data not found")
@@ -23,7 +23,7 @@ TEXTS = ["a\ud800b", "x \udfff\n", "é\udc00中", "\ud800"]
 
 
 def _tok(dialect: str):
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     return KimiTokenizer.from_reference("k3" if get_dialect(dialect).family == "k3" else "k2")
 
@@ -74,7 +74,7 @@ def test_lone_surrogate_is_encoded_as_the_official_tokenizer_does_with_a_warning
                 ids = render_ids(msgs, tokenizer=tok, dialect=dialect)
             assert ids == r.ids
             if DIALECTS[dialect].family == "k3":
-                from kimi_chat.render.k3 import render_k3_ids
+                from kimi_chat.families.k3.render import render_k3_ids
 
                 with pytest.warns(LoneSurrogateWarning, match=rf"^messages\[{index}\]"):
                     ids = render_k3_ids(msgs, tok)

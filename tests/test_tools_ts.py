@@ -1,4 +1,4 @@
-"""The K2.5 TypeScript tool-declaration encoder (``kimi_chat.tools_ts``).
+"""The K2.5 TypeScript tool-declaration encoder (``kimi_chat.families.k2.tools_ts``).
 
 * the 20 goldens (outputs of a port of the official encoder) of the reference directory (a reference
   file: never copied into the project; the test skips, saying so, without the reference data);
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from kimi_chat.errors import KimiChatError, ToolSchemaError
 from kimi_chat.reference import reference_file
-from kimi_chat.tools_ts import MAX_SCHEMA_DEPTH, tools_to_typescript
+from kimi_chat.families.k2.tools_ts import MAX_SCHEMA_DEPTH, tools_to_typescript
 
 REFERENCE = "unverified/k25_tools_ts.golden.jsonl"
 HEADER = "# Tools\n\n## functions\nnamespace functions {\n"
@@ -789,7 +789,7 @@ def test_well_formed_schemas_always_encode_and_declare_every_property(props):
 
 
 def _official_or_skip():
-    from kimi_chat.oracle import OFFICIAL_TOOLS_TS, official_tools_ts
+    from kimi_chat.reference.oracle import OFFICIAL_TOOLS_TS, official_tools_ts
 
     if reference_file(OFFICIAL_TOOLS_TS) is None:
         pytest.skip(f"reference file {OFFICIAL_TOOLS_TS} not found (../shared/reference or $KIMI_CHAT_REFERENCE_DIR)")
@@ -799,7 +799,7 @@ def _official_or_skip():
 def _same_as_official(tools):
     import logging
 
-    from kimi_chat.tools_ts import typescript_or_none
+    from kimi_chat.families.k2.tools_ts import typescript_or_none
 
     official = _official_or_skip()
     logging.disable(logging.WARNING)  # the official encoder logs false schemas
@@ -861,7 +861,7 @@ def _deep_tools(kind: str, depth: int) -> list:
 def test_encoder_equals_the_official_one_for_deep_schemas(kind):
     # both recurse: from the same caller they encode the same depths and fail from the same one on
     # (found here by bisection: where depends on the caller's own stack depth)
-    from kimi_chat.tools_ts import typescript_or_none
+    from kimi_chat.families.k2.tools_ts import typescript_or_none
 
     official = _official_or_skip()
     lo, hi = 1, 1000  # official encodes lo, fails at hi

@@ -12,10 +12,10 @@ from kimi_chat.dialects import DIALECTS as ALL_DIALECTS
 from kimi_chat.dialects import K2_DIALECTS as DIALECTS  # the K2 family (K3: tests/test_k3_*.py)
 from kimi_chat import UnknownDialectError, render
 from kimi_chat.cli import main
-from kimi_chat.known_problems import DIALECT_PROBLEMS, KNOWN_TEMPLATES, PROBLEMS
-from kimi_chat.oracle import OracleUnavailable, oracle_template, render_template
+from kimi_chat.checks.known_problems import DIALECT_PROBLEMS, KNOWN_TEMPLATES, PROBLEMS
+from kimi_chat.reference.oracle import OracleUnavailable, oracle_template, render_template
 from kimi_chat.reference import reference_file
-from kimi_chat.verify import (
+from kimi_chat.checks.verification import (
     PROBES,
     TemplateCompileError,
     identify,
@@ -206,8 +206,8 @@ def test_identify_unknown_template():
 
 
 def test_identify_without_transformers_says_what_to_install(monkeypatch):
-    # the module identify() looks render_with_dialect up in (kimi_chat.verify.identify is the function)
-    v = importlib.import_module("kimi_chat.verify.identify")
+    # the module identify() looks render_with_dialect up in (kimi_chat.checks.verification.identify is the function)
+    v = importlib.import_module("kimi_chat.checks.verification.identify")
 
     def missing(*a, **k):
         raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
@@ -297,7 +297,7 @@ def test_verify_refuses_bad_arguments():
 
 
 def test_verify_without_transformers_says_what_to_install(monkeypatch):
-    v = importlib.import_module("kimi_chat.verify.rendering")  # where the template is compiled
+    v = importlib.import_module("kimi_chat.checks.verification.rendering")  # where the template is compiled
 
     def missing():
         raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")

@@ -1,6 +1,6 @@
 """Untrusted templates run within bounds (issue 24 item 11): identify, verify and inspect_path render
 templates from strangers; a template that loops for ever, allocates without end or writes without end is
-stopped at the bounds of kimi_chat.verify.bounded.LIMITS and reported as such (the known problem
+stopped at the bounds of kimi_chat.checks.verification.bounded.LIMITS and reported as such (the known problem
 ``template-exceeds-limits`` for identify / inspect, TemplateLimitError for verify and render_with_dialect);
 other template errors pass through unchanged."""
 
@@ -12,10 +12,10 @@ pytest.importorskip("transformers", reason="verify renders templates with transf
 
 from jinja2.exceptions import TemplateError  # noqa: E402
 
-from kimi_chat.inspect import inspect_path  # noqa: E402
-from kimi_chat.oracle import oracle_template  # noqa: E402
-from kimi_chat.verify import TemplateLimitError, identify, render_with_dialect, verify  # noqa: E402
-from kimi_chat.verify import bounded  # noqa: E402
+from kimi_chat.checks.inspection import inspect_path  # noqa: E402
+from kimi_chat.reference.oracle import oracle_template  # noqa: E402
+from kimi_chat.checks.verification import TemplateLimitError, identify, render_with_dialect, verify  # noqa: E402
+from kimi_chat.checks.verification import bounded  # noqa: E402
 
 from conftest import needs_reference  # noqa: E402
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from kimi_chat.oracle import deep_sort_dict, oracle_template, render_template
+from kimi_chat.reference.oracle import deep_sort_dict, oracle_template, render_template
 from kimi_chat.reference import reference_file
 from kimi_chat.templates import template_text
 

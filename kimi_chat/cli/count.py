@@ -3,7 +3,7 @@ tokenizer of a model snapshot.
 
 Also the tokenizer helpers of the other commands: :func:`add_tokenizer_arguments` adds ``--tokenizer``,
 ``--tokenizer-config`` and ``--special-tokens``; :func:`rendered_tokens` renders a loaded request to
-:class:`~kimi_chat.tokens.RenderedTokens`; :func:`tokens_json` gives the ``render --tokens`` output.
+:class:`~kimi_chat.tokens.rendered.RenderedTokens`; :func:`tokens_json` gives the ``render --tokens`` output.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
         "--special-tokens", choices=("text", "strict", "special"), default="text",
         help="special-token text typed inside messages or tools: 'text' (default) encodes it as ordinary text, "
         "'strict' refuses the request, 'special' encodes it as the special token (as tokenizer.encode(prompt) does; "
-        "for kimi-k3 the official tokenizer does 'text', see kimi_chat.tokens_k3)",
+        "for kimi-k3 the official tokenizer does 'text', see kimi_chat.families.k3.tokens)",
     )
 
 
 def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
     """The tokenizer named by ``--tokenizer`` / ``--tokenizer-config`` (reference data by default)."""
     try:
-        from ..tokenizer import KimiTokenizer  # noqa: F401
+        from ..tokens.tokenizer import KimiTokenizer  # noqa: F401
     except ImportError as e:  # pragma: no cover
         raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
     try:
@@ -50,7 +50,7 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
     if args.tokenizer_config and not args.tokenizer:
         raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")
     tok = snapshot_tokenizer(args.tokenizer, d, args.tokenizer_config, "--tokenizer")
-    from ..tokens_k3 import vocabulary_problem
+    from ..families.k3.tokens import vocabulary_problem
 
     problem = vocabulary_problem(tok, d)
     if problem is not None:
@@ -62,10 +62,10 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
 
 def snapshot_tokenizer(directory: str | None, d: Any, config: str | None, flag: str) -> Any:
     """The tokenizer of the model snapshot ``directory`` for dialect ``d`` (``None``: the reference data's,
-    as :meth:`~kimi_chat.tokenizer.KimiTokenizer.from_reference` picks it for ``d``); reference data
+    as :meth:`~kimi_chat.tokens.tokenizer.KimiTokenizer.from_reference` picks it for ``d``); reference data
     that is missing is an :class:`InputError` naming ``flag``, the option that gives a snapshot instead."""
     from ..errors import ReferenceDataError
-    from ..tokenizer import KimiTokenizer
+    from ..tokens.tokenizer import KimiTokenizer
 
     if directory and d.family == "k3":
         return _k3_tokenizer(KimiTokenizer, Path(directory), config)
@@ -81,9 +81,9 @@ def snapshot_tokenizer(directory: str | None, d: Any, config: str | None, flag: 
 
 def _k3_tokenizer(cls: Any, directory: Path, config: str | None) -> Any:
     """A Kimi-K3 snapshot's tokenizer: 256 special ids; its ``tokenizer_config.json`` (or ``config``), else
-    the K3 special tokens of the reference recipe (:data:`~kimi_chat.tokenizer.K3_CONFIG`)."""
+    the K3 special tokens of the reference recipe (:data:`~kimi_chat.tokens.tokenizer.K3_CONFIG`)."""
     from .. import markers
-    from ..tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE
+    from ..tokens.tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE
 
     if not directory.is_dir():
         raise InputError(f"{directory}: model snapshot directory not found")
@@ -94,8 +94,8 @@ def _k3_tokenizer(cls: Any, directory: Path, config: str | None) -> Any:
 
 
 def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
-    """:func:`kimi_chat.tokens.render_tokens` of a request loaded by ``cli.render.load_request``."""
-    from ..tokens import render_tokens
+    """:func:`kimi_chat.tokens.rendered.render_tokens` of a request loaded by ``cli.render.load_request``."""
+    from ..tokens.rendered import render_tokens
 
     tok = load_tokenizer(args, req["dialect"])
     return render_tokens(

@@ -28,7 +28,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..inspect import inspect_path
+    from ..checks.inspection import inspect_path
 
     try:
         report = inspect_path(args.path)

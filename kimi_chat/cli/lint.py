@@ -38,7 +38,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def findings(req: dict[str, Any]) -> list[Any]:
     """The :func:`kimi_chat.lint` findings of a request loaded by ``cli.render.load_request``."""
-    from ..lint import lint
+    from ..checks.lint import lint
 
     return lint(req["messages"], dialect=req["dialect"], tools=req["tools"],
                 add_generation_prompt=req["add_generation_prompt"], **req["options"])
@@ -60,7 +60,7 @@ def print_findings(args: argparse.Namespace, req: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..render import render
+    from ..prompt import render
     from .render import load_request
 
     try:

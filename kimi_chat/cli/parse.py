@@ -36,7 +36,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..parse import StreamParser
+    from ..output import StreamParser
 
     if args.chunk is not None and not args.stream:
         return fail("--chunk needs --stream (without it the text is parsed in one piece)")

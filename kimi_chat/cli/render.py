@@ -10,7 +10,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Status, dialect_for_model, get_dialect
 from ..errors import KimiChatError
-from ..render import TOKENIZING_OPTIONS, render
+from ..prompt import TOKENIZING_OPTIONS, render
 from ._body import body_options
 from ._io import InputError, fail, read_json, read_tools, request_body, template_options, write_exact
 from .lint import print_findings

@@ -107,7 +107,7 @@ def _print(obj: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runtime import ChatResult, NativeModel, NativeUnavailable
+    from ..engines.native import ChatResult, NativeModel, NativeUnavailable
 
     progress = None if args.quiet else (lambda msg: print(f"kimi-chat: {msg}", file=sys.stderr, flush=True))
     try:

@@ -60,7 +60,7 @@ def _check_out(out: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         from ..testing.tiny_model import build_tiny_model
-        from ..tokens_k3 import vocabulary_problem
+        from ..families.k3.tokens import vocabulary_problem
         from .count import snapshot_tokenizer
 
         _check_out(args.out)

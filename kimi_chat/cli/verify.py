@@ -46,9 +46,9 @@ def _progress(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..inspect import load_template
-    from ..oracle import OracleUnavailable
-    from ..verify import identify, verify
+    from ..checks.inspection import load_template
+    from ..reference.oracle import OracleUnavailable
+    from ..checks.verification import identify, verify
 
     if args.examples < 1:
         return fail("--examples must be at least 1")

@@ -5,9 +5,9 @@
 * :mod:`~kimi_chat.grammar.json_schema`: JSON schema -> GBNF (:func:`json_schema_to_gbnf`);
 * :mod:`~kimi_chat.grammar.vocabulary`: the marker spellings free text must avoid
   (:func:`forbidden_text`) and those written as special tokens (:func:`default_token_markers`);
-* :mod:`~kimi_chat.grammar.tool_call`: :func:`tool_call_grammar`, the grammar of one request's
+* :mod:`~kimi_chat.families.k2.grammar`: :func:`tool_call_grammar`, the grammar of one request's
   assistant output, translated from the output format the parser runs (K2 family;
-  :mod:`~kimi_chat.grammar.tool_call_k3` for Kimi-K3, on the walk of
+  :mod:`~kimi_chat.families.k3.grammar` for Kimi-K3, on the walk of
   :mod:`~kimi_chat.grammar.translate` both share).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .gbnf import GrammarError
 from .json_schema import json_schema_to_gbnf
-from .tool_call import CALL_ID_PREFIX, tool_call_grammar
+from ..families.k2.grammar import CALL_ID_PREFIX, tool_call_grammar
 from .vocabulary import RESERVED_TOKEN_PREFIX, default_token_markers, forbidden_text, format_markers
 
 __all__ = [

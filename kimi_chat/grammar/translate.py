@@ -1,12 +1,12 @@
-"""The walk from an output format (:mod:`kimi_chat.formats`, the rules the parser runs) to GBNF, shared
+"""The walk from an output format (:mod:`kimi_chat.output.format`, the rules the parser runs) to GBNF, shared
 by the format families: :class:`FormatTranslator` translates references, sequences, choices and
 groups the same way for every family and asks its subclass what the family's terminals, text fields,
-options and repetitions become (:mod:`~kimi_chat.grammar.tool_call` for K2,
-:mod:`~kimi_chat.grammar.tool_call_k3` for K3); :func:`build_grammar` runs one over a request.
+options and repetitions become (:mod:`~kimi_chat.families.k2.grammar` for K2,
+:mod:`~kimi_chat.families.k3.grammar` for K3); :func:`build_grammar` runs one over a request.
 
 Common to every family:
 
-* :class:`~kimi_chat.peg.Recover` alternatives (what the parser tolerates but a model should not
+* :class:`~kimi_chat.output.peg.Recover` alternatives (what the parser tolerates but a model should not
   produce) and end-of-input alternatives (truncation) are left out;
 * each rule of the format becomes one GBNF rule (inlined when it is a single item), specialised for
   the tool call being written when it contains one of :attr:`FormatTranslator.ctx_groups`;
@@ -23,9 +23,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import peg as F
+from ..output import peg as F
 from ..dialects import Dialect
-from ..parse.toolcalls import normalise_tools
+from ..families.k2.calls import normalise_tools
 from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional, slug
 from .json_schema import JsonSchemaTranslator
 from .vocabulary import default_token_markers, forbidden_spellings, output_machine
@@ -46,7 +46,7 @@ class Unrequirable(Exception):
 
 
 class FormatTranslator:
-    """A format's grammar (rule name -> :mod:`kimi_chat.peg` expression) translated into ``rules``.
+    """A format's grammar (rule name -> :mod:`kimi_chat.output.peg` expression) translated into ``rules``.
 
     Subclasses define :meth:`tok`, :meth:`text`, :meth:`opt` and :meth:`star` (and may refine
     :meth:`ordered_choice` / :meth:`group`); ``ctx_groups`` are the groups whose translation depends on the

@@ -1,18 +1,18 @@
 """Which marker spellings a grammar must keep out of free text, and which it may write as special
-tokens: both read from the output format the parser runs (:mod:`kimi_chat.formats.k2`,
-:mod:`kimi_chat.formats.k3`)."""
+tokens: both read from the output format the parser runs (:mod:`kimi_chat.families.k2.format`,
+:mod:`kimi_chat.families.k3.format`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from .. import peg as F
-from ..formats.k2 import TOKEN_CLASSES
-from ..formats.k3 import TAGS, TOKEN_CLASSES as K3_TOKEN_CLASSES
+from ..output import peg as F
+from ..families.k2.format import TOKEN_CLASSES
+from ..families.k3.format import TAGS, TOKEN_CLASSES as K3_TOKEN_CLASSES
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..parse import StreamParser
+from ..output import StreamParser
 
 __all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine",
            "format_markers"]
@@ -34,13 +34,13 @@ def forbidden_spellings(machine: F.Machine) -> tuple[str, ...]:
 
 def forbidden_text(dialect: str | Dialect = DEFAULT_DIALECT, **options: Any) -> tuple[str, ...]:
     """The strings free text may not contain for this dialect: every marker spelling the parser's
-    lexer recognises (:attr:`kimi_chat.peg.Machine.classes`) plus the reserved-token prefix."""
+    lexer recognises (:attr:`kimi_chat.output.peg.Machine.classes`) plus the reserved-token prefix."""
     return forbidden_spellings(output_machine(dialect, options))
 
 
 def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, ...]:
     """The markers with a special-token id that the output format of ``dialect``'s family writes: K2,
-    every marker of :data:`kimi_chat.formats.k2.TOKEN_CLASSES`; K3, the tag markers (``<|open|>``,
+    every marker of :data:`kimi_chat.families.k2.format.TOKEN_CLASSES`; K3, the tag markers (``<|open|>``,
     ``<|close|>``, ``<|sep|>``) and ``<|end_of_msg|>``."""
     d = get_dialect(dialect)
     if d.family == "k3":
@@ -53,6 +53,6 @@ def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, 
 def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:
     """Marker spellings taken to be single special tokens of a model of ``dialect``: every format
     marker with an id (:func:`format_markers`), except ``<think>``/``</think>``, which are tokens only
-    in the K2.5/K2.6 vocabulary. :class:`kimi_chat.runtime.NativeModel` asks the loaded model instead."""
+    in the K2.5/K2.6 vocabulary. :class:`kimi_chat.engines.native.NativeModel` asks the loaded model instead."""
     d = get_dialect(dialect)
     return frozenset(m.text for m in format_markers(d) if m not in (M.THINK_BEGIN, M.THINK_END) or d.think == "k25")

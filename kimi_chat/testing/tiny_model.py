@@ -17,11 +17,11 @@ real engines can load it, tokenize with the real vocabulary and generate (noise)
 * ``tokenizer.chat_template`` = kimi_chat's own template for a dialect (``templates/<dialect>.jinja``).
 
 For a Kimi-K3 dialect (``dialect="kimi-k3"``) the same base vocabulary carries K3's 256 special ids
-(:meth:`KimiTokenizer.from_reference("k3") <kimi_chat.tokenizer.KimiTokenizer.from_reference>`:
+(:meth:`KimiTokenizer.from_reference("k3") <kimi_chat.tokens.tokenizer.KimiTokenizer.from_reference>`:
 ``<|end_of_msg|>`` 163586, ``<|open|>`` 163587, ``<|close|>`` 163588, ``<|sep|>`` 163589, the others
 ``<|reserved_token_N|>``), the end of generation is ``<|end_of_msg|>`` (the GGUF's eos, as K3's
 ``config.json`` has it) and no chat template is embedded (K3 has none: its official tokenizer renders in
-Python; :class:`~kimi_chat.runtime.NativeModel` recognises the K3 vocabulary instead).
+Python; :class:`~kimi_chat.engines.native.NativeModel` recognises the K3 vocabulary instead).
 
 About 49 MB (the embedding and output matrices in F16), written in a few seconds. Needs the ``gguf``
 and ``numpy`` packages (``pip install 'kimi-chat[native]'``) and the reference tokenizer files
@@ -39,7 +39,7 @@ from typing import Any
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
-from ..tokenizer import BYTE_ENCODER, KimiTokenizer
+from ..tokens.tokenizer import BYTE_ENCODER, KimiTokenizer
 
 __all__ = ["TinyConfig", "build_tiny_model", "bpe_merges", "token_strings", "TINY_VOCAB_SIZE"]
 
@@ -128,7 +128,7 @@ def _chat_template(dialect: str) -> str:
 
         return template_text(dialect)
     except (ImportError, FileNotFoundError):
-        from ..oracle import oracle_template
+        from ..reference.oracle import oracle_template
 
         return oracle_template(dialect)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kimi_chat import markers as M
-from kimi_chat.render import render
+from kimi_chat.prompt import render
 
 THINK, UNTHINK = M.THINK_BEGIN.text, M.THINK_END.text
 SB, SE = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
@@ -41,7 +41,7 @@ def hf_tokenizer(config: str):
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    from kimi_chat.tokenizer import PAT_STR, KimiTokenizer
+    from kimi_chat.tokens.tokenizer import PAT_STR, KimiTokenizer
 
     ours = KimiTokenizer.from_reference(config)
     tok = TikTokenConverter(vocab_file=str(ours.model_path), pattern=PAT_STR).converted()
@@ -221,15 +221,15 @@ DIAGNOSTIC_CASES = [  # (case, level name, the start of the one log line it must
 def force_withholding(monkeypatch: Any) -> None:
     """Make ``ok`` calls non-executable too, so :data:`CUT_BEFORE_ARGS`'s call 0 (``ok`` with ``{}``
     until the parser reports ``incomplete``) is withheld: exercises the adapters' withholding path."""
-    from kimi_chat.integrations import diagnostics
-    from kimi_chat.parse import ToolCallStatus
+    from kimi_chat.servers import diagnostics
+    from kimi_chat.output import ToolCallStatus
 
     monkeypatch.setattr(diagnostics, "NOT_EXECUTABLE", frozenset({ToolCallStatus.OK, *diagnostics.NOT_EXECUTABLE}))
 
 
 def cut_before_args_expect() -> Expect:
     """What the client gets for :data:`CUT_BEFORE_ARGS` with the parser's real statuses."""
-    from kimi_chat.integrations.diagnostics import NOT_EXECUTABLE
+    from kimi_chat.servers.diagnostics import NOT_EXECUTABLE
 
     if NOT_EXECUTABLE:  # call 0 is `incomplete`
         return CUT_BEFORE_ARGS.expect

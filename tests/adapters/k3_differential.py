@@ -67,7 +67,7 @@ def _try(run: Callable[[], Any]) -> Any:
 
 def vllm_runs(tok: Any) -> Callable[[K3Case, str, str], Any]:
     """``run(case, name, mode)`` through vLLM (``name``: the parser name for both flags)."""
-    import kimi_chat.integrations.vllm  # noqa: F401  (registers kimi_chat)
+    import kimi_chat.servers.vllm  # noqa: F401  (registers kimi_chat)
 
     from . import test_vllm_k3 as V
 
@@ -84,7 +84,7 @@ def sglang_runs(tok: Any) -> Callable[[K3Case, str, str], Any]:
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
     from sglang.srt.parser.reasoning_parser import ReasoningParser
 
-    from kimi_chat.integrations import sglang as plugin
+    from kimi_chat.servers import sglang as plugin
 
     from . import test_sglang_k3 as S
 

@@ -2,7 +2,7 @@
 ``kimi-k3`` renderer (an assistant turn written the way ``encoding_k3`` writes history, which is what a
 model's output mirrors), plus the edge cases of issue 14, with expectations written from the format.
 
-Token ids come from :func:`kimi_chat.tokens.render_tokens` with the K3 tokenizer: marker text typed
+Token ids come from :func:`kimi_chat.tokens.rendered.render_tokens` with the K3 tokenizer: marker text typed
 inside a value is ordinary tokens there, as the model would spell it. No framework is imported here.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kimi_chat import markers as M
-from kimi_chat.parse import parse
-from kimi_chat.tokenizer import KimiTokenizer
-from kimi_chat.tokens import render_tokens
+from kimi_chat.output import parse
+from kimi_chat.tokens.tokenizer import KimiTokenizer
+from kimi_chat.tokens.rendered import render_tokens
 
 O, C, S, EOM = M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text
 

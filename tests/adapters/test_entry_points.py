@@ -10,7 +10,7 @@ import sys
 VLLM = """
 import json, sys
 from vllm.plugins import load_general_plugins
-assert "kimi_chat.integrations.vllm" not in sys.modules
+assert "kimi_chat.servers.vllm" not in sys.modules
 load_general_plugins()
 from vllm.tool_parsers import ToolParserManager
 from vllm.reasoning import ReasoningParserManager
@@ -22,7 +22,7 @@ SGLANG = """
 import json, os, sys
 os.environ["KIMI_CHAT_SGLANG_NAMES"] = "kimi_k2"
 from sglang.srt.plugins import load_plugins
-assert "kimi_chat.integrations.sglang" not in sys.modules
+assert "kimi_chat.servers.sglang" not in sys.modules
 load_plugins()
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
 from sglang.srt.parser.reasoning_parser import ReasoningParser

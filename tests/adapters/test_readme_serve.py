@@ -43,7 +43,7 @@ def _require(cmds: list, what: str) -> None:
 
 
 def test_readme_vllm_serve_line_uses_the_tested_flags():
-    cmds = _commands("kimi_chat.integrations.vllm")
+    cmds = _commands("kimi_chat.servers.vllm")
     _require(cmds, "`vllm serve` plugin")
     for argv in cmds:
         assert argv[:2] == ["vllm", "serve"], argv

@@ -27,7 +27,7 @@ BUILTIN_TOOL = FunctionCallParser.ToolCallParserEnum["kimi_k2"]
 BUILTIN_REASONING = ReasoningParser.DetectorMap["kimi_k2"]
 
 from kimi_chat import markers as M  # noqa: E402
-from kimi_chat.integrations import sglang as plugin  # noqa: E402  (registers "kimi_chat")
+from kimi_chat.servers import sglang as plugin  # noqa: E402  (registers "kimi_chat")
 
 
 def test_framework_version_and_loaded_serving_code():
@@ -240,7 +240,7 @@ def test_differential_against_builtin_kimi_k2(tok_reasoning, tok_instruct, capsy
 
 # ------------------------------------------------------------------------------------ diagnostics
 
-LOGGER = "kimi_chat.integrations.sglang"
+LOGGER = "kimi_chat.servers.sglang"
 
 
 def _logged(caplog) -> list[tuple[str, str]]:

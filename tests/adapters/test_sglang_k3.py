@@ -14,8 +14,8 @@ import pytest
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
 from sglang.srt.parser.reasoning_parser import ReasoningParser
 
-from kimi_chat.integrations import family as F
-from kimi_chat.integrations import sglang as plugin
+from kimi_chat.servers import family as F
+from kimi_chat.servers import sglang as plugin
 
 from .adapter_support import Stream, hf_tokenizer
 from .k3_support import K3_CASES, TOOLS, K3Case, output_ids, prompt_ids

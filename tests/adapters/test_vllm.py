@@ -48,11 +48,11 @@ from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
 
 from kimi_chat import markers as M
-from kimi_chat.parse import parse
+from kimi_chat.output import parse
 
 from . import vllm_harness as H
 
-PLUGIN = "kimi_chat.integrations.vllm"
+PLUGIN = "kimi_chat.servers.vllm"
 SERVE_FLAGS = [  # the README's `vllm serve` flags (tests/adapters checks that they register and compose)
     "--enable-auto-tool-choice",
     "--tool-parser-plugin", PLUGIN, "--tool-call-parser", "kimi_chat",
@@ -86,7 +86,7 @@ def registered():
 
 
 def test_serve_flags_register_both_parsers(registered):
-    from kimi_chat.integrations.vllm import KimiChatReasoningParser, KimiChatToolParser
+    from kimi_chat.servers.vllm import KimiChatReasoningParser, KimiChatToolParser
 
     assert PLUGIN in sys.modules
     assert ToolParserManager.get_tool_parser("kimi_chat") is KimiChatToolParser
@@ -101,7 +101,7 @@ def test_unknown_name_is_refused_by_vllm():
 
 
 def test_register_in_place_of_kimi_k2():
-    from kimi_chat.integrations.vllm import KimiChatToolParser, register
+    from kimi_chat.servers.vllm import KimiChatToolParser, register
 
     builtin_tool = ToolParserManager.get_tool_parser("kimi_k2")
     builtin_reasoning = ReasoningParserManager.get_reasoning_parser("kimi_k2")
@@ -117,7 +117,7 @@ def test_register_in_place_of_kimi_k2():
 
 
 def test_entry_point_names_env(monkeypatch):
-    from kimi_chat.integrations.vllm import KimiChatReasoningParser, register
+    from kimi_chat.servers.vllm import KimiChatReasoningParser, register
 
     monkeypatch.setenv("KIMI_CHAT_VLLM_NAMES", "kimi_chat, kimi_chat_alias")
     register()
@@ -391,7 +391,7 @@ def test_required_tool_choice_constrains_to_kimi_format_and_parses_it(tok_reason
 
 # ------------------------------------------------------------------------------------ diagnostics
 
-LOGGER = "kimi_chat.integrations.vllm"
+LOGGER = "kimi_chat.servers.vllm"
 
 
 def _logged(caplog) -> list[tuple[str, str]]:
@@ -442,7 +442,7 @@ def test_call_cut_before_its_arguments(tok_instruct):
 def _typed_think_end_ids(tok) -> tuple[list[int], str, str]:
     """A K2.6 output whose reasoning mentions ``</think>`` as text (ordinary tokens, as a model writes a
     marker it talks about), right before the real ``</think>`` id: ``(ids, reasoning, content)``."""
-    from kimi_chat.tokenizer import KimiTokenizer
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
 
     typed = KimiTokenizer.from_reference("k2.6").encode(M.THINK_END.text, allow_special=False)
     assert M.THINK_END.id not in typed and len(typed) > 1

@@ -13,14 +13,14 @@ from vllm.entrypoints.common.cli_args import init_parser_plugin, validate_api_se
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
 from kimi_chat import markers as M
-from kimi_chat.integrations import family as F
+from kimi_chat.servers import family as F
 
 from . import vllm_harness as H
 from .adapter_support import hf_tokenizer
 from .k3_support import K3_CASES, TOOLS, K3Case, output_ids, output_text, parsed, prompt_ids
 from .test_vllm import _serve_args
 
-LOGGER = "kimi_chat.integrations.vllm"
+LOGGER = "kimi_chat.servers.vllm"
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -38,11 +38,11 @@ from vllm.tokenizers.registry import TokenizerRegistry
 from kimi_chat import markers as M
 from kimi_chat.dialects import DIALECTS, get_dialect
 from kimi_chat.errors import KimiChatError
-from kimi_chat.oracle import deep_sort_dict, oracle_template, render_official
-from kimi_chat.oracle_k3 import official_k3_ids, official_k3_render, official_k3_tokenizer
+from kimi_chat.reference.oracle import deep_sort_dict, oracle_template, render_official
+from kimi_chat.families.k3.oracle import official_k3_ids, official_k3_render, official_k3_tokenizer
 from kimi_chat.reference import reference_dir
-from kimi_chat.tokenizer import K3_CONFIG, REFERENCE_CONFIGS, KimiTokenizer
-from kimi_chat.tokens import render_tokens
+from kimi_chat.tokens.tokenizer import K3_CONFIG, REFERENCE_CONFIGS, KimiTokenizer
+from kimi_chat.tokens.rendered import render_tokens
 
 from .adapter_support import TOOLS, hf_tokenizer
 
@@ -187,8 +187,8 @@ def test_entry_point_registers_the_mode_in_both_registries():
 
 
 def test_registries_resolve_our_classes():
-    from kimi_chat.integrations.vllm.renderer import KimiChatRenderer
-    from kimi_chat.integrations.vllm.tokenizer import KimiChatVllmTokenizer
+    from kimi_chat.servers.vllm.renderer import KimiChatRenderer
+    from kimi_chat.servers.vllm.tokenizer import KimiChatVllmTokenizer
 
     assert TokenizerRegistry.load_tokenizer_cls("kimi_chat") is KimiChatVllmTokenizer
     assert RENDERER_REGISTRY.load_renderer_cls("kimi_chat") is KimiChatRenderer
@@ -199,9 +199,9 @@ def test_registries_resolve_our_classes():
 
 @pytest.mark.parametrize("name", list(DIALECTS))
 def test_dialect_identified_and_ids_match(name, renderer_for, caplog):
-    from kimi_chat.integrations.vllm.renderer import KimiChatRenderer
+    from kimi_chat.servers.vllm.renderer import KimiChatRenderer
 
-    with caplog.at_level(logging.INFO, logger="kimi_chat.integrations.vllm"):
+    with caplog.at_level(logging.INFO, logger="kimi_chat.servers.vllm"):
         r = renderer_for(name)
     assert isinstance(r, KimiChatRenderer)
     tok = r.get_tokenizer()
@@ -362,7 +362,7 @@ def test_tokenizer_like_surface(renderer_for):
 def test_parsers_decode_ids_with_our_tokenizer(renderer_for):
     """Issue 20 item 4: under ``--tokenizer-mode kimi_chat`` the parsers' stages get this tokenizer; a
     ``</think>`` typed as text next to the real one, in one delta, stays reasoning."""
-    from kimi_chat.integrations import ReasoningStage
+    from kimi_chat.servers.stages import ReasoningStage
 
     tok = renderer_for("kimi-k2.6").get_tokenizer()
     assert tok.convert_ids_to_tokens(M.THINK_END.id) == M.THINK_END.text  # one id, one string (transformers)
@@ -409,7 +409,7 @@ def test_messages_outside_the_fast_path_go_through_vllms_parser(name, renderer_f
     """A message with a key the fast path does not know takes vLLM's own parser; the ids
     are still render_tokens' of the conversation vLLM made, and equal the fast path's for the same
     text."""
-    from kimi_chat.integrations.vllm.renderer import fast_conversation
+    from kimi_chat.servers.vllm.renderer import fast_conversation
 
     r = renderer_for(name)
     tok = r.get_tokenizer()
@@ -475,8 +475,8 @@ def test_readme_serve_line_uses_the_registered_names(model_dirs):
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
 
-    from kimi_chat.integrations.vllm import KimiChatReasoningParser, KimiChatToolParser
-    from kimi_chat.integrations.vllm.renderer import KimiChatRenderer
+    from kimi_chat.servers.vllm import KimiChatReasoningParser, KimiChatToolParser
+    from kimi_chat.servers.vllm.renderer import KimiChatRenderer
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     lines = [ln for ln in readme.replace("\\\n", " ").splitlines() if ln.startswith("vllm serve") and

@@ -1,0 +1,456 @@
+"""Conversation lints: warnings a server should log before rendering a conversation.
+
+The rules belong to the dialect's format family (:data:`FAMILY_RULES`, chosen by ``Dialect.family``):
+the K2 rules are below, the K3 rules in :mod:`kimi_chat.families.k3.lint` (K3 never writes tool-call ids, drops
+roles it does not know, closes every turn). ``render(..., strict=True)`` runs :func:`lint` and refuses
+exactly its errors, in every family (:func:`check_strict`).
+
+The prompt still renders; these are requests the model will likely answer badly:
+
+* ``unterminated-last-turn``: (0905, the default) rendered without a generation prompt, the last
+  message gets no ``<|im_end|>``, as the official template does (a prefill): as training data the last
+  assistant turn's end of turn is never labelled (``render_tokens`` warns too);
+* ``tools-not-typescript``: (K2.5, K2.6) the official TypeScript tool encoder fails on these tools (a
+  ``$ref`` it cannot resolve...): the tokenizer catches it and declares them as JSON, as rendered;
+* ``typed-marker``: a special-token spelling of the family's tokenizer (``<|im_end|>``...) typed in a
+  message's text: written as text, encoded as text by ``render_tokens``, but made the control token by
+  an encode with special tokens allowed (``KimiTokenizer.encode``'s default, as the official one);
+* ``typed-image-placeholder``: (K3, with ``image_prompts``) ``<|kimi_image_placeholder|>`` typed in a
+  message's text takes an image slot: the image's tokens land where it was typed;
+
+* ``no-generation-prompt``: the conversation ends with a user (or tool / system) turn but is rendered
+  without a generation prompt: nothing asks the model to answer;
+* ``unknown-tool-call-id``: a tool result whose ``tool_call_id`` matches no earlier tool call;
+* ``duplicate-tool-call-id``: two tool calls with the same id (their results cannot be told apart);
+* ``non-canonical-tool-call-id``: a tool-call id not of the ``functions.NAME:IDX`` form the models were
+  trained on: the model imitates the ids in its history, and ``call_abc``-style ids make K2 emit
+  tool-call headers parsers cannot read. :func:`normalize_tool_call_ids` rewrites them;
+* ``tool-result-id-rewritten``: (dialects that regenerate ids, rev2) the template rewrites the call's id
+  but writes the result's ``tool_call_id`` as given, so the two disagree in the prompt;
+* ``tool-calls-dropped``: (rev1) the template has no tool-call support and drops the calls;
+* ``undeclared-tool``: a call to a function that is not in ``tools`` (when tools are given);
+* ``missing-reasoning``: a Thinking dialect given a tool loop (assistant turns with tool calls after
+  the last plain assistant turn, whose reasoning the template keeps) without ``reasoning_content``.
+
+Requests the official template renders but that are not what the caller likely meant (severity
+``"error"``: ``render(..., strict=True)`` refuses exactly these; the default renders them as the
+official template does):
+
+* ``unknown-role``: a role the templates have no branch for (``function``, ``moderator``...); the text
+  says how the dialect's template writes it; ``developer-role``: the same for ``developer`` (what
+  newer OpenAI clients send in place of ``system``); K3's encoder drops such a message entirely;
+* ``missing-content``: a system / user / tool message without ``content`` (rendered empty);
+* ``missing-tool-call-id``: a tool call without ``id`` where the dialect writes ids (rendered empty),
+  or a tool result without ``tool_call_id`` (``## Return of `` followed by nothing);
+* ``unknown-field``: a message field the OpenAI schema has not (the template ignores it: a typo such
+  as ``tool_call`` silently drops the calls);
+* ``invalid-field``: any other departure from the OpenAI schema (a content part of an unknown type...);
+* ``unread-kwarg``: a template kwarg the dialect's template does not read (ignored);
+  ``unread-thinking-kwarg``: ``enable_thinking`` / ``reasoning_effort`` given to a dialect that reads
+  ``thinking`` (thinking stays on); ``unread-preserve-thinking``: ``preserve_thinking`` given to a
+  dialect without it; ``non-bool-option``: a read option that is not a bool.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .. import markers as M
+from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..errors import StrictModeError
+from ..families.k3.lint import k3_findings
+from ..messages import normalize_messages, normalize_tools, plain_items, plain_messages, schema_problems
+from ..nesting import deep_sort_dict
+from ..families.k2.tools_ts import typescript_failure
+
+__all__ = ["LintWarning", "lint", "check_strict", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
+           "FAMILY_RULES", "unterminated_last_turn"]
+
+CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
+"""The id form the models were trained on: ``functions.NAME:IDX``."""
+
+_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
+
+ERROR_CODES = frozenset({
+    "unknown-role", "developer-role", "missing-content", "missing-tool-call-id", "unknown-field",
+    "invalid-field", "unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option",
+})
+"""The codes of severity ``"error"``: what ``strict=True`` refuses (see the module doc)."""
+
+
+@dataclass(frozen=True)
+class LintWarning:
+    """One finding. ``message_index`` is the message it is about (``None``: the whole request),
+    ``field`` the field within it (``tool_calls[0].id``) or the template kwarg (``enable_thinking``)."""
+
+    code: str
+    message_index: int | None
+    text: str
+    field: str | None = None
+
+    @property
+    def severity(self) -> str:
+        """``"error"`` (refused under ``strict=True``, see :data:`ERROR_CODES`) or ``"warning"``."""
+        return "error" if self.code in ERROR_CODES else "warning"
+
+    def __str__(self) -> str:
+        if self.message_index is not None:
+            where = f"messages[{self.message_index}]" + (f".{self.field}" if self.field else "") + ": "
+        else:
+            where = f"{self.field}: " if self.field else ""
+        return f"{self.code}: {where}{self.text}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message_index": self.message_index, "field": self.field,
+                "severity": self.severity, "text": self.text}
+
+
+def _is_canonical(call_id: Any, name: Any) -> bool:
+    if not isinstance(call_id, str):
+        return False
+    m = CANONICAL_TOOL_CALL_ID.fullmatch(call_id)
+    return m is not None and m.group("name") == name
+
+
+def _history_split(msgs: Sequence[Mapping[str, Any]]) -> int:
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i]["role"] == "assistant" and not msgs[i].get("tool_calls"):
+            return i
+    return -1
+
+
+def _role_rendering(d: Dialect, role: str) -> str:
+    """How ``d``'s template writes a message of a role it has no branch for."""
+    if d.role_names == "fixed":
+        return "the template writes no header for it: its text runs into the previous turn"
+    return (f"the template writes it as a system turn, {M.IM_SYSTEM.text}{role}{M.IM_MIDDLE.text}"
+            + ("" if d.default_system is None else ", and a first such message does not replace the default system prompt"))
+
+
+def _schema_findings(d: Dialect, msgs: list[dict[str, Any]]) -> list[LintWarning]:
+    out: list[LintWarning] = []
+    for index, field, kind, problem in schema_problems(msgs):
+        m = msgs[index] if index is not None else {}
+        if kind == "unknown-role":
+            role = m.get("role")
+            code = "developer-role" if role == "developer" else "unknown-role"
+            text = f"role {role!r} is not an OpenAI chat role the template has a branch for: {_role_rendering(d, str(role))}"
+        elif kind == "missing-field" and field == "content":
+            code, text = "missing-content", f"a {m.get('role')} message without content: the template renders an empty body"
+        elif kind == "missing-field" and field == "tool_call_id":
+            if d.tool_result_header is None:
+                continue  # the dialect does not write it
+            code, text = "missing-tool-call-id", "a tool result without tool_call_id: the template writes '## Return of ' and no id"
+        elif kind == "unknown-field":
+            code, text = "unknown-field", "not a field of an OpenAI chat message of this role: the template ignores it"
+        else:
+            code, text = "invalid-field", problem
+        out.append(LintWarning(code, index, text, field))
+    return out
+
+
+_BOOL_OPTIONS = frozenset({"thinking", "preserve_thinking"})
+"""Template options whose templates test a bool (K3's ``thinking_effort`` etc. are strings/objects)."""
+
+def _option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]:
+    out: list[LintWarning] = []
+    for key, value in options.items():
+        if key in d.options:
+            if key in _BOOL_OPTIONS and type(value) is not bool:
+                out.append(LintWarning("non-bool-option", None, f"{d.name} option {key!r} should be a bool, got {value!r}", key))
+            continue
+        reads = ", ".join(d.options) or "none"
+        if key in ("enable_thinking", "reasoning_effort") and "thinking" in d.options:
+            out.append(LintWarning(
+                "unread-thinking-kwarg", None,
+                f"{d.name}'s template reads 'thinking', not {key!r}: it is ignored and thinking stays "
+                f"{'on' if options.get('thinking', True) is not False else 'off'} (pass thinking=...)", key,
+            ))
+        elif key == "preserve_thinking":
+            out.append(LintWarning(
+                "unread-preserve-thinking", None,
+                f"{d.name} has no preserve_thinking: it is ignored and earlier reasoning is rendered as the "
+                f"template always does (options it reads: {reads})", key,
+            ))
+        else:
+            out.append(LintWarning("unread-kwarg", None, f"{d.name}'s template does not read {key!r}: it is ignored "
+                                   f"(options it reads: {reads})", key))
+    return out
+
+
+def lint(
+    messages: Sequence[Any],
+    *,
+    dialect: str | Dialect = DEFAULT_DIALECT,
+    tools: Sequence[Any] | None = None,
+    add_generation_prompt: bool = True,
+    **options: Any,
+) -> list[LintWarning]:
+    """Findings about ``messages`` as ``dialect`` would render them (see the module doc for the
+    codes; each has a ``severity``, and ``render(..., strict=True)`` refuses exactly the errors).
+    The rules are the dialect's family's (:data:`FAMILY_RULES`). ``options`` are template kwargs as
+    given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5 silences ``missing-reasoning``;
+    kwargs the template does not read are reported). Messages the official template cannot render
+    raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
+    d = get_dialect(dialect)
+    return FAMILY_RULES[d.family](d, messages, tools, add_generation_prompt, options)
+
+
+def check_strict(
+    d: Dialect,
+    messages: Sequence[Any],
+    tools: Sequence[Any] | None,
+    add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> None:
+    """What ``strict=True`` does, in every family: run :func:`lint` and raise
+    :class:`~kimi_chat.errors.StrictModeError` listing its findings of severity ``"error"``, if any."""
+    errors = [w for w in lint(messages, dialect=d, tools=tools, add_generation_prompt=add_generation_prompt,
+                              **options) if w.severity == "error"]
+    if errors:
+        raise StrictModeError(errors)
+
+
+def _declared(tool_list: Sequence[Any] | None) -> set[Any] | None:
+    """The function names ``tools`` declares (``None`` without tools)."""
+    if tool_list is None:
+        return None
+    out = set()
+    for t in tool_list:
+        fn = t.get("function") if isinstance(t, Mapping) else None
+        if isinstance(fn, Mapping):
+            out.add(fn.get("name"))
+    return out
+
+
+def _no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool) -> list[LintWarning]:
+    if msgs and not add_generation_prompt and msgs[-1].get("role") != "assistant":
+        return [LintWarning(
+            "no-generation-prompt", len(msgs) - 1,
+            f"the conversation ends with a {msgs[-1].get('role')} turn but is rendered without a generation "
+            "prompt: nothing asks the model to answer (pass add_generation_prompt=True)",
+        )]
+    return []
+
+
+_RESERVED = r"<\|reserved_token_\d+\|>"
+MARKER_TEXT: dict[str, re.Pattern[str]] = {
+    "k2": re.compile("|".join([*(re.escape(m.text) for m in M.MARKERS), _RESERVED])),
+    "k3": re.compile("|".join([*(re.escape(m.text) for m in M.K3_MARKERS), _RESERVED])),
+}
+"""Format family -> the special-token spellings of its tokenizer (``typed-marker``)."""
+
+
+def _typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
+    """``typed-marker``: a special-token spelling typed in a message's text (at any depth), one finding
+    per field. The prompt writes it as text; whether it stays text depends on how it is encoded."""
+    find = MARKER_TEXT[d.family].search
+    out: list[LintWarning] = []
+    for i, m in enumerate(msgs):
+        stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []
+        seen: set[int] = set()  # each container once: a value containing itself ends the walk too
+        while stack:
+            field, v = stack.pop()
+            if not isinstance(v, str):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
+            if isinstance(v, str):
+                hit = find(v)
+                if hit is not None:
+                    out.append(LintWarning(
+                        "typed-marker", i,
+                        f"{hit.group()} typed in the text: the prompt writes it as text; render_tokens encodes it as "
+                        "text (special_tokens='text'), but encoding the prompt text with special tokens allowed "
+                        "(KimiTokenizer.encode and the official tokenizer.encode default to it) makes it the control "
+                        "token, which can end the turn or fake a tool call (text joined around a dropped stray "
+                        "marker can spell one too)", field))
+            elif isinstance(v, Mapping):
+                stack.extend((f"{field}.{k}", x) for k, x in reversed(list(v.items())))
+            elif isinstance(v, (list, tuple)):
+                stack.extend((f"{field}[{j}]", x) for j, x in reversed(list(enumerate(v))))
+    return out
+
+
+def _lint_k3(
+    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    """The K3 family's rules (:mod:`kimi_chat.families.k3.lint`) on the messages as its encoder takes them."""
+    msgs = plain_messages(messages)
+    tool_list = plain_items(tools, "tools") if isinstance(tools, (list, tuple)) else None
+    found = k3_findings(d, msgs, _declared(tool_list), add_generation_prompt, options)
+    return (_option_findings(d, options) + [LintWarning(c, i, t, f) for c, i, t, f in found]
+            + _no_generation_prompt(msgs, add_generation_prompt) + _typed_markers(d, msgs))
+
+
+def _lint_k2(
+    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    return _lint(d, normalize_messages(messages), normalize_tools(tools), add_generation_prompt, options)
+
+
+def _lint(
+    d: Dialect,
+    msgs: list[dict[str, Any]],
+    tool_list: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    out = (_option_findings(d, options) + _schema_findings(d, msgs) + _no_generation_prompt(msgs, add_generation_prompt)
+           + _typed_markers(d, msgs))
+    end = unterminated_last_turn(d, msgs, add_generation_prompt)
+    if end is not None:
+        out.append(end)
+    if d.tools_typescript and tool_list:
+        failure = typescript_failure(deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list)
+        if failure is not None:
+            out.append(LintWarning(
+                "tools-not-typescript", None,
+                f"the official {d.name} tokenizer cannot write these tools as its TypeScript declaration "
+                f"({failure}): it catches the failure and declares them as JSON, which the model sees as is",
+                "tools",
+            ))
+
+    declared = _declared(tool_list)
+
+    seen: dict[str, int] = {}  # call id -> index of the assistant message that made it
+    pending: Counter[str] = Counter()  # call ids not answered yet
+    regenerated: dict[str, str] = {}  # given id -> id the template writes (rev2)
+    writes_ids = d.tool_calls and d.tool_call_ids == "given"
+    for i, m in enumerate(msgs):
+        role = m["role"]
+        calls = (m.get("tool_calls") or []) if role == "assistant" else []
+        if calls and not d.tool_calls:
+            out.append(LintWarning(
+                "tool-calls-dropped", i,
+                f"{d.name} has no tool-call support: these {len(calls)} tool call(s) are not rendered "
+                "and the model sees results of calls it never made",
+            ))
+        for j, call in enumerate(calls):
+            fn = call.get("function") or {}
+            name = fn.get("name")
+            call_id = call.get("id")
+            if declared is not None and name not in declared:
+                out.append(LintWarning("undeclared-tool", i, f"tool_calls[{j}] calls {name!r}, which is not in tools"))
+            if call_id is None:
+                if writes_ids:
+                    out.append(LintWarning("missing-tool-call-id", i, f"{d.name} writes each tool call's id into "
+                                           "the prompt; this call has none (rendered empty)", f"tool_calls[{j}].id"))
+                continue
+            if call_id in seen:
+                out.append(LintWarning(
+                    "duplicate-tool-call-id", i,
+                    f"tool_calls[{j}].id {call_id!r} was already used by messages[{seen[call_id]}]: "
+                    "tool results cannot tell the calls apart",
+                ))
+            seen[call_id] = i
+            pending[call_id] += 1
+            if d.tool_call_ids == "regenerate":
+                regenerated[call_id] = M.tool_call_id(name, j)
+            elif d.tool_calls and not _is_canonical(call_id, name):
+                out.append(LintWarning(
+                    "non-canonical-tool-call-id", i,
+                    f"tool_calls[{j}].id {call_id!r} is not of the form functions.{name}:IDX; the model imitates "
+                    "the ids in its history and may emit headers parsers cannot read "
+                    "(kimi_chat.normalize_tool_call_ids rewrites calls and results consistently)",
+                ))
+        if role == "tool" and "tool_call_id" in m:
+            tid = m["tool_call_id"]
+            if pending[tid] <= 0:
+                why = ("answers a call that already has its result" if tid in seen
+                       else "matches no earlier tool call")
+                out.append(LintWarning("unknown-tool-call-id", i, f"tool_call_id {tid!r} {why}", "tool_call_id"))
+            else:
+                pending[tid] -= 1
+            if tid in regenerated and regenerated[tid] != tid:
+                out.append(LintWarning(
+                    "tool-result-id-rewritten", i,
+                    f"{d.name} writes the call as {regenerated[tid]!r} but this result as {tid!r}: "
+                    "the prompt pairs them wrongly",
+                ))
+
+    if d.reasoning:
+        read = {k: v for k, v in options.items() if k in d.options}
+        thinking = read.get("thinking", True)
+        preserve = read.get("preserve_thinking", False)
+        if d.think == "k25" and thinking is False and not preserve:
+            return out
+        start = -1 if (d.think == "k25" and preserve) else _history_split(msgs)
+        for i in range(start + 1, len(msgs)):
+            m = msgs[i]
+            if m["role"] == "assistant" and m.get("tool_calls") and not any(m.get(k) for k in _REASONING_KEYS):
+                out.append(LintWarning(
+                    "missing-reasoning", i,
+                    f"{d.name} keeps the reasoning of this tool-loop turn but it has no reasoning_content: "
+                    "the prompt shows an empty <think></think> where the model's reasoning was "
+                    "(send the reasoning back with the assistant turn)",
+                ))
+    return out
+
+
+def unterminated_last_turn(d: Dialect, msgs: Sequence[Mapping[str, Any]], add_generation_prompt: bool) -> LintWarning | None:
+    """The ``unterminated-last-turn`` finding (``None`` when it does not apply): ``d`` (0905) writes no
+    ``<|im_end|>`` after the last message without a generation prompt (a prefill, as the official
+    template does), so a training example ending with an assistant turn never labels its end of turn."""
+    if add_generation_prompt or not d.omit_last_im_end_without_generation_prompt or not msgs:
+        return None
+    if msgs[-1].get("role") != "assistant":
+        return None  # no-generation-prompt says what matters there
+    return LintWarning(
+        "unterminated-last-turn", len(msgs) - 1,
+        f"{d.name} writes no {M.IM_END.text} after the last message without a generation prompt (a prefill): "
+        f"as training data, this assistant turn's end of turn ({M.IM_END.text}) is never labelled; "
+        "with add_generation_prompt=True the template closes it (and appends the untrained generation prompt)",
+    )
+
+
+def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """``messages`` with every tool-call id rewritten as ``functions.NAME:IDX`` (IDX a running
+    counter across the conversation, as the models were trained) and each tool result's
+    ``tool_call_id`` rewritten to match its call.
+
+    A result is matched with the latest call that had its id (results of a turn that reused one id
+    for several calls are matched in order). Results whose id matches no call keep it. Returns new
+    dicts; the input is never modified. Invalid messages raise
+    :class:`~kimi_chat.messages.InvalidMessagesError`.
+    """
+    out = [dict(m) for m in normalize_messages(messages)]  # validated (InvalidMessagesError), copied
+    counter = 0
+    pending: dict[Any, deque[str]] = {}
+    for k, m in enumerate(out):
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        calls = m.get("tool_calls")
+        if role == "assistant" and calls:
+            fresh: dict[Any, deque[str]] = {}
+            new_calls = []
+            for call in calls:
+                call = dict(call)
+                fn = call.get("function") or {}
+                new_id = M.tool_call_id(fn.get("name"), counter)
+                counter += 1
+                if call.get("id") is not None:
+                    fresh.setdefault(call["id"], deque()).append(new_id)
+                call["id"] = new_id
+                new_calls.append(call)
+            m["tool_calls"] = new_calls
+            pending.update(fresh)
+        elif role == "tool" and m.get("tool_call_id") in pending:
+            ids = pending[m["tool_call_id"]]
+            m["tool_call_id"] = ids.popleft() if len(ids) > 1 else ids[0]
+        out[k] = m
+    return out
+
+
+FamilyRules = Callable[[Dialect, Sequence[Any], "Sequence[Any] | None", bool, Mapping[str, Any]], "list[LintWarning]"]
+FAMILY_RULES: dict[str, FamilyRules] = {"k2": _lint_k2, "k3": _lint_k3}
+"""Format family (``Dialect.family``) -> its lint rules ``(dialect, messages, tools,
+add_generation_prompt, options) -> findings``; :func:`lint` and ``strict=True`` run the dialect's."""

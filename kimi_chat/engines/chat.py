@@ -1,0 +1,129 @@
+"""What :class:`~kimi_chat.engines.native.NativeModel` does with a whole chat request: render, generate under a
+grammar, parse (:func:`chat_stream`), and llama.cpp's own chat formatting of a GGUF's template
+(:func:`apply_builtin_template`, :func:`render_embedded`). The methods of ``NativeModel`` of the same
+names are the public API; they call these."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..dialects import Dialect, get_dialect
+from ..errors import KimiChatError
+from ..output.format import format_for
+from ..output import Delta, StreamParser
+
+if TYPE_CHECKING:
+    from .native import ChatResult, NativeModel
+
+__all__ = ["chat_stream", "apply_builtin_template", "render_embedded"]
+
+
+def chat_stream(
+    model: "NativeModel",
+    messages: Sequence[Any],
+    *,
+    tools: Sequence[Any] | None = None,
+    dialect: str | Dialect | None = None,
+    tool_choice: Any = None,
+    parallel_tool_calls: bool = True,
+    grammar: bool | str | None = None,
+    max_tokens: int = 256,
+    temperature: float = 0.8,
+    seed: int | None = None,
+    reasoning: bool = True,
+    **options: Any,
+) -> "Iterator[Delta | ChatResult]":
+    """:meth:`NativeModel.chat_stream <kimi_chat.engines.native.NativeModel.chat_stream>` of ``model``."""
+    from .native import ChatResult
+
+    d = model.dialect if dialect is None else get_dialect(dialect)
+    render_options = dict(options)
+    if d.family == "k3" and tool_choice is not None:
+        render_options.setdefault("tool_choice", tool_choice)  # the K3 encoder writes a tool-choice message
+    prompt = model.prompt_ids(messages, tools=tools, dialect=d, **render_options)
+    gbnf: str | None
+    if isinstance(grammar, str):
+        gbnf = grammar
+    elif grammar is False or (grammar is None and not tools):
+        gbnf = None
+    else:
+        gbnf = model.request_grammar(tools=tools, tool_choice=tool_choice,
+                                    parallel_tool_calls=parallel_tool_calls, dialect=d,
+                                    reasoning=reasoning, **options)
+    # each token's bytes go to the parser with its id: a marker spelled by ordinary tokens (the model
+    # writing "Type <|im_end|> to stop." as text) stays text; only the special id is the marker
+    parser = StreamParser(d, tools=tools, tokenizer=model.piece, **options)
+    end_of_turn = format_for(d).end_of_turn_ids
+    out: list[int] = []
+    pieces: list[bytes] = []
+    ended = False
+    for tid in model.generate(prompt, max_tokens=max_tokens, grammar=gbnf, seed=seed, temperature=temperature):
+        out.append(tid)
+        if model.is_eog(tid):
+            ended = True
+            if tid in end_of_turn:  # <|im_end|>, [EOS] (K3: <|end_of_msg|>): the parser sees the end of the turn
+                b = model.piece(tid)
+                pieces.append(b)
+                yield from parser.feed(b, (tid,))
+            break
+        b = model.piece(tid)
+        pieces.append(b)
+        yield from parser.feed(b, (tid,))
+    yield from parser.finish()
+    parsed = parser.message
+    if ended:
+        finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
+    else:
+        finish = "length"
+    yield ChatResult(
+        message=parsed.to_openai(),
+        finish_reason=finish,
+        parsed=parsed,
+        prompt_ids=prompt,
+        completion_ids=out,
+        text=b"".join(pieces).decode("utf-8", errors="replace"),
+        grammar=gbnf,
+        model=model.path.name,
+    )
+
+
+def apply_builtin_template(model: "NativeModel", messages: Sequence[Mapping[str, Any]], *,
+                           add_generation_prompt: bool = True, template: str | None = None) -> str:
+    """:meth:`NativeModel.apply_builtin_template <kimi_chat.engines.native.NativeModel.apply_builtin_template>`."""
+    lib = model._lib
+    tmpl = template if template is not None else model.embedded_chat_template
+    if tmpl is None:
+        raise KimiChatError(f"{model.path}: the GGUF has no chat template")
+    arr = (lib.llama_chat_message * len(messages))()
+    keep = []
+    for i, m in enumerate(messages):
+        role, content = str(m["role"]).encode(), str(m.get("content") or "").encode()
+        keep += [role, content]
+        arr[i].role = role
+        arr[i].content = content
+    size = 4096 + sum(len(k) for k in keep) * 2
+    buf = ctypes.create_string_buffer(size)
+    n = lib.llama_chat_apply_template(tmpl.encode(), arr, len(messages), add_generation_prompt, buf, size)
+    if n < 0:
+        raise KimiChatError("llama.cpp does not recognise the chat template")
+    if n > size:
+        buf = ctypes.create_string_buffer(n)
+        n = lib.llama_chat_apply_template(tmpl.encode(), arr, len(messages), add_generation_prompt, buf, n)
+    return buf.raw[:n].decode("utf-8")
+
+
+def render_embedded(model: "NativeModel", messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                    add_generation_prompt: bool = True, **kwargs: Any) -> str:
+    """:meth:`NativeModel.render_embedded <kimi_chat.engines.native.NativeModel.render_embedded>`."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    tmpl = model.embedded_chat_template
+    if tmpl is None:
+        raise KimiChatError(f"{model.path}: the GGUF has no chat template")
+    tok = model.tokenizer()
+    eos = tok.id_to_token(tok.eos_id) if tok.eos_id is not None else ""
+    bos = tok.id_to_token(tok.bos_id) if tok.bos_id is not None else ""
+    fmt = Jinja2ChatFormatter(tmpl, eos_token=eos, bos_token=bos, add_generation_prompt=add_generation_prompt)
+    return fmt(messages=list(messages), tools=tools, **kwargs).prompt

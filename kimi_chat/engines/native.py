@@ -1,0 +1,509 @@
+"""A thin binding to a native llama.cpp runtime: load a Kimi GGUF, generate, parse.
+
+Optional extra: ``pip install 'kimi-chat[native]'`` (llama-cpp-python + gguf). Importing this module
+always works; using :class:`NativeModel` without the extra raises :class:`NativeUnavailable` saying
+what to install.
+
+:meth:`NativeModel.chat` is the whole path of a request::
+
+    messages --render_tokens--> ids --engine.generate (GBNF from kimi_chat.grammar)--> ids
+             --detokenize (special tokens kept)--> StreamParser --> OpenAI message / chunks
+
+**Send ids, not text.** The prompt is tokenized by kimi_chat's :class:`~kimi_chat.tokenizer.
+KimiTokenizer` (the official tiktoken rules) and the engine receives ids, so the engine's own
+``kimi-k2`` pre-tokenizer, which disagrees with tiktoken on some text (combining marks), cannot change
+a prompt. Marker-looking text inside messages stays text (``render_tokens(special_tokens="text")``).
+:meth:`NativeModel.compare_tokenization` reports where the engine's tokenization differs.
+
+**Two engines**: ``NativeModel.load(path, backend="llama.cpp")`` (the default, extra ``native``) or
+``backend="ik_llama.cpp"`` (extra ``native-ik``, :mod:`kimi_chat.engines.ik`); :func:`conformance`
+reports what an engine gets wrong on its own (:mod:`kimi_chat.engines.conformance`).
+
+The tokenizer is built from the GGUF's own vocabulary by default (its BPE tokens are the tiktoken
+ranks, its CONTROL tokens the special ids), so no reference files are needed to run a model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import markers as M
+from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..errors import KimiChatError
+from ..output import Delta, ParsedMessage
+from ..tokens.rendered import render_tokens
+from ..tokens.tokenizer import BYTE_DECODER, KimiTokenizer
+
+__all__ = [
+    "NativeUnavailable",
+    "NativeModel",
+    "ChatResult",
+    "TokenizationDiff",
+    "INSTALL_HINT",
+    "BACKENDS",
+    "native_available",
+    "conformance",
+    "ConformanceReport",
+    "Check",
+]
+
+INSTALL_HINT = "pip install 'kimi-chat[native]'"
+
+BACKENDS: tuple[str, ...] = ("llama.cpp", "ik_llama.cpp")
+"""The engines :meth:`NativeModel.load` can run a GGUF in."""
+
+
+class NativeUnavailable(KimiChatError, ImportError):
+    """The native runtime (llama-cpp-python) is not installed."""
+
+
+def native_available() -> bool:
+    """Whether llama-cpp-python can be imported."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise NativeUnavailable(
+            f"the native runtime needs llama-cpp-python, which is not installed ({e}); install it with: "
+            f"{INSTALL_HINT}"
+        ) from e
+    return llama_cpp
+
+
+@dataclass(frozen=True)
+class TokenizationDiff:
+    """One text on which the engine's tokenization differs from kimi_chat's (official rules)."""
+
+    text: str
+    ours: list[int]
+    engine: list[int]
+
+    @property
+    def first_difference(self) -> int:
+        """Index of the first differing id."""
+        for i, (a, b) in enumerate(zip(self.ours, self.engine)):
+            if a != b:
+                return i
+        return min(len(self.ours), len(self.engine))
+
+
+@dataclass
+class ChatResult:
+    """What :meth:`NativeModel.chat` produced."""
+
+    message: dict[str, Any]
+    """OpenAI ``ChatCompletionMessage``-shaped (role, content, reasoning_content?, tool_calls?)."""
+    finish_reason: str
+    """``stop``, ``tool_calls`` or ``length`` (``max_tokens`` reached before the turn ended)."""
+    parsed: ParsedMessage
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+    """The generated text, special tokens spelled out."""
+    grammar: str | None = None
+    model: str = ""
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": len(self.prompt_ids),
+            "completion_tokens": len(self.completion_ids),
+            "total_tokens": len(self.prompt_ids) + len(self.completion_ids),
+        }
+
+    def to_openai(self, id: str | None = None) -> dict[str, Any]:
+        """An OpenAI ``chat.completion`` object."""
+        return {
+            "id": id or f"chatcmpl-kimi-{self.created}",
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish_reason,
+                         "logprobs": None}],
+            "usage": self.usage,
+        }
+
+
+
+# llama_token_attr bits (llama.h)
+_ATTR_UNUSED = 1 << 1
+_ATTR_NORMAL = 1 << 2
+_ATTR_CONTROL = 1 << 3
+_ATTR_USER_DEFINED = 1 << 4
+
+
+class NativeModel:
+    """A GGUF model in llama.cpp (through llama-cpp-python) or ik_llama.cpp (through
+    ik-llama-cpp-python, :mod:`kimi_chat.engines.ik`). Build it with :meth:`load`."""
+
+    def __init__(self, llama: Any, path: Path, *, dialect: str | Dialect | None = None,
+                 tokenizer: KimiTokenizer | None = None, lib: Any = None, backend: str = "llama.cpp") -> None:
+        self._lib = lib if lib is not None else _llama_cpp()
+        self._llama = llama
+        self.path = path
+        self.backend = backend
+        """``llama.cpp`` or ``ik_llama.cpp`` (:data:`BACKENDS`)."""
+        self._vocab = llama._model.vocab
+        if dialect is not None:
+            self.dialect = get_dialect(dialect)
+            self.dialect_source = "given"
+        else:
+            self.dialect, self.dialect_source = self._detect_dialect()
+        self.n_vocab: int = int(self._lib.llama_vocab_n_tokens(self._vocab))
+        self._tokenizer = tokenizer
+        self._markers: dict[str, frozenset[str]] = {}
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        gguf_path: str | os.PathLike[str],
+        *,
+        dialect: str | Dialect | None = None,
+        tokenizer: KimiTokenizer | None = None,
+        backend: str = "llama.cpp",
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        verbose: bool = False,
+        progress: Callable[[str], None] | None = None,
+        **llama_kwargs: Any,
+    ) -> "NativeModel":
+        """Load ``gguf_path`` into llama.cpp. ``dialect`` is the chat format the model speaks (used by
+        :meth:`chat` when none is given); ``tokenizer`` defaults to one built from the GGUF's own
+        vocabulary (:meth:`tokenizer`). ``progress`` receives one-line status messages.
+
+        ``backend``: ``"llama.cpp"`` (llama-cpp-python, extra ``native``) or ``"ik_llama.cpp"``
+        (ik-llama-cpp-python, extra ``native-ik``; see :mod:`kimi_chat.engines.ik`: one backend per
+        process). Extra keywords go to ``llama_cpp.Llama`` or, for ik_llama.cpp, to
+        ``llama_context_params``.
+
+        ``dialect=None``: the dialect whose template the GGUF embeds (exact text match by
+        :func:`kimi_chat.checks.verification.identify`: an official, known-variant or kimi_chat template), else
+        the default dialect; ``dialect_source`` says which."""
+        path = Path(gguf_path)
+        if not path.is_file():  # before the import: a missing file is said to be missing, extra or not
+            raise FileNotFoundError(f"{path}: no such GGUF file" if not path.exists() else f"{path}: not a file")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, not {backend!r}")
+        if backend == "ik_llama.cpp":
+            from .ik import _ctypes_api, load_ik
+
+            _ctypes_api()  # a missing extra is said before the load message
+        else:
+            lib = _llama_cpp()
+        if progress:
+            progress(f"loading {path} ({path.stat().st_size / 1e6:.1f} MB) into {backend} ...")
+        t0 = time.perf_counter()
+        if backend == "ik_llama.cpp":
+            llama, lib = load_ik(path, n_ctx=n_ctx, n_threads=n_threads, verbose=verbose, **llama_kwargs)
+        else:
+            try:
+                llama = lib.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, verbose=verbose,
+                                  **llama_kwargs)
+            except ValueError as e:  # llama-cpp-python's "Failed to load model from file"
+                raise KimiChatError(f"{path}: llama.cpp could not load the model: {e}") from e
+        model = cls(llama, path, dialect=dialect, tokenizer=tokenizer, lib=lib, backend=backend)
+        if progress:
+            arch = model.metadata.get("general.architecture", "?")
+            progress(f"loaded {path.name} in {time.perf_counter() - t0:.1f}s ({arch}, {model.n_vocab} tokens)")
+        return model
+
+    def close(self) -> None:
+        """Free the model and context."""
+        close = getattr(self._llama, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "NativeModel":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ metadata
+
+    def _detect_dialect(self) -> tuple[Dialect, str]:
+        tmpl = self.embedded_chat_template
+        if tmpl:
+            try:
+                from ..checks.verification import identify
+
+                ident = identify(tmpl, behavioural=False)
+            except Exception as e:  # identification is a convenience: never fail a load on it
+                return get_dialect(DEFAULT_DIALECT), f"default; the embedded template could not be identified: {e}"
+            if ident.dialect is not None and ident.match == "exact":
+                return get_dialect(ident.dialect), f"embedded template: {ident.label}"
+            return get_dialect(DEFAULT_DIALECT), "default; embedded template not identified"
+        if self._k3_vocabulary():
+            return get_dialect("kimi-k3"), f"vocabulary: {M.K3_OPEN.text} at {M.K3_OPEN.id} (Kimi-K3, no template)"
+        return get_dialect(DEFAULT_DIALECT), "default; the GGUF embeds no template"
+
+    def _k3_vocabulary(self) -> bool:
+        """The engine's vocabulary is Kimi-K3's: ``<|open|>`` at its K3 id (where K2 has ``<|im_end|>``)."""
+        n = int(self._lib.llama_vocab_n_tokens(self._vocab))
+        return n > M.K3_OPEN.id and self.token_text(M.K3_OPEN.id) == M.K3_OPEN.text
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The GGUF's scalar metadata, as llama.cpp reports it (strings)."""
+        return dict(self._llama.metadata)
+
+    @property
+    def embedded_chat_template(self) -> str | None:
+        """``tokenizer.chat_template`` of the GGUF (``None`` if it has none)."""
+        return self._llama.metadata.get("tokenizer.chat_template")
+
+    @property
+    def n_ctx(self) -> int:
+        # llama.cpp pads the context (to 256), but llama-cpp-python sizes its buffers by the
+        # requested n_ctx: the smaller of the two is what fits
+        engine = int(self._llama.n_ctx())
+        params = getattr(self._llama, "context_params", None)
+        requested = int(getattr(params, "n_ctx", 0) or 0)
+        return min(engine, requested) if requested else engine
+
+    def is_eog(self, token_id: int) -> bool:
+        """Whether the engine ends generation on ``token_id``."""
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token_id))
+
+    def eog_ids(self) -> list[int]:
+        """Every end-of-generation id of the engine's vocabulary."""
+        return [i for i in self._special_range() if self.is_eog(i)]
+
+    def _special_range(self) -> range:
+        return range(min(M.NUM_BASE_TOKENS, self.n_vocab), self.n_vocab)
+
+    def token_text(self, token_id: int) -> str:
+        """The vocabulary entry of ``token_id`` as stored in the GGUF (byte-level form for BPE tokens)."""
+        return self._lib.llama_vocab_get_text(self._vocab, token_id).decode("utf-8", errors="replace")
+
+    def token_attr(self, token_id: int) -> int:
+        return int(self._lib.llama_vocab_get_attr(self._vocab, token_id))
+
+    # ------------------------------------------------------------------ tokens
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """The engine's own tokenization of ``text`` (no BOS). ``special``: special-token text becomes
+        the special id (else it is ordinary text)."""
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special))
+
+    def piece(self, token_id: int, special: bool = True) -> bytes:
+        """The engine's bytes for one token (``special``: control tokens are spelled out, else empty)."""
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = self._lib.llama_token_to_piece(self._vocab, token_id, buf, size, 0, special)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n  # the buffer was too small: n is minus the size needed
+
+    def detokenize(self, ids: Iterable[int], special: bool = True) -> str:
+        """The engine's text of ``ids`` (UTF-8, invalid sequences replaced). Built from
+        :meth:`piece`, which sizes its buffer (llama-cpp-python's ``Llama.detokenize`` uses a 32-byte
+        buffer per token and returns wrong bytes for longer tokens)."""
+        return b"".join(self.piece(i, special) for i in ids).decode("utf-8", errors="replace")
+
+    def tokenizer(self) -> KimiTokenizer:
+        """kimi_chat's tokenizer for this model: the official rules over the GGUF's vocabulary (BPE
+        tokens = tiktoken ranks, CONTROL tokens = special ids named as in the GGUF), unless one was
+        given to :meth:`load`."""
+        if self._tokenizer is None:
+            self._tokenizer = self._build_tokenizer()
+        return self._tokenizer
+
+    def _build_tokenizer(self) -> KimiTokenizer:
+        ranks: dict[bytes, int] = {}
+        added: dict[str, Any] = {}
+        num_base = None
+        for i in range(self.n_vocab):
+            attr = self.token_attr(i)
+            text = self.token_text(i)
+            if attr & _ATTR_CONTROL:
+                if num_base is None:
+                    num_base = i
+                if text != M.reserved_token_name(i):
+                    known = M.BY_ID.get(i)
+                    special = known.special if known is not None and known.text == text else True
+                    added[str(i)] = {"content": text, "special": special}
+            elif attr & (_ATTR_NORMAL | _ATTR_USER_DEFINED) and num_base is None:
+                try:
+                    ranks[bytes(BYTE_DECODER[c] for c in text)] = i
+                except KeyError:
+                    raise KimiChatError(f"{self.path}: token {i} ({text!r}) is not a byte-level BPE token; "
+                                        "is this a Kimi GGUF?") from None
+        if len(ranks) != (num_base or self.n_vocab):
+            raise KimiChatError(f"{self.path}: the vocabulary is not a Kimi (tiktoken) vocabulary")
+        config: dict[str, Any] = {"added_tokens_decoder": added}
+        # eos: the engine's end of generation (the model's eos: <|im_end|> for K2.6, <|end_of_msg|> for K3)
+        for key, getter in (("bos_token", "llama_vocab_bos"), ("eos_token", "llama_vocab_eos")):
+            tid = getattr(self._lib, getter)(self._vocab)
+            if tid is not None and 0 <= tid < self.n_vocab:
+                config[key] = self.token_text(tid)
+        # the official tokenizers number 256 + 2 special ids (K2 line; two beyond the model's 163840) or,
+        # for Kimi-K3, 256: exactly the engine's vocabulary
+        num_special = M.K3_NUM_RESERVED_SPECIAL if self._k3_vocabulary() else M.NUM_RESERVED_SPECIAL + 2
+        return KimiTokenizer(ranks, config, num_special=num_special)
+
+    def marker_tokens(self, dialect: str | Dialect | None = None) -> frozenset[str]:
+        """Spellings of the output format's markers (of ``dialect``'s family, default the model's) that
+        the engine tokenizes to their single id."""
+        from ..grammar.vocabulary import format_markers
+
+        family = (self.dialect if dialect is None else get_dialect(dialect)).family
+        if family not in self._markers:
+            self._markers[family] = frozenset(m.text for m in format_markers(self.dialect if dialect is None else dialect)
+                                              if self.tokenize(m.text, special=True) == [m.id])
+        return self._markers[family]
+
+    def compare_tokenization(self, texts: Iterable[str], *, special: bool = False) -> list[TokenizationDiff]:
+        """Texts whose engine tokenization differs from kimi_chat's (``special``: with special-token
+        parsing on both sides)."""
+        tok = self.tokenizer()
+        out = []
+        for t in texts:
+            ours = tok.encode(t, allow_special=special)
+            engine = self.tokenize(t, special=special)
+            if ours != engine:
+                out.append(TokenizationDiff(t, ours, engine))
+        return out
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(
+        self,
+        ids: Sequence[int],
+        *,
+        max_tokens: int,
+        grammar: str | None = None,
+        seed: int | None = None,
+        temperature: float = 0.8,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+    ) -> Iterator[int]:
+        """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
+        end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
+        the output; ``seed``: sampling seed (``None``: random); ``temperature`` 0 is greedy."""
+        if max_tokens < 1:
+            return
+        ids = list(ids)
+        if not ids:
+            raise ValueError("generate() needs a non-empty prompt")
+        if len(ids) + max_tokens > self.n_ctx:
+            raise KimiChatError(f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceed the context "
+                                f"({self.n_ctx}); load with a larger n_ctx")
+        g = None
+        if grammar is not None:
+            try:
+                g = self._lib.LlamaGrammar.from_string(grammar, verbose=False)
+            except ValueError as e:
+                raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
+        self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
+        gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                   repeat_penalty=1.0, reset=True, grammar=g)
+        try:
+            for n, tid in enumerate(gen, 1):
+                yield int(tid)
+                if self.is_eog(tid) or n >= max_tokens:
+                    break
+        finally:
+            gen.close()
+
+    # ------------------------------------------------------------------ chat
+
+    def prompt_ids(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                   dialect: str | Dialect | None = None, **options: Any) -> list[int]:
+        """The prompt of a request as ids, tokenized by kimi_chat (official rules; text typed in
+        messages is never a special token)."""
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        tok = self.tokenizer()
+        return render_tokens(messages, tokenizer=tok, tools=tools, dialect=d, special_tokens="text", **options).ids
+
+    def request_grammar(self, *, tools: Sequence[Any] | None = None, tool_choice: Any = None,
+                        parallel_tool_calls: bool = True, dialect: str | Dialect | None = None,
+                        **options: Any) -> str:
+        """The GBNF grammar :meth:`chat` uses for a request (markers the engine has as single tokens
+        are written as token references)."""
+        from ..grammar import tool_call_grammar
+
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        return tool_call_grammar(tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                 dialect=d, token_markers=self.marker_tokens(d), **options)
+
+    def chat_stream(
+        self,
+        messages: Sequence[Any],
+        *,
+        tools: Sequence[Any] | None = None,
+        dialect: str | Dialect | None = None,
+        tool_choice: Any = None,
+        parallel_tool_calls: bool = True,
+        grammar: bool | str | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.8,
+        seed: int | None = None,
+        reasoning: bool = True,
+        **options: Any,
+    ) -> Iterator[Delta | ChatResult]:
+        """:meth:`chat`, streamed: yields :class:`~kimi_chat.output.Delta` objects as the parser
+        decides them, then the :class:`ChatResult`."""
+        from .chat import chat_stream
+
+        return chat_stream(self, messages, tools=tools, dialect=dialect, tool_choice=tool_choice,
+                           parallel_tool_calls=parallel_tool_calls, grammar=grammar, max_tokens=max_tokens,
+                           temperature=temperature, seed=seed, reasoning=reasoning, **options)
+
+    def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResult:
+        """Answer a chat request: render with the dialect, tokenize with kimi_chat, generate with
+        llama.cpp (constrained by :func:`kimi_chat.grammar.tool_call_grammar` when ``tools`` are
+        given, or by ``grammar=`` GBNF text; ``grammar=False`` turns it off), parse with
+        :class:`~kimi_chat.output.StreamParser`.
+
+        Keywords: ``tools``, ``dialect`` (default: the model's), ``tool_choice``,
+        ``parallel_tool_calls``, ``grammar``, ``max_tokens`` (256), ``temperature`` (0.8), ``seed``,
+        ``reasoning`` (allow a ``<think>`` block), and render options (``thinking=False``...)."""
+        result = None
+        for item in self.chat_stream(messages, **kwargs):
+            if isinstance(item, ChatResult):
+                result = item
+        if result is None:  # chat_stream always ends with its ChatResult: a broken stream, said so
+            raise KimiChatError(f"{self.path}: the chat stream ended without a result")
+        return result
+
+    # ------------------------------------------------------------------ templates
+
+    def apply_builtin_template(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+                               template: str | None = None) -> str:
+        """llama.cpp's own C++ chat formatting (``llama_chat_apply_template``) of plain
+        ``{"role", "content": str}`` messages, with the format it detects from ``template`` (default:
+        the embedded template). This is what llama.cpp does when it cannot run a Jinja template."""
+        from .chat import apply_builtin_template
+
+        return apply_builtin_template(self, messages, add_generation_prompt=add_generation_prompt, template=template)
+
+    def render_embedded(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                        add_generation_prompt: bool = True, **kwargs: Any) -> str:
+        """The embedded Jinja template rendered by llama-cpp-python's own chat formatter (the one
+        ``create_chat_completion`` uses)."""
+        from .chat import render_embedded
+
+        return render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
+
+
+# the conformance report (its own module; it imports this one lazily)
+from .conformance import Check, ConformanceReport, conformance  # noqa: E402

@@ -1,0 +1,26 @@
+"""The Kimi-K2 family: ``<|im_*|>`` turns, ``<think>`` reasoning, ``<|tool_calls_section_begin|>`` call sections.
+
+Dialects: Kimi-K2-Instruct (rev1, rev2), -0905, -Thinking, Kimi-K2.5, Kimi-K2.6 (:mod:`kimi_chat.dialects`).
+Modules: :mod:`.render` (the prompt, as the Jinja templates write it), :mod:`.tools_ts` (K2.5/K2.6's TypeScript
+tool declarations), :mod:`.format` (the output format as data), :mod:`.calls` (call headers, arguments),
+:mod:`.grammar` (GBNF of one request).
+"""
+
+from __future__ import annotations
+
+from ... import markers as M
+from .. import Family
+from .format import FORMAT
+
+FAMILY = Family(
+    name="k2",
+    title="Kimi-K2",
+    markers=tuple(M.MARKERS),
+    output_format=FORMAT,
+    # -- prompt, tokens, grammar, output --
+
+    # -- servers --
+
+    # -- checks, engines, cli, reference --
+
+)

@@ -1,0 +1,350 @@
+"""Tool calls: the one tools normaliser, call headers, name resolution and inference, arguments.
+
+* :func:`normalise_tools` is the single reading of a request's ``tools`` (used by
+  :func:`kimi_chat.output.parse` and meant for :mod:`kimi_chat.grammar`): OpenAI
+  ``{"type": "function", "function": {...}}`` entries or bare functions, pydantic models and
+  dataclasses accepted; two functions of the same name are an error naming both positions.
+* :class:`ToolCalls` assembles the calls of one turn as the parser's state machine enters and
+  leaves their parts: it resolves the header (``PREFIX NAME:IDX``, an opaque id, or a bare name),
+  infers the name of an opaquely named call from its argument keys, and streams the arguments
+  (JSON is passed through as written; a JSON string is held to the end, to unwrap double encoding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ...messages import to_plain
+from ...output.jsonvalue import INVALID, json_value
+from ...output.buffers import DeltaBuffer, joined
+from ...output.types import ParsedToolCall, ToolCallStatus
+
+__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "arguments_piece", "arguments_end",
+           "ToolCall", "ToolCalls"]
+
+_INDEX_SUFFIX = re.compile(r":\d+\Z")
+
+ToolIndex = dict[str, tuple[frozenset[str], frozenset[str]]]
+"""Function name -> (its parameters' property names, its required names)."""
+
+Warn = Callable[..., None]
+
+
+def _plain(value: Any, index: int) -> Any:
+    # tools[index] as plain data (messages.to_plain: any depth; a value containing itself raises
+    # InvalidToolsError naming where)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_plain(value, index=index, what="tools")
+    return value
+
+
+def normalise_tools(
+    tools: Iterable[Any] | None, *, error: type[Exception] = ValueError
+) -> dict[str, Mapping[str, Any]]:
+    """The declared functions of ``tools``, by name, in order: name -> the function mapping
+    (``name``, ``parameters``, ...). Entries whose ``type`` is not ``function`` are skipped.
+
+    Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included:
+    wrap it in a list), and ``error`` (default ``ValueError``) for an entry without a function name
+    or a name declared twice (the message names both positions).
+    """
+    if tools is None:
+        return {}
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        hint = " (one tool: wrap it in a list)" if isinstance(tools, Mapping) else ""
+        raise TypeError(f"tools: expected a list of tool declarations, got {type(tools).__name__}{hint}")
+    out: dict[str, Mapping[str, Any]] = {}
+    where: dict[str, int] = {}
+    for i, t in enumerate(tools):
+        t = _plain(t, i)
+        if not isinstance(t, Mapping):
+            raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
+        if t.get("type", "function") != "function":
+            continue
+        fn = _plain(t.get("function", t), i)
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise error(f"tools[{i}]: no function name")
+        name = fn["name"]
+        if name in out:
+            raise error(f"tools[{i}]: duplicate function name {name!r} (also tools[{where[name]}])")
+        out[name] = fn
+        where[name] = i
+    return out
+
+
+def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
+    """:func:`normalise_tools`, as the parser needs it: name -> (property names, required names);
+    ``None`` when no function is declared (names are then not checked)."""
+    fns = normalise_tools(tools)
+    if not fns:
+        return None
+    out: ToolIndex = {}
+    for name, fn in fns.items():
+        props, req = schema_keys(fn.get("parameters"))
+        out[name] = (frozenset(props), frozenset(req))
+    return out
+
+
+def schema_keys(params: Any) -> tuple[Mapping[str, Any], list[str]]:
+    """``(properties, required names)`` of a function's ``parameters``, read defensively: a part of
+    another shape than JSON Schema's (``"properties": 5``, ``"required": 5``, a non-string key or
+    name) is unknown typing, left out (the parser never raises on a tool schema)."""
+    if not isinstance(params, Mapping):
+        return {}, []
+    props = params.get("properties")
+    props = {k: v for k, v in props.items() if isinstance(k, str)} if isinstance(props, Mapping) else {}
+    req = params.get("required")
+    return props, [r for r in req if isinstance(r, str)] if isinstance(req, (list, tuple)) else []
+
+
+_INVALID = INVALID
+_json = json_value
+
+
+def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
+    """A piece of a call's arguments text (K2's arguments, K3's ``json`` element: one reading for
+    both), streamed as written except leading whitespace (dropped), trailing whitespace (held: it
+    may end the arguments) and a JSON string (held to the end: it may be double-encoded). ``c``
+    keeps the state (``mode``: 0 nothing but whitespace yet, 1 streaming, 2 a JSON string held;
+    ``held``: the held text); ``emit`` streams a fragment."""
+    mode = c.mode
+    if mode == 0:
+        piece = piece.lstrip()
+        if not piece:
+            return
+        if piece[0] == '"':
+            c.mode = 2
+            c.held.append(piece)
+            return
+        c.mode = 1
+    elif mode == 2:
+        c.held.append(piece)
+        return
+    if piece[-1].isspace():  # trailing whitespace may end the arguments: hold it
+        body = piece.rstrip()
+        if body:
+            tail = piece[len(body):]
+            if c.held:
+                body = "".join(c.held) + body
+                c.held = []
+            emit(body)
+            c.held.append(tail)
+        else:
+            c.held.append(piece)
+    else:
+        if c.held:
+            piece = "".join(c.held) + piece
+            c.held = []
+        emit(piece)
+
+
+def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
+    """The end of a call's arguments text (see :func:`arguments_piece`): nothing but whitespace is
+    ``{}``; a held JSON string holding an object is unwrapped once (``double_encoded_arguments``);
+    trailing whitespace is dropped. Returns the arguments' JSON value (``_INVALID`` if not JSON)."""
+    value: Any = _INVALID
+    if c.mode == 2:  # a JSON string, held: decided now
+        s = "".join(c.held).rstrip()
+        value = _json(s)
+        if isinstance(value, str):
+            inner = _json(value)
+            if isinstance(inner, dict):
+                s, value = value.strip(), inner
+                warn("double_encoded_arguments", "double-encoded arguments unwrapped "
+                     "(a JSON string holding an object)", c.offset)
+        emit(s)
+    else:
+        if c.mode == 0:
+            emit("{}")
+        value = _json(joined(c.args))
+    c.held = []
+    return value
+
+
+class ToolCall:
+    """A tool call being parsed."""
+
+    __slots__ = ("index", "offset", "header", "raw", "id", "name", "resolved", "infer", "unknown",
+                 "args", "held", "mode", "has_args", "status", "_snap", "_key")
+
+    def __init__(self, index: int, offset: int, begin: str) -> None:
+        self.index = index
+        self.offset = offset
+        self.header: list[str] = []
+        self.raw: list[str] = [begin]
+        self.id: str | None = None
+        self.name: str | None = None
+        self.resolved = False
+        self.infer = False
+        self.unknown = False
+        self.args: list[str] = []  # emitted argument fragments
+        self.held: list[str] = []  # trailing whitespace held back (mode 1) / everything (mode 2)
+        self.mode = 0  # 0: nothing but whitespace yet, 1: streaming, 2: a JSON string, held
+        self.has_args = False
+        self.status = ToolCallStatus.UNCLOSED
+        self._snap: ParsedToolCall | None = None
+        self._key: tuple[Any, ...] = ()
+
+    def snapshot(self) -> ParsedToolCall:
+        """The call so far (rebuilt only when it changed since the last snapshot)."""
+        key = (len(self.raw), len(self.args), self.name, self.status, self.id)
+        if self._snap is None or key != self._key:
+            hid = self.id if self.id is not None else "".join(self.header).strip()
+            self._snap = None  # drop its references first: joined() may then grow the strings in place
+            self._snap = ParsedToolCall(self.index, hid, self.name, joined(self.args), self.status,
+                                        joined(self.raw))
+            self._key = (len(self.raw), len(self.args), self.name, self.status, self.id)
+        return self._snap
+
+
+class ToolCalls:
+    """The tool calls of one turn, assembled from the parser's group events and text.
+
+    ``tools``: :func:`index_tools` of the declared tools (``None``: names are not checked);
+    ``prefix``: the header prefix that names the function (K2: ``functions.``); ``out``: where
+    deltas go; ``warn(kind, message, offset, text="")``: where warnings go.
+    """
+
+    def __init__(self, tools: ToolIndex | None, prefix: str, out: DeltaBuffer, warn: Warn) -> None:
+        self.tools = tools
+        self.prefix = prefix
+        self.out = out
+        self.warn = warn
+        self.calls: list[ToolCall] = []
+        self.current: ToolCall | None = None
+
+    def begin(self, offset: int, spelling: str) -> None:
+        c = ToolCall(len(self.calls), offset, spelling)
+        self.calls.append(c)
+        self.current = c
+
+    def header_text(self, piece: str) -> None:
+        c = self.current
+        c.header.append(piece)  # type: ignore[union-attr]
+        c.raw.append(piece)  # type: ignore[union-attr]
+
+    def header_end(self, at_eof: bool) -> None:
+        c = self.current
+        if c is not None and not (at_eof and self._dangling(c)):
+            self.resolve(c)
+
+    def arguments_begin(self, spelling: str) -> None:
+        c = self.current
+        if c is None:
+            raise RuntimeError("arguments outside a tool call")  # the grammar makes this impossible
+        self.resolve(c)
+        c.has_args = True
+        c.raw.append(spelling)
+
+    @staticmethod
+    def _dangling(c: ToolCall) -> bool:
+        return not c.has_args and not "".join(c.header).strip()
+
+    def end(self, spelling: str | None, at_eof: bool) -> None:
+        """The current call ends (``spelling``: its closing marker, if it consumed one)."""
+        c = self.current
+        self._end(spelling, at_eof)
+        if c is not None and self.calls and self.calls[-1] is c:  # not a dangling begin, dropped
+            self.out.decided(c.snapshot())
+
+    def _end(self, spelling: str | None, at_eof: bool) -> None:
+        c = self.current
+        if c is None:
+            raise RuntimeError("end of a tool call outside one")  # the grammar makes this impossible
+        self.current = None
+        if spelling:
+            c.raw.append(spelling)
+        if at_eof and self._dangling(c):  # a call begin and nothing else: not a call
+            self.calls.pop()
+            self.warn("dangling_call_begin", "a tool-call begin at the end of the text, with neither "
+                      "header nor arguments, dropped", c.offset, "".join(c.raw))
+            return
+        self.resolve(c)
+        if not c.has_args and not at_eof:
+            self.warn("missing_argument_begin", "tool call closed before its arguments began: "
+                      f"status {ToolCallStatus.INCOMPLETE.value}, empty arguments", c.offset)
+        value = arguments_end(c, lambda s: self._emit(c, s), self.warn)
+        if c.infer:
+            name = self._infer_name(c, value)
+            if name is not None:
+                c.name = name
+                c.unknown = False
+                self.out.call(c.index, None, name)
+        if at_eof:
+            c.status = ToolCallStatus.UNCLOSED
+        elif not c.has_args:
+            c.status = ToolCallStatus.INCOMPLETE
+        elif c.unknown:
+            c.status = ToolCallStatus.UNKNOWN_TOOL
+        elif not isinstance(value, dict):
+            c.status = ToolCallStatus.INVALID_JSON
+        else:
+            c.status = ToolCallStatus.OK
+
+    def stray(self, spelling: str) -> None:
+        """A stray marker inside the current call (if any) is part of its raw text."""
+        if self.current is not None:
+            self.current.raw.append(spelling)
+
+    # ------------------------------------------------------------------------------ headers, names
+
+    def resolve(self, c: ToolCall) -> None:
+        """Read the header once: id, name (or whether to infer it), and send the call's first delta."""
+        if c.resolved:
+            return
+        c.resolved = True
+        hid = "".join(c.header).strip()
+        c.id = hid
+        prefix = self.prefix
+        prefixed = bool(prefix) and hid.startswith(prefix)
+        base = _INDEX_SUFFIX.sub("", hid[len(prefix):] if prefixed else hid)
+        tools = self.tools
+        if prefixed:
+            c.name = base or None
+            c.unknown = c.name is None or (tools is not None and c.name not in tools)
+        elif tools is not None and base in tools:
+            c.name = base
+        elif tools is not None:
+            c.infer = True
+            c.unknown = True
+        else:
+            # no tools to check against: NAME:IDX gives a guess, an opaque id gives nothing
+            c.name = base if base and base != hid else None
+            c.unknown = True
+        self.out.call(c.index, hid, c.name)
+
+    def _infer_name(self, c: ToolCall, value: Any) -> str | None:
+        tools = self.tools
+        if tools is None or not isinstance(value, dict):
+            return None
+        keys = frozenset(value)
+        cands = [n for n, (props, req) in tools.items() if req <= keys and keys <= props]
+        if len(cands) > 1:
+            exact = [n for n in cands if tools[n][0] == keys]
+            if len(exact) == 1:
+                cands = exact
+        if len(cands) == 1:
+            self.warn("name_inferred", f"tool name {cands[0]!r} inferred from the argument keys "
+                      f"(opaque call id {c.id!r})", c.offset)
+            return cands[0]
+        if cands:
+            self.warn("name_ambiguous", f"opaque call id {c.id!r}: arguments fit several tools "
+                      f"({', '.join(sorted(cands))})", c.offset)
+        return None
+
+    # ------------------------------------------------------------------------------ arguments
+
+    def arguments_text(self, piece: str) -> None:
+        """Argument text: streamed as :func:`arguments_piece` says."""
+        c = self.current
+        c.raw.append(piece)  # type: ignore[union-attr]
+        arguments_piece(c, piece, lambda s: self._emit(c, s))  # type: ignore[arg-type]
+
+    def _emit(self, c: ToolCall, s: str) -> None:
+        c.args.append(s)
+        self.out.args(c.index, s)

@@ -1,0 +1,26 @@
+"""The Kimi-K3 family: XTML, ``<|open|>TAG attrs<|sep|>`` … ``<|close|>TAG<|sep|>``, turns ended by ``<|end_of_msg|>``.
+
+Dialect: Kimi-K3 (:mod:`kimi_chat.dialects`). Modules: :mod:`.inputs` (the encoder's input handling),
+:mod:`.render` (the official encoder's segments), :mod:`.tokens` (segment-wise ids), :mod:`.format` (the output
+format as data), :mod:`.tags` (the tag lexer), :mod:`.calls` (typed arguments), :mod:`.grammar`, :mod:`.lint`,
+:mod:`.oracle` (the release's encoder).
+"""
+
+from __future__ import annotations
+
+from ... import markers as M
+from .. import Family
+from .format import FORMAT
+
+FAMILY = Family(
+    name="k3",
+    title="Kimi-K3",
+    markers=tuple(M.K3_MARKERS),
+    output_format=FORMAT,
+    # -- prompt, tokens, grammar, output --
+
+    # -- servers --
+
+    # -- checks, engines, cli, reference --
+
+)

@@ -1,0 +1,280 @@
+"""The Kimi-K3 translation of :func:`~kimi_chat.grammar.tool_call_grammar`: the output grammar of
+:mod:`kimi_chat.families.k3.format` (the rules :class:`~kimi_chat.output.StreamParser` runs for ``kimi-k3``) as
+GBNF, specialised for one request, writing what the official ``encoding_k3`` writes for an assistant
+message::
+
+    [REASONING]<|close|>think<|sep|><|open|>response<|sep|>[CONTENT]<|close|>response<|sep|>
+    <|open|>tools<|sep|><|open|>call tool="NAME" index="1"<|sep|>
+      <|open|>argument key="city" type="string"<|sep|>Zürich<|close|>argument<|sep|>
+    <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
+
+* The start rule is the parser's: inside the pre-filled think channel (thinking on; ``reasoning=False``
+  closes it at once) or the pre-filled response channel (``thinking=False``).
+* The response channel is always written (the encoder always writes it; the format accepts a turn
+  without one only before the message close); its text is free with ``tool_choice`` ``none`` /
+  ``auto`` (or ``content=True``), else empty.
+* The tools channel: absent (``none``), optional (``auto``), required (``required`` / a named
+  function); its calls are unrolled (one, or 1..``max_calls`` with ``parallel_tool_calls``) with
+  ``index`` the 1-based position (``first_index + 1`` first), as the encoder numbers them.
+* A call of a function whose parameters declare ``properties`` is one typed ``argument`` element per
+  property, in declaration order, required ones always present, optional ones allowed. The ``type``
+  attribute is the encoder's name of the value's JSON type (``string``, ``number`` for integers and
+  numbers, ``boolean``, ``null``, ``object``, ``array``); a property that allows several types is an
+  alternative per type. A ``string`` value is raw text (the encoder writes it unquoted) that cannot
+  spell a marker (bounded strings: no ``<`` or ``[`` at all); any other value is JSON following the
+  property's schema (:class:`~kimi_chat.grammar.json_schema.JsonSchemaTranslator`, JSON strings
+  marker-free). Parameters without ``properties`` (a free-form object, or a top-level
+  ``anyOf``/``oneOf``) are one ``json`` element (``type="object"``) holding the JSON object, or, for
+  a free-form object, argument elements with any key (as the encoder writes a dict; a repeated key is
+  not prevented); a function without ``parameters`` is a call without elements.
+* The grammar ends with ``<|close|>message<|sep|>``: ``<|end_of_msg|>`` is the end-of-generation
+  token, which llama.cpp allows only once the grammar is complete and cannot match as part of it.
+* Markers (``<|open|>``, ``<|close|>``, ``<|sep|>``) are token references when they are single tokens
+  of the target vocabulary; tag names and attributes are literal text (attribute values escaped as
+  the encoder escapes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ... import markers as M
+from ...output import peg as F
+from .format import GRAMMAR, TAGS
+from .inputs import esc, xtml_type
+from ...grammar.gbnf import GrammarError, alternation, literal, optional, slug
+from ...grammar.json_schema import bounds, json_literal, merge_schemas, properties_of, required_names, resolve_ref
+from ...grammar.translate import Ctx, FormatTranslator, check_no_marker
+
+__all__ = ["GRAMMAR", "K3Translator", "XTML_TYPES"]
+
+XTML_TYPES: Mapping[str, str] = {"string": "string", "integer": "number", "number": "number",
+                                 "boolean": "boolean", "null": "null", "object": "object", "array": "array"}
+"""JSON-schema type -> the ``type`` attribute ``encoding_k3`` writes for a value of that type."""
+
+_TAG_NAMES = {cls: name for name, cls in TAGS.open_classes.items()}
+_CLOSE_NAMES = {cls: name for name, cls in TAGS.close_classes.items()}
+_MARKER_IDS = {M.K3_OPEN.text: M.K3_OPEN.id, M.K3_CLOSE.text: M.K3_CLOSE.id, M.K3_SEP.text: M.K3_SEP.id}
+_RAW_CHAR = r"[^<\x5B\x00]"  # a character of a bounded raw string: no marker can start with it
+_MAX_REF_DEPTH = 32
+
+
+def _attrs(*pairs: tuple[str, Any]) -> str:
+    # _open_tag / _attr of the encoder: ` key="value"` with & and " escaped
+    return "".join(f' {k}="{esc(v)}"' for k, v in pairs)
+
+
+class K3Translator(FormatTranslator):
+    """The K3 format (:mod:`kimi_chat.families.k3.format`): tags, typed argument elements (module docstring)."""
+
+    ctx_groups = ("call", "argument", "json")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.elements: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ tags
+
+    def tag(self, opener: str, body: str) -> str:
+        """``<|open|>BODY<|sep|>`` / ``<|close|>BODY<|sep|>`` (markers as tokens where they are)."""
+        return " ".join((self.marker(opener, _MARKER_IDS[opener]), literal(body),
+                         self.marker(TAGS.sep, _MARKER_IDS[TAGS.sep])))
+
+    def tok(self, e: F.Tok, ctx: Ctx) -> str:
+        cls = e.cls
+        if cls in _CLOSE_NAMES:
+            return self.tag(TAGS.close, _CLOSE_NAMES[cls])
+        if cls == "CALL_OPEN":
+            if ctx.tool is None or ctx.index is None:  # pragma: no cover - the walk sets both in a call
+                raise GrammarError("a call tag outside a call")
+            return self.tag(TAGS.open, "call" + _attrs(("tool", ctx.tool), ("index", ctx.index + 1)))
+        if cls == "JSON_OPEN":
+            return self.tag(TAGS.open, "json" + _attrs(("type", "object")))
+        if cls in _TAG_NAMES:
+            return self.tag(TAGS.open, _TAG_NAMES[cls])
+        raise GrammarError(f"format terminal {cls} has no generation rule")  # pragma: no cover
+
+    # ------------------------------------------------------------------ text, options, repetitions
+
+    def text(self, e: F.Text, ctx: Ctx) -> str:
+        f = e.field
+        if e.ws_only or f in ("outside", "between", "call_between", "ignored"):
+            return ""  # whitespace or stray text: allowed by the parser, not asked of a model
+        if f == "content":
+            return self.text_rule if (self.content or self.choice in ("none", "auto")) else ""
+        if f == "reasoning":
+            return self.text_rule if self.reasoning else ""
+        raise GrammarError(f"format field {f!r} has no generation rule")  # pragma: no cover
+
+    def opt(self, e: F.Opt, ctx: Ctx) -> str:
+        if self.has(e.expr, "tools"):
+            return self.calls_part(self.x(e.expr, ctx))
+        if self.has(e.expr, "response"):
+            return self.x(e.expr, ctx)  # the encoder always writes the response channel
+        return optional(self.x(e.expr, ctx))
+
+    def star(self, e: F.Star, ctx: Ctx) -> str:
+        if self.has(e.expr, "call"):
+            return self.calls(e, ctx)
+        raise GrammarError(f"repetition {e} has no generation rule")  # pragma: no cover
+
+    def ordered_choice(self, e: F.Choice, ctx: Ctx) -> str:
+        if ctx.tool is not None and self.has(e, "argument"):  # a call's elements: argument* or json
+            return self.call_elements(ctx.tool)
+        return super().ordered_choice(e, ctx)
+
+    def group(self, e: F.Group, ctx: Ctx) -> str:
+        if e.name in ("end", "trailing"):
+            return ""  # <|end_of_msg|> is the end-of-generation token (module docstring)
+        return super().group(e, ctx)
+
+    # ------------------------------------------------------------------ a call's elements
+
+    def call_elements(self, name: str) -> str:
+        """The elements of a call of ``name`` (one rule per tool)."""
+        if name in self.elements:
+            return self.elements[name]
+        s = self.slugs[name]
+        path = f"tools[{name!r}].parameters"
+        params = self.tools[name].get("parameters")
+        if params is None:  # a function without parameters: a call without elements
+            self.elements[name] = '""'
+            return '""'
+        self.json.prefix = f"args-{s}-"
+        top = self.resolve(params, params, path, 0)
+        rn = self.r.fresh(f"args-{s}")
+        self.elements[name] = rn
+        props = properties_of(top, path) if isinstance(top, Mapping) else None
+        if isinstance(top, Mapping) and not any(k in top for k in ("anyOf", "oneOf")) and props:
+            required = set(required_names(top, path))
+            parts = []
+            for key, sub in props.items():
+                el = self.argument(name, key, sub, params, f"{path}/properties/{key}")
+                parts.append(el if key in required else optional(el))
+            body = " ".join(parts)
+        else:
+            obj = self.json.schema(params, params, f"args-{s}-json", path)
+            body = " ".join((self.tok(F.Tok("JSON_OPEN"), Ctx()), obj, self.tok(F.Tok("JSON_CLOSE"), Ctx())))
+            extra = top.get("additionalProperties", True) if isinstance(top, Mapping) else None
+            if extra is not False and extra is not None and not any(k in top for k in ("anyOf", "oneOf")):
+                # a free-form object: argument elements with any key (as the encoder writes a dict), or json
+                free = self.free_argument(name, extra, params, f"{path}/additionalProperties")
+                body = f"({body} | {free}*)"
+        self.r.set(rn, body or '""')
+        return rn
+
+    def resolve(self, schema: Any, root: Any, path: str, depth: int) -> Any:
+        """``schema`` with a top-level ``$ref`` and ``allOf`` resolved."""
+        if depth > _MAX_REF_DEPTH:
+            raise GrammarError(f"{path}: $ref chain too deep")
+        if isinstance(schema, Mapping) and "$ref" in schema:
+            siblings = {k: v for k, v in schema.items() if k != "$ref"}
+            target = self.resolve(resolve_ref(schema["$ref"], root, path), root, str(schema["$ref"]), depth + 1)
+            return merge_schemas(siblings, target, root, path) if siblings else target
+        if isinstance(schema, Mapping) and "allOf" in schema:
+            subs = schema["allOf"]
+            if not isinstance(subs, list) or not subs:
+                raise GrammarError(f"{path}/allOf: expected a non-empty list")
+            merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+            for j, sub in enumerate(subs):
+                merged = merge_schemas(merged, sub, root, f"{path}/allOf/{j}")
+            return self.resolve(merged, root, path, depth + 1)
+        return schema
+
+    def argument(self, tool: str, key: str, schema: Any, root: Any, path: str) -> str:
+        """One ``argument`` element for property ``key``: an alternative per ``type`` attribute."""
+        check_no_marker(key, self.forbidden, f"{path}: argument name")
+        base = f"arg-{self.slugs[tool]}-{slug(key)}"
+        by_type = self.values(schema, root, base, path, 0)
+        close = self.tok(F.Tok("ARGUMENT_CLOSE"), Ctx())
+        alts = []
+        for kind, exprs in by_type.items():
+            head = self.tag(TAGS.open, "argument" + _attrs(("key", key), ("type", kind)))
+            alts.append(f"{head} {alternation(exprs)} {close}")
+        return self.r.set(self.r.fresh(base), alternation(alts))
+
+    def free_argument(self, tool: str, schema: Any, root: Any, path: str) -> str:
+        """An ``argument`` element with any key (an attribute value: no quote, ``&``, marker start or
+        control character) and a value of ``schema`` (``additionalProperties``)."""
+        base = f"arg-{self.slugs[tool]}-any"
+        key = self.r.set(self.r.fresh(f"{base}-key"), r'[^"&<\x5B\x00-\x1F]{1,64}')
+        by_type = self.values(schema, root, base, path, 0)
+        close = self.tok(F.Tok("ARGUMENT_CLOSE"), Ctx())
+        opener, sep = self.marker(TAGS.open, _MARKER_IDS[TAGS.open]), self.marker(TAGS.sep, _MARKER_IDS[TAGS.sep])
+        alts = [f'{opener} {literal("argument key=" + chr(34))} {key} {literal(chr(34) + _attrs(("type", kind)))} '
+                f"{sep} {alternation(exprs)} {close}" for kind, exprs in by_type.items()]
+        return self.r.set(self.r.fresh(base), alternation(alts))
+
+    def values(self, schema: Any, root: Any, name: str, path: str, depth: int) -> dict[str, list[str]]:
+        """The values ``schema`` accepts, by ``type`` attribute: GBNF of the text inside the element."""
+        out: dict[str, list[str]] = {}
+
+        def add(kind: str, expr: str) -> None:
+            exprs = out.setdefault(kind, [])
+            if expr not in exprs:
+                exprs.append(expr)
+
+        if depth > _MAX_REF_DEPTH:
+            raise GrammarError(f"{path}: $ref chain too deep")
+        if schema is True or schema == {}:
+            for ty in ("string", "number", "boolean", "null", "object", "array"):
+                add(XTML_TYPES[ty], self.typed(ty, {}, root, name, path))
+            return out
+        if schema is False:
+            raise GrammarError(f"{path}: a false schema accepts no value")
+        if not isinstance(schema, Mapping):
+            raise GrammarError(f"{path}: a schema must be an object or a boolean, got {type(schema).__name__}")
+        schema = self.resolve(schema, root, path, depth)
+        if "const" in schema or "enum" in schema:
+            vals = [schema["const"]] if "const" in schema else schema["enum"]
+            if not isinstance(vals, list) or not vals:
+                raise GrammarError(f"{path}/enum: expected a non-empty list")
+            for v in vals:
+                add(xtml_type(v), self.constant(v, path))
+            return out
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                subs = schema[key]
+                if not isinstance(subs, list) or not subs:
+                    raise GrammarError(f"{path}/{key}: expected a non-empty list")
+                rest = {k: v for k, v in schema.items() if k != key}
+                for j, sub in enumerate(subs):
+                    merged = merge_schemas(rest, sub, root, f"{path}/{key}/{j}") if rest else sub
+                    for kind, exprs in self.values(merged, root, f"{name}-{j}", f"{path}/{key}/{j}",
+                                                   depth + 1).items():
+                        for ex in exprs:
+                            add(kind, ex)
+                return out
+        t = schema.get("type")
+        if t is None:
+            if "properties" in schema or "additionalProperties" in schema:
+                t = "object"
+            elif "items" in schema or "prefixItems" in schema:
+                t = "array"
+            else:
+                return self.values(True, root, name, path, depth)
+        types = list(t) if isinstance(t, list) else [t]
+        if schema.get("nullable") is True and "null" not in types:
+            types.append("null")
+        for ty in types:
+            if not isinstance(ty, str) or ty not in XTML_TYPES:
+                raise GrammarError(f"{path}/type: unknown type {ty!r}")
+            add(XTML_TYPES[ty], self.typed(ty, schema, root, name if len(types) == 1 else f"{name}-{ty}", path))
+        return out
+
+    def typed(self, ty: str, schema: Mapping[str, Any], root: Any, name: str, path: str) -> str:
+        """A value of JSON type ``ty``: a raw string, or JSON by the schema translator."""
+        if ty != "string":
+            return self.json.typed(ty, schema, root, name, path)
+        lo, hi = bounds(schema, "minLength", "maxLength", path)
+        if lo == 0 and hi is None:
+            return self.text_rule
+        return f"{_RAW_CHAR}{{{lo},{'' if hi is None else hi}}}"
+
+    def constant(self, value: Any, path: str) -> str:
+        """A ``const`` / ``enum`` value as the encoder writes it (a string raw, the rest as JSON)."""
+        if not isinstance(value, str):
+            return json_literal(value, self.forbidden, path)
+        check_no_marker(value, self.forbidden, path)
+        return literal(value) if value else '""'

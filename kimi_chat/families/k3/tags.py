@@ -1,0 +1,219 @@
+"""A streaming tag lexer (Kimi-K3 XTML): markers -> tags ``<|open|>NAME attrs<|sep|>``, ``<|close|>NAME<|sep|>``.
+
+It runs a :class:`~kimi_chat.output.lexer.MarkerLexer` over the chunks and builds tag tokens out of
+its markers, with the interface of the marker lexer (``feed``, ``pending``, ``flush``,
+``flush_into``, ``start0``/``start1``), so :class:`~kimi_chat.output.StreamParser` drives either.
+
+* An opening (or closing) marker is held back with the text after it until its ``<|sep|>``; the tag
+  is then one token: ``on_marker(class, whole tag text)``, its attributes in :attr:`TagLexer.attrs`.
+* Bounded: a tag body longer than ``TagSet.max_len`` characters, a marker other than ``<|sep|>``
+  before the ``<|sep|>``, or the end of the input, release the held tag (nothing is lost: every
+  character goes to ``on_text`` or ``on_marker``). Its *head* (the tag name, and for an opening tag
+  its complete attributes) never becomes text: a known tag whose ``<|sep|>`` is missing
+  (``<|close|>think<|open|>response<|sep|>``; an opening tag's name run into the text after it,
+  ``<|open|>responseHello``, too) is that tag, warned ``tag_without_sep``; another head
+  goes with the marker as one stray (``<|close|>thx``; a name is at most 32 characters); only the
+  text after the head is text.
+* The end of the input inside a prefix of a tag (``<|close|>thi``, ``<|open|>call tool="f``,
+  ``<|close|>think<|se``) is a tag cut short: ``on_marker(CUT, text)`` (the parser drops it and the
+  turn is truncated).
+* A tag with an unknown name or malformed attributes, and a ``<|sep|>`` outside a tag, are stray
+  (``on_marker(STRAY, text)``: the parser drops them with a warning that carries their text).
+* Attribute values are unescaped (``&quot;`` -> ``"``, ``&amp;`` -> ``&``), as ``encoding_k3`` escapes them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from collections.abc import Callable
+
+from ...output.peg import CUT, STRAY, MarkerTable
+from ...output.lexer import MarkerLexer, OnMarker, OnText, Real
+
+__all__ = ["TagLexer", "parse_attributes", "unescape"]
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+_OPEN_BODY = re.compile(rf"\A({_NAME})((?:\s+{_NAME}=\"[^\"]*\")*)\s*\Z")
+_OPEN_HEAD = re.compile(rf"({_NAME})((?:\s+{_NAME}=\"[^\"]*\")*)")
+"""The head of an opening tag: its name and its complete attributes."""
+_CLOSE_HEAD = re.compile(_NAME)
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]*")
+_ATTRS_PREFIX = re.compile(rf"(?:\s+{_NAME}=\"[^\"]*\")*(?:\s+(?:{_NAME}(?:=(?:\"[^\"]*)?)?)?)?\Z")
+"""A prefix of an opening tag's attributes (after its name), up to the end of the text."""
+_MAX_NAME = 32
+"""The longest run of name characters after a tag marker read as a (malformed) tag name."""
+_ATTR = re.compile(rf"({_NAME})=\"([^\"]*)\"")
+_ENTITY = re.compile(r"&(quot|amp);")
+
+
+def unescape(value: str) -> str:
+    """An attribute value as written by ``encoding_k3``, unescaped (one pass: ``&amp;quot;`` is ``&quot;``)."""
+    return _ENTITY.sub(lambda m: '"' if m.group(1) == "quot" else "&", value) if "&" in value else value
+
+
+def parse_attributes(text: str) -> dict[str, str]:
+    """``key="value"`` pairs of a tag body after its name, values unescaped (the first of a repeated key wins)."""
+    out: dict[str, str] = {}
+    for m in _ATTR.finditer(text):
+        out.setdefault(m.group(1), unescape(m.group(2)))
+    return out
+
+
+class TagLexer:
+    """Tags out of a stream of text chunks (see the module docstring).
+
+    ``table``: the marker table (``machine.markers``); ``tags``: the format's
+    :class:`~kimi_chat.families.k3.format.TagSet`. After ``on_marker`` was called for a tag, ``name`` and
+    ``attrs`` are its name and attributes.
+    """
+
+    def __init__(self, table: MarkerTable, tags: Any,
+                 warn: Callable[[str, str, str], None] | None = None) -> None:
+        self._inner = MarkerLexer(table)
+        self.warn = _none if warn is None else warn
+        """``warn(kind, message, text)``: called just before ``on_marker`` of a repaired tag."""
+        self.table = table
+        self.tags = tags
+        self.start0 = self._inner.start0
+        self.start1 = self._inner.start1
+        self.name = ""
+        self.attrs: dict[str, str] = {}
+        self._opener: str | None = None  # the held tag marker, if a tag is open
+        self._body: list[str] = []
+        self._len = 0
+        self._on_text: OnText = _none
+        self._on_marker: OnMarker = _none
+
+    @property
+    def pending(self) -> str:
+        """Everything held back: an open tag's marker and text, and the marker lexer's suffix."""
+        if self._opener is None:
+            return self._inner.pending
+        return self._opener + "".join(self._body) + self._inner.pending
+
+    def may_start(self, text: str) -> bool:
+        """Whether ``text`` must be scanned."""
+        return self._opener is not None or self._inner.may_start(text)
+
+    def feed(self, text: str, on_text: OnText, on_marker: OnMarker, real: Real | None = None,
+             base: int = 0) -> str | None:
+        """Lex ``pending + text`` (as :meth:`MarkerLexer.feed`, ``real`` and ``base`` included):
+        returns ``None``, or the unscanned rest (the held tag included) if ``on_marker`` returned ``True``."""
+        self._on_text, self._on_marker = on_text, on_marker
+        if real is not None and self._opener is not None:
+            base += len(self._opener) + self._len
+        rest = self._inner.feed(text, self._text, self._marker, real, base)
+        if rest is not None and self._opener is not None:  # cannot happen: a tag stops only when it ends
+            rest = self.flush() + rest
+        return rest
+
+    def flush(self) -> str:
+        """Give up everything held as raw text (the parser is ignoring the rest)."""
+        p = self.pending
+        self._opener, self._body, self._len = None, [], 0
+        self._inner.flush()
+        return p
+
+    def flush_into(self, on_text: OnText, on_marker: OnMarker) -> None:
+        """The input ended: the marker lexer's suffix is text; a tag still open is either cut short
+        (a prefix of a tag: ``on_marker(CUT, its text)``) or released by its head (see the module
+        docstring)."""
+        self._on_text, self._on_marker = on_text, on_marker
+        p = self._inner.flush()
+        if self._opener is not None and self._cut(self._opener, "".join(self._body), p):
+            whole = self._opener + "".join(self._body) + p
+            self._opener, self._body, self._len = None, [], 0
+            on_marker(CUT, whole)
+            return
+        if p:
+            self._text(p)
+        if self._opener is not None:
+            self._release()
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _text(self, piece: str) -> None:
+        if self._opener is None:
+            self._on_text(piece)
+            return
+        self._body.append(piece)
+        self._len += len(piece)
+        if self._len > self.tags.max_len:
+            self._release()
+
+    def _cut(self, opener: str, body: str, pending: str) -> bool:
+        """Whether ``opener + body + pending`` (the input ended there) is a proper prefix of a tag."""
+        tags = self.tags
+        if pending:  # a marker prefix after the body: the tag's <|sep|> was being written
+            return tags.sep.startswith(pending) and self._classify(opener, body) is not None
+        names = tags.open_classes if opener == tags.open else tags.close_classes
+        run = _NAME_RUN.match(body).end()  # type: ignore[union-attr]
+        if run == len(body):
+            return any(n.startswith(body) for n in names)
+        return opener == tags.open and body[:run] in names and _ATTRS_PREFIX.match(body, run) is not None
+
+    def _release(self) -> None:
+        """The held tag cannot be completed: its head is the tag (repaired) or a stray, the rest text."""
+        opener, body = self._opener, "".join(self._body)
+        self._opener, self._body, self._len = None, [], 0
+        tags = self.tags
+        is_open = opener == tags.open
+        classes = tags.open_classes if is_open else tags.close_classes
+        m = (_OPEN_HEAD if is_open else _CLOSE_HEAD).match(body, 0, tags.max_len)
+        name = "" if m is None else m.group(1) if is_open else m.group()
+        head, attrs = ("", "") if m is None else (m.group(), m.group(2) if is_open else "")
+        cls = classes.get(name)
+        if cls is None and is_open:  # the text ran into the name: <|open|>responseHello
+            known = next((n for n in classes if name.startswith(n)), None)
+            if known is not None:
+                name, head, attrs, cls = known, known, "", classes[known]
+        if cls is not None:
+            self.name, self.attrs = name, parse_attributes(attrs)
+            self.warn("tag_without_sep", f"tag {opener}{head} without its {tags.sep}: read as that tag",
+                      opener + head)  # type: ignore[operator]
+        elif len(name) > _MAX_NAME:  # not a tag name: the marker alone is stray, the text after it text
+            head = ""
+        self._on_marker(STRAY if cls is None else cls, opener + head)  # type: ignore[operator]
+        if len(body) > len(head):
+            self._on_text(body[len(head):])
+
+    def _classify(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
+        """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray)."""
+        tags = self.tags
+        if opener == tags.open:
+            m = _OPEN_BODY.match(body)
+            if m is not None:
+                cls = tags.open_classes.get(m.group(1))
+                if cls is not None:
+                    return cls, m.group(1), parse_attributes(m.group(2))
+            return None
+        cls = tags.close_classes.get(body)
+        return None if cls is None else (cls, body, {})
+
+    def _marker(self, cls: str, spelling: str) -> bool | None:
+        tags = self.tags
+        if self._opener is not None:
+            if spelling == tags.sep:
+                return self._tag(spelling)
+            self._release()
+        if spelling == tags.open or spelling == tags.close:
+            self._opener = spelling
+            return None
+        return self._on_marker(cls, spelling)
+
+    def _tag(self, sep: str) -> bool | None:
+        opener = self._opener
+        body = "".join(self._body)
+        self._opener, self._body, self._len = None, [], 0
+        whole = opener + body + sep  # type: ignore[operator]
+        found = self._classify(opener, body)  # type: ignore[arg-type]
+        if found is None:
+            return self._on_marker(STRAY, whole)
+        cls, self.name, self.attrs = found
+        return self._on_marker(cls, whole)
+
+
+def _none(*args: object) -> None:
+    return None

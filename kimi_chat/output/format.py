@@ -1,0 +1,82 @@
+"""The assistant OUTPUT formats, as data: one module per model family.
+
+A family's module builds one :class:`OutputFormat` record out of plain data and hands it to the
+generic machinery: :mod:`kimi_chat.output.peg` compiles its grammar, :mod:`kimi_chat.parse` runs the state
+table over the lexer's tokens, :mod:`kimi_chat.grammar` derives GBNF from the same rules. Neither
+names a family's markers; everything family-specific is in the record.
+
+The interface a family provides, as ``FORMAT`` in its module, listed in :data:`FAMILIES` (``k2.py``;
+``k3.py``, the Kimi-K3 XTML tags ``<|open|>NAME attrs<|sep|>`` / ``<|close|>NAME<|sep|>``):
+
+* ``token_classes``: terminal class -> the marker spellings that are that terminal (any other special
+  token of the family, passed to :func:`kimi_chat.output.peg.compile_machine` as ``markers``, is ``STRAY``);
+* ``grammar``: rule name -> :class:`kimi_chat.output.peg.Expr`, with the groups the parser reacts to:
+  ``reasoning``, ``section``, ``call``, ``header``, ``arguments``, ``end``, and text routed to the
+  fields of ``fields`` (``content``, ``reasoning``, ``header``, ``arguments``, ``between``,
+  ``after``, ``ignored``);
+* ``start_rules``: which rule a parse starts with, by case: ``reasoning`` (the output may open
+  reasoning), ``prefilled`` (the prompt opened it), ``plain`` (no reasoning: the ``think_classes``
+  are literal text);
+* ``end_of_turn_ids``: token ids that end the turn (a relay may strip their text but pass the ids);
+* ``tool_call_id_prefix``: the prefix of a call header that names the function (``functions.`` in
+  ``functions.NAME:IDX``; ``""`` where the name comes from elsewhere);
+* ``compile(start_rule, think=...)``: the cached compiled :class:`~kimi_chat.output.peg.Machine`.
+
+A family whose terminals are tags (K3) sets ``tags`` (its tag classes have no spellings of their
+own: :class:`kimi_chat.families.k3.tags.TagLexer` builds them out of the tag markers) and adds its groups
+to the grammar; the parser's handlers are keyed by group name, so a family reuses them where the
+groups mean the same (``reasoning``, ``call``, ``end``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .peg import Expr, Machine
+
+__all__ = ["OutputFormat", "FAMILIES", "format_for"]
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """One family's output format, as data (see the module docstring for each field)."""
+
+    name: str
+    token_classes: Mapping[str, Sequence[Any]]
+    grammar: Mapping[str, Expr]
+    start_rules: Mapping[str, str]
+    think_classes: tuple[str, ...]
+    end_of_turn_ids: frozenset[int]
+    tool_call_id_prefix: str
+    fields: Mapping[str, str]
+    compile: Callable[..., Machine]
+    tags: Any = None
+    """A family whose terminals are tags (K3): its :class:`kimi_chat.families.k3.format.TagSet`, read by the
+    tag lexer (:mod:`kimi_chat.families.k3.tags`); ``None``: the terminals are the marker spellings."""
+
+    def machine(self, *, prefilled: bool, think: bool) -> Machine:
+        """The compiled machine of a parse: ``prefilled``: the output starts inside reasoning;
+        ``think``: reasoning markers are markers (implied by ``prefilled``)."""
+        case = "prefilled" if prefilled else ("reasoning" if think else "plain")
+        return self.compile(self.start_rules[case], think=prefilled or think)
+
+
+FAMILIES: dict[str, str] = {"k2": "kimi_chat.families.k2.format", "k3": "kimi_chat.families.k3.format"}
+"""Dialect family (``Dialect.family``; ``k2`` when a dialect has none) -> the module whose ``FORMAT``
+is its :class:`OutputFormat`. Adding a family is adding its module and a line here."""
+
+
+def format_for(dialect: object) -> OutputFormat:
+    """The output format of ``dialect`` (a :class:`~kimi_chat.dialects.Dialect`), by its family.
+    ``NotImplementedError`` names a family that has no output format yet."""
+    family = getattr(dialect, "family", "k2")
+    module = FAMILIES.get(family)
+    if module is None:
+        name = getattr(dialect, "name", dialect)
+        raise NotImplementedError(f"dialect {name}: no output format for the {family!r} family yet "
+                                  f"(formats: {', '.join(FAMILIES)})")
+    return importlib.import_module(module).FORMAT  # type: ignore[no-any-return]

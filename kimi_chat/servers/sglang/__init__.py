@@ -1,0 +1,297 @@
+"""kimi_chat as SGLang's tool-call detector and reasoning detector.
+
+Register, then serve::
+
+    KIMI_CHAT_SGLANG_NAMES=kimi_k2 python -m sglang.launch_server --model-path MODEL \\
+        --tool-call-parser kimi_k2 --reasoning-parser kimi_k2
+
+With ``kimi-chat[sglang]`` installed, the ``sglang.srt.plugins`` entry point ``kimi_chat`` runs
+:func:`register` in every SGLang process (before the command line is parsed). It always registers
+the name ``kimi_chat`` (``--tool-call-parser kimi_chat --reasoning-parser kimi_chat``) and, when
+``$KIMI_CHAT_SGLANG_NAMES`` lists it, ``kimi_k2`` in place of the built-in. Use ``kimi_k2``: SGLang
+generates ``functions.NAME:IDX`` tool-call ids (the ids Kimi's chat template and the model expect
+in the history) only for the parser named ``kimi_k2``; under any other name the ids are
+``call_<uuid>``. (SGLang's detectors return no ids: the model's own header is not passed on.)
+
+How the two halves meet (SGLang 0.5.23 ``serving_chat``): the reasoning detector sees each chunk
+first; once reasoning has ended it returns the raw rest as ``normal_text``, which SGLang hands to the
+tool-call detector; at the end both are flushed (``finish``). SGLang gives the reasoning detector no
+prompt: ``force_reasoning`` (SGLang sets it unless ``chat_template_kwargs`` has ``thinking: false``)
+means the output starts inside reasoning, a leading ``<think>`` being accepted (K2.5 and K2.6 with their
+prefilled ``<think>``, and K2-Thinking, which opens with ``<think>``).
+
+Diagnostics go to the logger ``kimi_chat.servers.sglang`` (levels: see
+:mod:`kimi_chat.servers.diagnostics`); a call that is not executable (cut before its arguments)
+is not returned, only logged.
+
+Kimi-K3: the same classes; the family comes from the tokenizer SGLang passes each detector (or
+``$KIMI_CHAT_DIALECT``; a detector built without a tokenizer reads the SGLang server's own tokenizer).
+Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps K3's special tokens in
+the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
+makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
+false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
+detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag.
+
+SGLang hands its detectors text only (``parse_streaming_increment(new_text)``: no token ids), so a
+marker the model typed as ordinary tokens (a ``</think>`` it mentions inside its reasoning) reads as the
+marker here; the vLLM plugin gets each delta's ids and the tokenizer and tells the two apart.
+
+The tool-call detector parses ``<think>``/``</think>`` as plain text (it cannot tell whether a
+reasoning detector ran before it); after a reasoning block, a stray ``</think>`` in the content is
+therefore kept as text rather than dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from sglang.srt.function_call.base_format_detector import BaseFormatDetector
+from sglang.srt.function_call.core_types import StreamingParseResult, StructureInfo, ToolCallItem
+from sglang.srt.function_call.function_call_parser import FunctionCallParser
+from sglang.srt.parser.reasoning_parser import BaseReasoningFormatDetector, ReasoningParser
+from sglang.srt.parser.reasoning_parser import StreamingParseResult as ReasoningResult
+
+from ... import markers as M
+from ...families.k2.format import machine as compile_machine
+from ...families.k3.format import machine as k3_machine
+from ...output import ToolCallStatus
+from ..stages import K3_RESPONSE_OPEN, BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
+from ..family import choose_family
+
+_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
+
+
+def _server_tokenizer() -> Any:
+    """The tokenizer of the SGLang server this process runs (its ``http_server`` global state: one
+    model per server), or ``None`` (no server running here; the module is never imported for this)."""
+    mod = sys.modules.get(_HTTP_SERVER)
+    state = mod.get_global_state() if mod is not None and hasattr(mod, "get_global_state") else None
+    manager = getattr(state, "tokenizer_manager", None)
+    return getattr(manager, "tokenizer", None)
+
+
+def _family(tokenizer: Any) -> str:
+    """The family of one detector: from its own tokenizer; a detector SGLang builds without one (for the
+    structural tag of ``tool_choice``, for instance) reads the server's tokenizer. Nothing is kept
+    between detectors: two tokenizers in one process each get their own family."""
+    return choose_family(tokenizer if tokenizer is not None else _server_tokenizer(), None, LOGGER)
+
+__all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
+
+NAME = "kimi_chat"
+NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
+
+LOGGER = logging.getLogger("kimi_chat.servers.sglang")
+"""Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
+
+_MARKER = compile_machine("message_plain", think=False).markers.pattern
+"""Any Kimi marker (the parser's own marker table)."""
+_K3_MARKER = k3_machine("message").markers.pattern
+"""Any Kimi-K3 marker (the K3 parser's marker table)."""
+
+
+class KimiChatDetector(BaseFormatDetector):
+    """Content and tool calls (SGLang ``FunctionCallParser`` detector)."""
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        super().__init__()
+        self.family = _family(tokenizer)
+        if self.family == "k3":
+            self.bot_token = M.K3_OPEN.text + "tools" + M.K3_SEP.text
+            self.eot_token = M.K3_CLOSE.text + "tools" + M.K3_SEP.text
+        else:
+            self.bot_token = M.TOOL_CALLS_SECTION_BEGIN.text
+            self.eot_token = M.TOOL_CALLS_SECTION_END.text
+        self._stage: BodyStage | None = None
+
+    def _new_stage(self, tools: list[Any]) -> BodyStage:
+        # K3: the text after the think channel (our reasoning detector hands it over so, thinking off
+        # included); K2: <think> is plain text here (see the module docstring)
+        return BodyStage(tools=tools_as_dicts(tools), after_reasoning=self.family == "k3", logger=LOGGER,
+                         family=self.family)
+
+    @classmethod
+    def parses_without_tools(cls) -> bool:
+        """Parse even when the request declares no tools: markers never reach the content."""
+        return True
+
+    def has_tool_call(self, text: str) -> bool:
+        """Any Kimi marker: then the parsed content (markers dropped) replaces the raw text."""
+        if self.family == "k3":
+            return _K3_MARKER.search(text) is not None
+        return _MARKER.search(text) is not None
+
+    def detect_and_parse(self, text: str, tools: list[Any]) -> StreamingParseResult:
+        self._stage = st = self._new_stage(tools)
+        st.feed(text)
+        st.finish()
+        calls = [ToolCallItem(tool_index=i, name=c.name or "", parameters=c.arguments) for i, c in enumerate(st.calls)]
+        return StreamingParseResult(normal_text=st.message.content or "", calls=calls)
+
+    def parse_streaming_increment(self, new_text: str, tools: list[Any]) -> StreamingParseResult:
+        if self._stage is None:
+            self._stage = self._new_stage(tools)
+        return self._result(self._stage.feed(new_text))
+
+    def finish(self, tools: list[Any]) -> StreamingParseResult:
+        if self._stage is None:
+            return StreamingParseResult()
+        return self._result(self._stage.finish())
+
+    @property
+    def incomplete_tool_call_indices(self) -> set[int]:
+        """Calls the output left unclosed (SGLang then does not report ``finish_reason=tool_calls``), by
+        the indices the client sees."""
+        if self._stage is None:
+            return set()
+        unclosed = (self._stage.client_index(c) for c in self._stage.message.tool_calls
+                    if c.status is ToolCallStatus.UNCLOSED)
+        return {i for i in unclosed if i is not None}
+
+    def _result(self, m: Merged) -> StreamingParseResult:
+        calls = []
+        for c in m.calls:
+            track_streamed(self, c.index, c.name, c.arguments)
+            calls.append(ToolCallItem(tool_index=c.index, name=c.name, parameters=c.arguments))
+        return StreamingParseResult(normal_text=m.content or "", calls=calls)
+
+    def structure_info(self):  # noqa: ANN201 - SGLang's _GetInfoFunc
+        if self.family == "k3":  # as SGLang's KimiK3Detector: only its model-native structural tag
+            raise NotImplementedError("Kimi K3 uses its model-native structural tag implementation")
+        begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text
+        arg, end = M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
+
+        def get_info(name: str) -> StructureInfo:
+            return StructureInfo(begin=begin + M.tool_call_id(name, 0) + arg, end=end,
+                                 trigger=M.TOOL_CALLS_SECTION_BEGIN.text)
+
+        return get_info
+
+    def get_structural_tag_name(self) -> str | None:
+        return None if self.family == "k3" else "kimi"  # xgrammar's built-in tag for Kimi-K2's format
+
+    def get_structural_tag(self, tools: Any = None, tool_choice: Any = "auto", thinking_mode: bool = False,
+                           parallel_tool_calls: bool = True) -> Any:
+        """K3: SGLang's own K3 XTML structural tag (``kimik3_structural_tag``); K2: xgrammar's ``kimi``."""
+        if self.family != "k3":
+            return super().get_structural_tag(tools, tool_choice, thinking_mode, parallel_tool_calls)
+        from sglang.srt.function_call.kimik3_structural_tag import get_kimik3_structural_tag
+
+        return get_kimik3_structural_tag(tools=tools or [], tool_choice=tool_choice, thinking_mode=thinking_mode,
+                                         parallel_tool_calls=parallel_tool_calls)
+
+    def get_auto_tool_call_structural_tag(self, tools: Any = None, thinking_mode: bool = False,
+                                          parallel_tool_calls: bool = True) -> Any:
+        if self.family != "k3":
+            return super().get_auto_tool_call_structural_tag(tools, thinking_mode, parallel_tool_calls)
+        from sglang.srt.function_call.kimik3_structural_tag import get_kimik3_auto_tool_call_structural_tag
+
+        return get_kimik3_auto_tool_call_structural_tag(tools or [], thinking_mode=thinking_mode,
+                                                        parallel_tool_calls=parallel_tool_calls)
+
+
+class KimiChatReasoningDetector(BaseReasoningFormatDetector):
+    """Reasoning (SGLang ``ReasoningParser`` detector): splits reasoning off, hands the rest on raw."""
+
+    def __init__(
+        self,
+        stream_reasoning: bool = True,
+        force_reasoning: bool = False,
+        continue_final_message: bool = False,
+        previous_content: str = "",
+        force_nonempty_content: bool = False,
+        tokenizer: Any = None,
+    ) -> None:
+        super().__init__(
+            M.THINK_BEGIN.text,
+            M.THINK_END.text,
+            force_reasoning=force_reasoning,
+            stream_reasoning=stream_reasoning,
+            tool_start_token=M.TOOL_CALLS_SECTION_BEGIN.text,
+            continue_final_message=continue_final_message,
+            previous_content=previous_content,
+            reasoning_default="thinking",
+            force_nonempty_content=force_nonempty_content,
+        )
+        prefilled: bool | None = bool(force_reasoning)
+        self.family = _family(tokenizer)
+        self._lead: str | None = None  # K3 thinking off: the response channel's open tag, handed on first
+        if self.family == "k3" and not force_reasoning:
+            prefilled, self._lead = None, K3_RESPONSE_OPEN
+        elif continue_final_message and previous_content:
+            # the assistant message being continued says where the output starts
+            last_open = previous_content.rfind(M.THINK_BEGIN.text)
+            last_close = previous_content.rfind(M.THINK_END.text)
+            if last_open > last_close:
+                prefilled = True
+            elif last_close >= 0:
+                prefilled = None  # reasoning already closed: everything is the rest
+        self._prefilled = prefilled
+        self._stage: ReasoningStage | None = None
+        self._held_reasoning: list[str] = []  # stream_reasoning=False: reasoning is sent at its end
+
+    def _get_stage(self) -> ReasoningStage | None:
+        if self._prefilled is None:
+            return None
+        if self._stage is None:
+            self._stage = ReasoningStage(prefilled=self._prefilled, logger=LOGGER, family=self.family)
+        return self._stage
+
+    def _led(self, text: str) -> str:
+        """K3 with thinking off: the output starts inside the response channel the prompt opened; the
+        tool detector is told so by that channel's open tag before the first text."""
+        lead, self._lead = self._lead, None
+        return (lead or "") + text
+
+    def detect_and_parse(self, text: str) -> ReasoningResult:
+        if self._prefilled is None:
+            return ReasoningResult(normal_text=self._led(text))
+        reasoning, rest = ReasoningStage.split(text, prefilled=self._prefilled, logger=LOGGER, family=self.family)
+        return self._maybe_apply_force_nonempty_content(ReasoningResult(normal_text=rest, reasoning_text=reasoning))
+
+    def parse_streaming_increment(self, new_text: str) -> ReasoningResult:
+        stage = self._get_stage()
+        if stage is None:
+            return ReasoningResult(normal_text=self._led(new_text) if new_text else new_text)
+        reasoning, rest = stage.feed(new_text)
+        self._in_reasoning = not stage.ended
+        return self._out(reasoning, rest, done=rest is not None)
+
+    def finish(self) -> ReasoningResult:
+        stage = self._stage
+        if stage is None:
+            return ReasoningResult()
+        reasoning, rest = stage.finish()
+        return self._out(reasoning, rest, done=True)
+
+    def _out(self, reasoning: str | None, rest: str | None, *, done: bool) -> ReasoningResult:
+        if not self.stream_reasoning:
+            if reasoning:
+                self._held_reasoning.append(reasoning)
+            if not done:
+                return ReasoningResult()
+            reasoning = "".join(self._held_reasoning) or None
+            self._held_reasoning = []
+        if self._force_nonempty_content:
+            self._accumulated_reasoning += reasoning or ""
+        return ReasoningResult(normal_text=rest, reasoning_text=reasoning)
+
+
+def register(names: Iterable[str] | None = None) -> None:
+    """Add both detectors to SGLang's registries (``FunctionCallParser.ToolCallParserEnum`` and
+    ``ReasoningParser.DetectorMap``) under ``names`` (default: ``kimi_chat`` plus the comma-separated
+    names in ``$KIMI_CHAT_SGLANG_NAMES``, e.g. ``kimi_k2`` to replace the built-in). Idempotent; also
+    the ``sglang.srt.plugins`` entry point."""
+    if names is None:
+        env = os.environ.get(NAMES_ENV, "")
+        names = [NAME] + [n.strip() for n in env.split(",") if n.strip() and n.strip() != NAME]
+    for n in names:
+        FunctionCallParser.ToolCallParserEnum[n] = KimiChatDetector
+        ReasoningParser.DetectorMap[n] = KimiChatReasoningDetector
+
+
+register()

@@ -1,0 +1,164 @@
+"""The package layout (issue 21): families behind one record, stages that know no family by name, no import
+cycle, no public name hiding a submodule, no module over 700 lines. Static checks over ``kimi_chat/``'s source."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import kimi_chat
+from kimi_chat.families import REGISTRY, family_of
+
+ROOT = Path(kimi_chat.__file__).parent
+SOURCES = sorted(p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _module(path: Path) -> str:
+    parts = ["kimi_chat", *path.relative_to(ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in SOURCES}
+
+
+def _family_names() -> set[str]:
+    return set(REGISTRY)
+
+
+def _names_a_family(node: ast.AST, families: set[str]) -> bool:
+    """A comparison (``==``, ``!=``, ``in``) or a dict/match key whose one side is a family's name."""
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+        return any(isinstance(o, ast.Constant) and o.value in families for o in operands)
+    if isinstance(node, ast.Dict):
+        return any(isinstance(k, ast.Constant) and k.value in families for k in node.keys)
+    if isinstance(node, ast.MatchValue):
+        return isinstance(node.value, ast.Constant) and node.value.value in families
+    return False
+
+
+def test_no_module_outside_families_names_a_family() -> None:
+    """Outside ``kimi_chat/families/`` and ``dialects.py`` no code compares a family's name or keys a table by
+    it (docstrings and messages may name a family; code does not decide by it)."""
+    families = _family_names()
+    found = []
+    for name, path in MODULES.items():
+        if name.startswith("kimi_chat.families") or name == "kimi_chat.dialects":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if _names_a_family(node, families):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not found, f"{len(found)} places decide by a family's name: " + ", ".join(found)
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The kimi_chat modules ``name`` imports, anywhere in it (functions included), except under
+    ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_pkg = path.name == "__init__.py"
+    package = name if is_pkg else name.rpartition(".")[0]
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for b in node.body for n in ast.walk(b))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("kimi_chat"):
+                    out.add(a.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("kimi_chat"):
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out.add(sub if sub in MODULES else target)
+    return {m for m in out if m in MODULES and m != name}
+
+
+def _cycles() -> list[list[str]]:
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    comps: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan, iterative enough for this graph's depth
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def test_no_import_cycle() -> None:
+    """No import cycle among kimi_chat's modules, imports inside functions counted (``TYPE_CHECKING``
+    blocks aside). The family registry is data (module paths imported on first use), not an import."""
+    cycles = _cycles()
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_public_name_hides_a_submodule() -> None:
+    """``kimi_chat.X`` for a public X is never a function or class standing where a submodule ``X`` is."""
+    subs = {m.name for m in pkgutil.iter_modules(kimi_chat.__path__)}
+    clash = sorted(n for n in kimi_chat.__all__ if n in subs)
+    assert not clash, f"public names that hide a submodule: {clash}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_size(name: str) -> None:
+    lines = MODULES[name].read_text(encoding="utf-8").count("\n")
+    assert lines <= 700, f"{name}: {lines} lines (the house limit is ~700)"
+
+
+@pytest.mark.parametrize("family", sorted(REGISTRY))
+def test_every_registered_family_has_its_record(family: str) -> None:
+    record = family_of(family)
+    assert record.name == family and record.output_format is not None and record.markers
+
+
+@pytest.mark.parametrize("old, new", [
+    ("kimi_chat.runtime", "kimi_chat.engines.native"),
+    ("kimi_chat.integrations", "kimi_chat.servers"),
+    ("kimi_chat.oracle", "kimi_chat.reference.oracle"),
+    ("kimi_chat.oracle_k3", "kimi_chat.families.k3.oracle"),
+    ("kimi_chat.tokenizer", "kimi_chat.tokens.tokenizer"),
+])
+def test_documented_old_paths_are_the_moved_modules(old: str, new: str) -> None:
+    assert importlib.import_module(old) is importlib.import_module(new)
