@@ -347,7 +347,7 @@ def _is_message(item: Any) -> bool:
     return not isinstance(item, dict) or "role" in item or "type" not in item
 
 
-def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
+def _children(value: Any, exclude_none: bool = False) -> tuple[type, list[tuple[Any, Any]]] | None:
     """``(container type, [(key, child)])`` of a value :func:`to_plain` descends into; None for a leaf."""
     while True:
         if isinstance(value, Mapping):
@@ -359,7 +359,7 @@ def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return dict, [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
         if callable(getattr(value, "model_dump", None)):
-            value = value.model_dump()
+            value = value.model_dump(exclude_none=True) if exclude_none else value.model_dump()
             continue
         return None
 
@@ -376,10 +376,11 @@ def _path_text(link: tuple[Any, ...] | None) -> str:
     return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in reversed(keys))
 
 
-def to_plain(value: Any, *, index: int | None = None, what: str = "messages") -> Any:
+def to_plain(value: Any, *, index: int | None = None, what: str = "messages", exclude_none: bool = False) -> Any:
     """Objects to plain data, as transformers does before rendering: pydantic models through
     ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively (iteratively:
-    any depth).
+    any depth). ``exclude_none``: pydantic models through ``model_dump(exclude_none=True)`` (how a
+    server's request models are read: an unset optional field is absent, not ``None``).
 
     A value that contains itself (a dict holding itself, a list appended to itself, a
     self-referencing dataclass) raises :class:`InvalidMessagesError` (``what="tools"``:
@@ -396,7 +397,7 @@ def to_plain(value: Any, *, index: int | None = None, what: str = "messages") ->
         if v is _LEAVE:
             del path[parent]
             continue
-        node = _children(v)
+        node = _children(v, exclude_none)
         if node is None:
             parent[key] = v
             continue

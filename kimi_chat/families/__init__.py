@@ -44,6 +44,10 @@ class Family:
     # -- prompt, tokens, grammar, output --
 
     # -- servers --
+    serving: str
+    """The module of the family's server hooks (``kimi_chat.families.<name>.serving``), imported on first use
+    by :func:`kimi_chat.servers.hooks.serving_of`: what the streaming stages, the family detection and the
+    vLLM/SGLang plugins ask of the family (:class:`kimi_chat.servers.hooks.ServingHooks`)."""
 
     # -- checks, engines, cli, reference --
 

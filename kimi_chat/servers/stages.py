@@ -1,9 +1,11 @@
-"""Server integrations: kimi_chat's parser inside vLLM and SGLang.
+"""The streaming stages of kimi_chat's parser inside a server (vLLM, SGLang), for every format family.
 
 Both servers split parsing in two stages: a *reasoning* stage that sees the output first and hands
 "the rest" over as raw text, then a *tool-call* stage that parses that rest into content and tool
-calls. kimi_chat has one grammar for the whole turn (:mod:`kimi_chat.families.k2.format`); this module cuts it
-at the same place for both servers:
+calls. kimi_chat has one grammar for the whole turn (the family's output format,
+:attr:`kimi_chat.families.Family.output_format`); this module cuts it at the same place for both servers.
+What differs per family (which grammar and parser, what the body stage is fed first) comes from the
+family's server hooks (:mod:`kimi_chat.servers.hooks`); Kimi-K2 reads as follows:
 
 * :class:`ReasoningStage` runs a :class:`~kimi_chat.output.StreamParser` over the output while the
   turn is in reasoning and finds, with the compiled grammar itself (the same state table the parser
@@ -19,12 +21,12 @@ at the same place for both servers:
 Both stages log what the parse reported (parse warnings, non-``ok`` call statuses) to the logger
 they are given, and the body stage hands on only executable tool calls, renumbered without gaps (:mod:`kimi_chat.servers.diagnostics` says which, and at which level).
 
-Kimi-K3 (``family="k3"``): the same two stages over the K3 grammar (:mod:`kimi_chat.families.k3.format`,
-lexed into tags by :class:`~kimi_chat.families.k3.tags.TagLexer`): the reasoning stage ends at
-``<|close|>think<|sep|>`` or before what closes the think channel instead (a response or tools channel,
-the message close, ``<|end_of_msg|>``); the body stage is first fed an empty ``<|close|>think<|sep|>``
-(or, thinking off, starts inside the response channel). :mod:`kimi_chat.servers.family` says
-which family a server serves.
+Kimi-K3 (``family="k3"``, :mod:`kimi_chat.families.k3.serving`): the same two stages over the K3 grammar
+(:mod:`kimi_chat.families.k3.format`, lexed into tags by :class:`~kimi_chat.families.k3.tags.TagLexer`): the
+reasoning stage ends at ``<|close|>think<|sep|>`` or before what closes the think channel instead (a
+response or tools channel, the message close, ``<|end_of_msg|>``); the body stage is first fed an empty
+``<|close|>think<|sep|>`` (or, thinking off, starts inside the response channel).
+:mod:`kimi_chat.servers.family` says which family a server serves.
 
 The framework adapters live in :mod:`kimi_chat.servers.vllm` and
 :mod:`kimi_chat.servers.sglang`; this module imports neither framework.
@@ -37,16 +39,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import markers as M
-from ..families.k2.format import TOKEN_CLASSES
-from ..families.k2.format import machine as compile_machine
-from ..families.k3.format import TAGS as K3_TAGS
-from ..families.k3.format import machine as k3_machine
-from ..output import Delta, MarkerLexer, ParsedMessage, ParsedToolCall, StreamParser
+from ..families import Family
+from ..messages import to_plain
+from ..output import Delta, MarkerLexer, ParsedMessage, ParsedToolCall
 from ..output.ids import TokenMarkers
-from ..families.k3.tags import TagLexer
 from ..output.peg import TEXT, WS, Machine, State
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
+from .hooks import serving_of
+
+# names this module exported before the family records held them (their one definition is the family's)
+from ..families.k2.serving import (  # noqa: E402,F401
+    PLAIN_DIALECT,
+    REASONING_DIALECT,
+    REASONING_END_IDS,
+    TOOL_CALL_OPENING_IDS,
+    PromptReasoning,
+    prompt_reasoning,
+)
+from ..families.k3.serving import ANSWER_OPEN as K3_RESPONSE_OPEN  # noqa: E402
+from ..families.k3.serving import DIALECT as K3_DIALECT  # noqa: E402
 
 __all__ = [
     "REASONING_DIALECT",
@@ -62,45 +73,6 @@ __all__ = [
     "REASONING_END_IDS",
     "TOOL_CALL_OPENING_IDS",
 ]
-
-REASONING_DIALECT = "kimi-k2-thinking"
-"""Dialect used when ``<think>`` is a marker (what it changes is set explicitly anyway)."""
-PLAIN_DIALECT = "kimi-k2-instruct"
-K3_DIALECT = "kimi-k3"
-"""The Kimi-K3 dialect (XTML output: the think, response and tools channels)."""
-
-_THINK_BEGIN = M.THINK_BEGIN.text
-_THINK_END = M.THINK_END.text
-_K3_THINK_CLOSE = M.K3_CLOSE.text + "think" + M.K3_SEP.text
-"""What the K3 body stage is fed first after a reasoning stage: the think channel closed (empty)."""
-K3_RESPONSE_OPEN = M.K3_OPEN.text + "response" + M.K3_SEP.text
-"""The response channel's open tag (what a K3 prompt with thinking off pre-fills)."""
-
-
-def _reasoning_closers() -> tuple[frozenset[int], frozenset[int]]:
-    """Read from the compiled grammar: the token ids that close reasoning (every terminal whose
-    transition out of the reasoning text leaves the reasoning group), and those of them that open a
-    tool-call section (or a bare call) and so belong to the body."""
-    inside = compile_machine("message_prefilled", think=True).start.trans[TEXT].target
-    closing: set[int] = set()
-    opening: set[int] = set()
-    for cls, tr in inside.trans.items():
-        steps = {(kind, name) for kind, name, _ in tr.events}
-        if cls not in TOKEN_CLASSES or ("exit", "reasoning") not in steps:
-            continue
-        ids = {m.id for m in TOKEN_CLASSES[cls] if m.id is not None}
-        closing |= ids
-        if ("enter", "section") in steps:
-            opening |= ids
-    return frozenset(closing), frozenset(opening)
-
-
-REASONING_END_IDS, TOOL_CALL_OPENING_IDS = _reasoning_closers()
-"""``REASONING_END_IDS``: token ids that close reasoning (the single-token spellings of what the
-grammar's ``reasoning_close`` accepts: ``</think>``, a tool-call section or call begin, the end of
-the turn, another message's header). ``TOOL_CALL_OPENING_IDS``: those of them that open a tool-call
-section or call (they belong to what follows). Used where a server asks with token ids only."""
-
 
 # --------------------------------------------------------------------------------------------------
 # Reasoning stage
@@ -119,7 +91,7 @@ class _Splitter:
     only, else the body has started) is held as well.
     """
 
-    def __init__(self, machine: Machine, *, inside: bool, lexer: MarkerLexer | TagLexer | None = None,
+    def __init__(self, machine: Machine, *, inside: bool, lexer: MarkerLexer | None = None,
                  tokenizer: Any = None) -> None:
         self._m = machine
         self._state: State = machine.start
@@ -245,21 +217,14 @@ class ReasoningStage:
     chunks of several tokens too (see :mod:`kimi_chat.output.ids`).
     """
 
-    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None, family: str = "k2",
+    def __init__(self, *, prefilled: bool, logger: logging.Logger | None = None, family: str | Family = "k2",
                  tokenizer: Any = None) -> None:
         self._logger = LOGGER if logger is None else logger
-        self.family = family
-        if family == "k3":  # the prompt opened the think channel (K3 has no "may open" start)
-            self.prefilled = prefilled = True
-            self._parser = StreamParser(K3_DIALECT, thinking_prefilled=True, tokenizer=tokenizer)
-            m = k3_machine("message")
-            self._split = _Splitter(m, inside=True, lexer=TagLexer(m.markers, K3_TAGS), tokenizer=tokenizer)
-        else:
-            self.prefilled = prefilled
-            self._parser = StreamParser(REASONING_DIALECT, thinking_prefilled=prefilled, reasoning=True,
-                                        tokenizer=tokenizer)
-            rule = "message_prefilled" if prefilled else "message"
-            self._split = _Splitter(compile_machine(rule, think=True), inside=prefilled, tokenizer=tokenizer)
+        self.family = _name(family)
+        # the family may start inside reasoning whatever the caller says (K3: the prompt opened the think
+        # channel; there is no "may open" start)
+        self.prefilled, self._parser, m, lexer = serving_of(family).reasoning_stage(prefilled, tokenizer)
+        self._split = _Splitter(m, inside=self.prefilled, lexer=lexer, tokenizer=tokenizer)
         self._finished = False
         self._fed = 0  # characters fed to the parser
 
@@ -324,7 +289,7 @@ class ReasoningStage:
 
     @classmethod
     def split(cls, text: str, *, prefilled: bool, logger: logging.Logger | None = None,
-              family: str = "k2") -> tuple[str | None, str | None]:
+              family: str | Family = "k2") -> tuple[str | None, str | None]:
         """Whole text: ``(reasoning, rest)`` (``rest`` is ``None`` if the text ended in reasoning)."""
         st = cls(prefilled=prefilled, logger=logger, family=family)
         reasoning, rest = st.feed(text)
@@ -332,6 +297,11 @@ class ReasoningStage:
             tail, rest = st.finish()
             reasoning = _join(reasoning, tail)
         return reasoning, rest
+
+
+def _name(family: str | Family) -> str:
+    """A family's name (``family``: a name or a :class:`~kimi_chat.families.Family`)."""
+    return family if isinstance(family, str) else family.name
 
 
 def _reasoning(deltas: Iterable[Delta]) -> str | None:
@@ -413,33 +383,23 @@ class BodyStage:
     """
 
     def __init__(self, *, tools: Sequence[Any] | None, after_reasoning: bool,
-                 logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True,
+                 logger: logging.Logger | None = None, family: str | Family = "k2", thinking: bool = True,
                  tokenizer: Any = None) -> None:
         self.after_reasoning = after_reasoning
-        self.family = family
+        self.family = _name(family)
         self._logger = LOGGER if logger is None else logger
         self._gate = CallGate(self._logger)
         self._calls: list[ParsedToolCall] | None = None
-        self._shift = 0
         self._handover = after_reasoning
-        if family == "k3":
-            self.parser = StreamParser(K3_DIALECT, tools=tools, thinking_prefilled=thinking, tokenizer=tokenizer,
-                                       include_invalid=True)
-            if thinking and after_reasoning:
-                # decides nothing (an empty think channel is no reasoning); never inside an assert
-                self.parser.feed(_K3_THINK_CLOSE)
-                self._shift = len(_K3_THINK_CLOSE)
-        elif after_reasoning:
-            self.parser = StreamParser(REASONING_DIALECT, tools=tools, thinking_prefilled=False, reasoning=True,
-                                       tokenizer=tokenizer, include_invalid=True)
-            # put the machine where the whole-turn grammar is after a reasoning block: decides
-            # nothing (empty reasoning is no reasoning). Never inside an assert: `python -O`
-            # would strip the feed and leave `<think>` opening reasoning in the body.
-            self.parser.feed(_THINK_BEGIN + _THINK_END)
-            self._shift = len(_THINK_BEGIN + _THINK_END)
-        else:
-            self.parser = StreamParser(PLAIN_DIALECT, tools=tools, thinking_prefilled=False, reasoning=False,
-                                       tokenizer=tokenizer, include_invalid=True)
+        self.parser, lead = serving_of(family).body_parser(tools, after_reasoning=after_reasoning,
+                                                           thinking=thinking, tokenizer=tokenizer)
+        # the lead (K2: an empty <think></think>; K3: an empty think channel closed) puts the machine
+        # where the whole-turn grammar is after a reasoning block: it decides nothing (empty reasoning is
+        # no reasoning). Never inside an assert: `python -O` would strip the feed and leave `<think>`
+        # opening reasoning in the body.
+        if lead:
+            self.parser.feed(lead)
+        self._shift = len(lead)
 
     def feed(self, text: str, token_ids: Sequence[int] | None = None) -> Merged:
         """Consume the next chunk: what it decided, for the client.
@@ -500,7 +460,7 @@ class BodyStage:
 
     @classmethod
     def run(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
-            logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> BodyStage:
+            logger: logging.Logger | None = None, family: str | Family = "k2", thinking: bool = True) -> BodyStage:
         """Parse a whole text (``feed`` then ``finish``): read :attr:`message` and :attr:`calls`."""
         st = cls(tools=tools, after_reasoning=after_reasoning, logger=logger, family=family, thinking=thinking)
         st.feed(text)
@@ -509,52 +469,20 @@ class BodyStage:
 
     @classmethod
     def parse(cls, text: str, *, tools: Sequence[Any] | None, after_reasoning: bool,
-              logger: logging.Logger | None = None, family: str = "k2", thinking: bool = True) -> ParsedMessage:
+              logger: logging.Logger | None = None, family: str | Family = "k2",
+              thinking: bool = True) -> ParsedMessage:
         """Parse a whole text: its :class:`ParsedMessage` (every call)."""
         return cls.run(text, tools=tools, after_reasoning=after_reasoning, logger=logger, family=family,
                        thinking=thinking).message
 
 
-# --------------------------------------------------------------------------------------------------
-# Prompt analysis (token ids)
-
-
-@dataclass(frozen=True)
-class PromptReasoning:
-    """What the prompt says about reasoning in the output, read after the last ``<|im_assistant|>``."""
-
-    open: bool
-    """The prompt opened ``<think>`` and did not close it: the output starts inside reasoning."""
-    closed: bool
-    """The prompt opened and closed ``<think>`` (``<think></think>``, thinking off): no reasoning."""
-
-
-def prompt_reasoning(ids: Sequence[int]) -> PromptReasoning:
-    """Read the current assistant turn of a prompt (the ids after its last ``<|im_assistant|>``; the
-    whole prompt if there is none). Earlier turns are never looked at: a ``</think>`` in the
-    history says nothing about this turn."""
-    begin, end, header = M.THINK_BEGIN.id, M.THINK_END.id, M.IM_ASSISTANT.id
-    for i in range(len(ids) - 1, -1, -1):
-        t = ids[i]
-        if t == end:
-            return PromptReasoning(open=False, closed=True)
-        if t == begin:
-            return PromptReasoning(open=True, closed=False)
-        if t == header:
-            break
-    return PromptReasoning(open=False, closed=False)
-
-
 def tools_as_dicts(tools: Iterable[Any] | None) -> list[Mapping[str, Any]] | None:
-    """Framework tool objects (pydantic models) as plain OpenAI-shaped dicts."""
+    """Framework tool objects (pydantic models, their ``None`` fields left out) as plain OpenAI-shaped
+    dicts (:func:`kimi_chat.messages.to_plain`); ``None`` for no tools."""
     if not tools:
         return None
-    out = []
-    for t in tools:
-        if hasattr(t, "model_dump"):
-            t = t.model_dump(exclude_none=True)
-        out.append(t)
-    return out
+    return [t if type(t) is dict else to_plain(t, index=i, what="tools", exclude_none=True)
+            for i, t in enumerate(tools)]
 
 
 def track_streamed(parser: Any, index: int, name: str | None, arguments: str) -> None:

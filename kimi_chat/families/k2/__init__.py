@@ -20,6 +20,7 @@ FAMILY = Family(
     # -- prompt, tokens, grammar, output --
 
     # -- servers --
+    serving="kimi_chat.families.k2.serving",
 
     # -- checks, engines, cli, reference --
 
