@@ -118,8 +118,8 @@ class ServingHooks(Protocol):
     """xgrammar's built-in structural tag for the format (``None``: none, see
     :func:`sglang_structural_tag`)."""
 
-    def sglang_call_structure(self, name: str) -> tuple[str, str, str]:
-        """``(begin, end, trigger)`` of one forced call of ``name`` (SGLang's ``StructureInfo``);
+    def sglang_call_structure(self) -> Callable[[str], tuple[str, str, str]]:
+        """Tool name -> ``(begin, end, trigger)`` of one forced call (SGLang's ``StructureInfo``);
         ``NotImplementedError`` where the family has its own structural tag only."""
         ...
 

@@ -9,7 +9,7 @@ last ``<|im_assistant|>`` (:func:`prompt_reasoning`).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -229,12 +229,16 @@ SGLANG_STRUCTURAL_TAG_NAME: str | None = "kimi"
 """xgrammar's built-in structural tag for Kimi-K2's format."""
 
 
-def sglang_call_structure(name: str) -> tuple[str, str, str]:
-    """One forced call: the section and call begin with the call's id, the argument begin; the call and
-    section end; triggered by the section begin."""
-    begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text + M.tool_call_id(name, 0)
-    end = M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
-    return begin + M.TOOL_CALL_ARGUMENT_BEGIN.text, end, M.TOOL_CALLS_SECTION_BEGIN.text
+def sglang_call_structure() -> Callable[[str], tuple[str, str, str]]:
+    """One forced call of a tool name: the section and call begin with the call's id, the argument
+    begin; the call and section end; triggered by the section begin."""
+    begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text
+    arg, end = M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
+
+    def call(name: str) -> tuple[str, str, str]:
+        return begin + M.tool_call_id(name, 0) + arg, end, M.TOOL_CALLS_SECTION_BEGIN.text
+
+    return call
 
 
 def sglang_structural_tag(tools: Any, tool_choice: Any, thinking_mode: bool, parallel_tool_calls: bool) -> Any | None:

@@ -8,7 +8,7 @@ thinking off, the response channel. Prompts and outputs are read by token ids: a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ... import markers as M
@@ -222,7 +222,7 @@ SGLANG_STRUCTURAL_TAG_NAME: str | None = None
 """None: SGLang's own K3 structural tag (:func:`sglang_structural_tag`)."""
 
 
-def sglang_call_structure(name: str) -> tuple[str, str, str]:
+def sglang_call_structure() -> Callable[[str], tuple[str, str, str]]:
     """As SGLang's ``KimiK3Detector``: only its model-native structural tag."""
     raise NotImplementedError("Kimi K3 uses its model-native structural tag implementation")
 

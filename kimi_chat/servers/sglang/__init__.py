@@ -56,11 +56,11 @@ from sglang.srt.parser.reasoning_parser import BaseReasoningFormatDetector, Reas
 from sglang.srt.parser.reasoning_parser import StreamingParseResult as ReasoningResult
 
 from ... import markers as M
-from ...families.k2.format import machine as compile_machine
-from ...families.k3.format import machine as k3_machine
+from ...families import Family
 from ...output import ToolCallStatus
-from ..stages import K3_RESPONSE_OPEN, BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
+from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 from ..family import choose_family
+from ..hooks import serving_of
 
 _HTTP_SERVER = "sglang.srt.entrypoints.http_server"
 
@@ -74,7 +74,7 @@ def _server_tokenizer() -> Any:
     return getattr(manager, "tokenizer", None)
 
 
-def _family(tokenizer: Any) -> str:
+def _family(tokenizer: Any) -> Family:
     """The family of one detector: from its own tokenizer; a detector SGLang builds without one (for the
     structural tag of ``tool_choice``, for instance) reads the server's tokenizer. Nothing is kept
     between detectors: two tokenizers in one process each get their own family."""
@@ -88,30 +88,22 @@ NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
 LOGGER = logging.getLogger("kimi_chat.servers.sglang")
 """Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
 
-_MARKER = compile_machine("message_plain", think=False).markers.pattern
-"""Any Kimi marker (the parser's own marker table)."""
-_K3_MARKER = k3_machine("message").markers.pattern
-"""Any Kimi-K3 marker (the K3 parser's marker table)."""
-
 
 class KimiChatDetector(BaseFormatDetector):
     """Content and tool calls (SGLang ``FunctionCallParser`` detector)."""
 
     def __init__(self, tokenizer: Any = None) -> None:
         super().__init__()
-        self.family = _family(tokenizer)
-        if self.family == "k3":
-            self.bot_token = M.K3_OPEN.text + "tools" + M.K3_SEP.text
-            self.eot_token = M.K3_CLOSE.text + "tools" + M.K3_SEP.text
-        else:
-            self.bot_token = M.TOOL_CALLS_SECTION_BEGIN.text
-            self.eot_token = M.TOOL_CALLS_SECTION_END.text
+        family = _family(tokenizer)
+        self.family = family.name
+        self._serving = serving_of(family)
+        self.bot_token, self.eot_token = self._serving.TOOL_SECTION
         self._stage: BodyStage | None = None
 
     def _new_stage(self, tools: list[Any]) -> BodyStage:
-        # K3: the text after the think channel (our reasoning detector hands it over so, thinking off
-        # included); K2: <think> is plain text here (see the module docstring)
-        return BodyStage(tools=tools_as_dicts(tools), after_reasoning=self.family == "k3", logger=LOGGER,
+        # K3 (every model reasons): the text after the think channel (our reasoning detector hands it over
+        # so, thinking off included); K2: <think> is plain text here (see the module docstring)
+        return BodyStage(tools=tools_as_dicts(tools), after_reasoning=self._serving.ALWAYS_REASONS, logger=LOGGER,
                          family=self.family)
 
     @classmethod
@@ -121,9 +113,7 @@ class KimiChatDetector(BaseFormatDetector):
 
     def has_tool_call(self, text: str) -> bool:
         """Any Kimi marker: then the parsed content (markers dropped) replaces the raw text."""
-        if self.family == "k3":
-            return _K3_MARKER.search(text) is not None
-        return _MARKER.search(text) is not None
+        return self._serving.MARKER_PATTERN.search(text) is not None
 
     def detect_and_parse(self, text: str, tools: list[Any]) -> StreamingParseResult:
         self._stage = st = self._new_stage(tools)
@@ -160,38 +150,32 @@ class KimiChatDetector(BaseFormatDetector):
         return StreamingParseResult(normal_text=m.content or "", calls=calls)
 
     def structure_info(self):  # noqa: ANN201 - SGLang's _GetInfoFunc
-        if self.family == "k3":  # as SGLang's KimiK3Detector: only its model-native structural tag
-            raise NotImplementedError("Kimi K3 uses its model-native structural tag implementation")
-        begin = M.TOOL_CALLS_SECTION_BEGIN.text + M.TOOL_CALL_BEGIN.text
-        arg, end = M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text + M.TOOL_CALLS_SECTION_END.text
+        # K3, as SGLang's KimiK3Detector: NotImplementedError (only its model-native structural tag)
+        structure = self._serving.sglang_call_structure()
 
         def get_info(name: str) -> StructureInfo:
-            return StructureInfo(begin=begin + M.tool_call_id(name, 0) + arg, end=end,
-                                 trigger=M.TOOL_CALLS_SECTION_BEGIN.text)
+            begin, end, trigger = structure(name)
+            return StructureInfo(begin=begin, end=end, trigger=trigger)
 
         return get_info
 
     def get_structural_tag_name(self) -> str | None:
-        return None if self.family == "k3" else "kimi"  # xgrammar's built-in tag for Kimi-K2's format
+        return self._serving.SGLANG_STRUCTURAL_TAG_NAME  # K2: xgrammar's built-in "kimi"; K3: none
 
     def get_structural_tag(self, tools: Any = None, tool_choice: Any = "auto", thinking_mode: bool = False,
                            parallel_tool_calls: bool = True) -> Any:
         """K3: SGLang's own K3 XTML structural tag (``kimik3_structural_tag``); K2: xgrammar's ``kimi``."""
-        if self.family != "k3":
+        tag = self._serving.sglang_structural_tag(tools, tool_choice, thinking_mode, parallel_tool_calls)
+        if tag is None:
             return super().get_structural_tag(tools, tool_choice, thinking_mode, parallel_tool_calls)
-        from sglang.srt.function_call.kimik3_structural_tag import get_kimik3_structural_tag
-
-        return get_kimik3_structural_tag(tools=tools or [], tool_choice=tool_choice, thinking_mode=thinking_mode,
-                                         parallel_tool_calls=parallel_tool_calls)
+        return tag
 
     def get_auto_tool_call_structural_tag(self, tools: Any = None, thinking_mode: bool = False,
                                           parallel_tool_calls: bool = True) -> Any:
-        if self.family != "k3":
+        tag = self._serving.sglang_auto_structural_tag(tools, thinking_mode, parallel_tool_calls)
+        if tag is None:
             return super().get_auto_tool_call_structural_tag(tools, thinking_mode, parallel_tool_calls)
-        from sglang.srt.function_call.kimik3_structural_tag import get_kimik3_auto_tool_call_structural_tag
-
-        return get_kimik3_auto_tool_call_structural_tag(tools or [], thinking_mode=thinking_mode,
-                                                        parallel_tool_calls=parallel_tool_calls)
+        return tag
 
 
 class KimiChatReasoningDetector(BaseReasoningFormatDetector):
@@ -218,10 +202,12 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
             force_nonempty_content=force_nonempty_content,
         )
         prefilled: bool | None = bool(force_reasoning)
-        self.family = _family(tokenizer)
+        family = _family(tokenizer)
+        self.family = family.name
+        answer_open = serving_of(family).ANSWER_OPEN
         self._lead: str | None = None  # K3 thinking off: the response channel's open tag, handed on first
-        if self.family == "k3" and not force_reasoning:
-            prefilled, self._lead = None, K3_RESPONSE_OPEN
+        if answer_open is not None and not force_reasoning:
+            prefilled, self._lead = None, answer_open
         elif continue_final_message and previous_content:
             # the assistant message being continued says where the output starts
             last_open = previous_content.rfind(M.THINK_BEGIN.text)

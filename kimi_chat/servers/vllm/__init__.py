@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import os
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -56,25 +55,9 @@ from vllm.entrypoints.generate.base.protocol import (
 from vllm.reasoning import ReasoningParser, ReasoningParserManager
 from vllm.tool_parsers import ToolParser, ToolParserManager
 
-from ... import markers as M
-from ..stages import (
-    REASONING_END_IDS,
-    TOOL_CALL_OPENING_IDS,
-    BodyStage,
-    Merged,
-    ReasoningStage,
-    prompt_reasoning,
-    tools_as_dicts,
-    track_streamed,
-)
-from ..family import (
-    DIALECT_KWARG,
-    choose_family,
-    override,
-    k3_prompt_channel,
-    k3_reasoning_ended,
-    k3_reasoning_ends_in,
-)
+from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
+from ..family import DIALECT_KWARG, choose_family, override
+from ..hooks import ServingHooks, serving_of
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 
@@ -84,17 +67,11 @@ NAMES_ENV = "KIMI_CHAT_VLLM_NAMES"
 LOGGER = logging.getLogger("kimi_chat.servers.vllm")
 """Where both parsers log parse warnings and withheld or non-``ok`` tool calls."""
 
-_END_THINK_ID = M.THINK_END.id
 
-
-_THINK_KNOWN: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-_K3_CLOSE_ID, _K3_SEP_ID = M.K3_CLOSE.id, M.K3_SEP.id
-
-
-def _reasons(tokenizer: Any, ctk: Any) -> bool:
-    """A K2 reasoning model: the overriding dialect says so, else the tokenizer has ``<think>``."""
+def _reasons(serving: ServingHooks, tokenizer: Any, ctk: Any) -> bool:
+    """A reasoning model (the family's hook: the overriding dialect says so, else the tokenizer)."""
     ov = override(ctk)
-    return ov[0].reasoning if ov is not None else _has_think_token(tokenizer)
+    return serving.reasons(tokenizer, ov[0] if ov is not None else None)
 
 
 def _thinking_off(ctk: Any) -> bool:
@@ -109,26 +86,6 @@ def _decoder(tokenizer: Any):
     return decode
 
 
-def _has_think_token(tokenizer: Any) -> bool:
-    """The tokenizer has ``<think>`` as a token: a reasoning model (K2-Thinking, K2.5, K2.6). The July-2025
-    Kimi-K2-Instruct tokenizer does not, and there ``<think>`` is plain text. (Cached per tokenizer:
-    vLLM builds parsers per request, and ``get_vocab()`` of a 163k vocabulary costs ~0.2 s.)"""
-    try:
-        return _THINK_KNOWN[tokenizer]
-    except (KeyError, TypeError):
-        pass
-    convert = getattr(tokenizer, "convert_tokens_to_ids", None)
-    if convert is not None:
-        known = convert(M.THINK_BEGIN.text) == M.THINK_BEGIN.id
-    else:
-        known = tokenizer.get_vocab().get(M.THINK_BEGIN.text) == M.THINK_BEGIN.id
-    try:
-        _THINK_KNOWN[tokenizer] = known
-    except TypeError:  # not weak-referenceable
-        pass
-    return known
-
-
 class KimiChatReasoningParser(ReasoningParser):
     """Reasoning half: splits ``reasoning`` from the rest, which goes to the tool parser raw."""
 
@@ -138,9 +95,11 @@ class KimiChatReasoningParser(ReasoningParser):
         super().__init__(tokenizer, *args, **kwargs)
         ctk = kwargs.get("chat_template_kwargs") or {}
         self._thinking_off = _thinking_off(ctk)
-        self._family = choose_family(tokenizer, ctk, LOGGER)
+        family = choose_family(tokenizer, ctk, LOGGER)
+        self._family = family.name
+        self._serving = serving_of(family)
         self._decode = _decoder(tokenizer)
-        self._reasoning_model = self._family == "k3" or _reasons(tokenizer, ctk)
+        self._reasoning_model = self._serving.ALWAYS_REASONS or _reasons(self._serving, tokenizer, ctk)
         self._mode: str | None = None  # "none" | "prefilled" | "may_open", from the prompt
         self._stage: ReasoningStage | None = None
         self._ended = False
@@ -150,16 +109,8 @@ class KimiChatReasoningParser(ReasoningParser):
     def _mode_for(self, prompt_ids: Sequence[int] | None) -> str:
         if not self._reasoning_model:
             return "none"
-        if self._family == "k3":  # the prompt opened the think channel, or (thinking off) the response one
-            if prompt_ids is None:
-                return "none" if self._thinking_off else "prefilled"
-            return "none" if k3_prompt_channel(prompt_ids, self._decode) == "response" else "prefilled"
-        if prompt_ids is None:
-            return "none" if self._thinking_off else "may_open"
-        pr = prompt_reasoning(prompt_ids)
-        if pr.closed:
-            return "none"
-        return "prefilled" if pr.open else "may_open"
+        # K2: <think> open, closed, or not yet; K3: the think channel open, or (thinking off) the response one
+        return self._serving.prompt_mode(prompt_ids, self._thinking_off, self._decode)
 
     def _current_mode(self) -> str:
         if self._mode is None:
@@ -177,39 +128,20 @@ class KimiChatReasoningParser(ReasoningParser):
         judged from the current assistant turn only (after the last ``<|im_assistant|>``)."""
         if not self._reasoning_model:
             return True
-        if self._family == "k3":
-            return k3_reasoning_ended(input_ids, self._decode)
-        header, begin = M.IM_ASSISTANT.id, M.THINK_BEGIN.id
-        for i in range(len(input_ids) - 1, -1, -1):
-            t = input_ids[i]
-            if t == _END_THINK_ID or t in TOOL_CALL_OPENING_IDS:
-                return True
-            if t == begin or t == header:
-                return False
-        return False
+        return self._serving.reasoning_ended(input_ids, self._decode)
 
     def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids: Iterable[int]) -> bool:
-        """Whether reasoning ends within ``delta_ids`` (O(delta): the ids that close reasoning)."""
+        """Whether reasoning ends within ``delta_ids`` (O(delta): the ids that close reasoning; K3: a tag
+        ends it, looked back over the tag's span only)."""
         if not self._reasoning_model:
             return True
-        if self._family == "k3":  # a tag ends it: look back over the tag's span only
-            delta = list(delta_ids)
-            head = len(input_ids) - len(delta)
-            return k3_reasoning_ends_in(input_ids[max(0, head - 64):max(0, head)], delta, self._decode)
-        return any(t in REASONING_END_IDS for t in delta_ids)
+        return self._serving.reasoning_ends_in(input_ids, list(delta_ids), self._decode)
 
     def extract_content_ids(self, input_ids: list[int]) -> list[int]:
         """The ids after reasoning: after the first ``</think>``, or from the first tool-call
         section/call begin (which belong to the content); all of them if neither is there. K3: the
         ids after the first ``<|close|>think<|sep|>``, or from a response/tools channel's open tag."""
-        if self._family == "k3":
-            return _k3_content_ids(input_ids, self._decode)
-        for i, t in enumerate(input_ids):
-            if t == _END_THINK_ID:
-                return input_ids[i + 1:]
-            if t in TOOL_CALL_OPENING_IDS:
-                return input_ids[i:]
-        return input_ids
+        return self._serving.content_ids(input_ids, self._decode)
 
     def adjust_request(self, request: Any) -> Any:
         request.skip_special_tokens = False  # the markers must reach the parser as text
@@ -282,24 +214,27 @@ class KimiChatToolParser(ToolParser):
         super().__init__(tokenizer, tools)
         self._tools = tools_as_dicts(self.tools)
         self._stage: BodyStage | None = None
-        self._family = choose_family(tokenizer, None, LOGGER)
-        if self._family == "k3":  # vLLM's own K3 XTML structural tag (tool_choice required / named)
-            self.structural_tag_model = "kimi_k3"
+        self._set_family(choose_family(tokenizer, None, LOGGER))
+        # K3: vLLM's own K3 XTML structural tag (tool_choice required / named)
+        self.structural_tag_model = self._serving.VLLM_STRUCTURAL_TAG_MODEL
+
+    def _set_family(self, family: Any) -> None:
+        self._family = family.name
+        self._serving = serving_of(family)
 
     def _family_for(self, request: Any) -> str:
         ctk = getattr(request, "chat_template_kwargs", None)
         if ctk and ctk.get(DIALECT_KWARG):
-            self._family = choose_family(self.model_tokenizer, ctk, LOGGER)
+            self._set_family(choose_family(self.model_tokenizer, ctk, LOGGER))
         return self._family
 
     def _body(self, request: Any) -> dict[str, Any]:
         """How the body stage for ``request`` starts (family; after a reasoning stage; thinking)."""
         fam = self._family_for(request)
-        if fam == "k3":
-            return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing,
-                    "thinking": not _thinking_off(getattr(request, "chat_template_kwargs", None))}
         ctk = getattr(request, "chat_template_kwargs", None)
-        return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing and _reasons(self.model_tokenizer, ctk)}
+        reasons = self._serving.ALWAYS_REASONS or _reasons(self._serving, self.model_tokenizer, ctk)
+        return {"family": fam, "after_reasoning": not self.skip_reasoning_parsing and reasons,
+                "thinking": not _thinking_off(ctk)}
 
     def _tools_for(self, request: Any) -> Any:
         if self._tools is None and request is not None:
@@ -361,24 +296,6 @@ class KimiChatToolParser(ToolParser):
                 )
             )
         return DeltaMessage(content=m.content, tool_calls=calls)
-
-
-def _k3_content_ids(input_ids: list[int], decode: Any) -> list[int]:
-    """K3: the ids after the first ``<|close|>think<|sep|>``, or from the first response/tools open
-    tag (it belongs to the content); all of them if neither is there."""
-    n = len(input_ids)
-    for i, t in enumerate(input_ids):
-        if t != _K3_CLOSE_ID and t != M.K3_OPEN.id:
-            continue
-        j = next((k for k in range(i + 1, min(n, i + 65)) if input_ids[k] == _K3_SEP_ID), None)
-        if j is None:
-            continue
-        name = decode(input_ids[i + 1:j]).strip()
-        if t == _K3_CLOSE_ID and name == "think":
-            return input_ids[j + 1:]
-        if t != _K3_CLOSE_ID and name in ("response", "tools"):
-            return input_ids[i:]
-    return input_ids
 
 
 def _fresh_id() -> str:

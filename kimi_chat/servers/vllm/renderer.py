@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from vllm.config import VllmConfig
@@ -49,76 +49,16 @@ from vllm.renderers.chat_utils import (
 )
 from vllm.renderers.inputs import DictPrompt
 from vllm.renderers.inputs.preprocess import parse_dec_only_prompt
-from vllm.renderers.kimi_k3 import (
-    _apply_k3_thinking_kwargs,
-    _dump_k3_template_value,
-    _normalize_k3_tool_messages,
-)
 from vllm.renderers.params import ChatParams
 from vllm.utils.async_utils import make_async
 
-from ...dialects import Dialect
-from ...errors import KimiChatError
-from ...tokens.tokenizer import KimiTokenizer
-from ...tokens.rendered import render_ids as _render_ids
-from .tokenizer import MODE, KimiChatVllmTokenizer
+from ..hooks import serving_of
+from .options import MODE, render_ids, template_options
+from .tokenizer import KimiChatVllmTokenizer
 
 __all__ = ["MODE", "KimiChatRenderer", "render_ids", "template_options"]
 
 LOGGER = logging.getLogger("kimi_chat.servers.vllm")
-
-_VLLM_KEYS = frozenset({"tokenize", "return_dict", "chat_template", "tools", "add_generation_prompt",
-                        "continue_final_message", "documents", "reasoning_effort", "enable_thinking"})
-"""Keys vLLM itself puts in ``chat_template_kwargs`` (the rest come from the request / server)."""
-
-
-def template_options(d: Dialect, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], bool | None, bool]:
-    """``(options, add_generation_prompt, continue_final_message)`` for :func:`render_tokens` from
-    vLLM's ``chat_template_kwargs`` (see the module docstring for the mapping). Raises
-    ``VLLMValidationError`` for what this renderer does not support."""
-    kw = dict(kwargs)
-    if kw.get("chat_template") is not None:
-        raise VLLMValidationError(
-            f"--tokenizer-mode {MODE} renders the {d.name} dialect; a chat_template (request or "
-            "--chat-template) is not used: drop it, or serve without --tokenizer-mode kimi_chat",
-            parameter="chat_template")
-    if kw.get("documents"):
-        raise VLLMValidationError(f"documents are not supported by {d.name}", parameter="documents")
-    agp = kw.get("add_generation_prompt")
-    cont = bool(kw.get("continue_final_message") or False)
-    if d.family == "k3":
-        extra = {k: v for k, v in kw.items() if k in ("enable_thinking", "reasoning_effort")}
-        _apply_k3_thinking_kwargs(extra)  # vLLM's K3 mapping (and its thinking_effort validation)
-        for k, v in extra.items():
-            kw.setdefault(k, v)
-    elif "thinking" in d.options:
-        if kw.get("enable_thinking") is not None:
-            kw.setdefault("thinking", bool(kw["enable_thinking"]))
-        if kw.get("reasoning_effort") == "none":
-            kw.setdefault("thinking", False)
-    options = {k: v for k, v in kw.items() if k in d.options and k not in _VLLM_KEYS and v is not None}
-    return options, agp, cont
-
-
-def render_ids(
-    tok: KimiTokenizer,
-    d: Dialect,
-    messages: list[Any],
-    tools: Sequence[Any] | None,
-    options: Mapping[str, Any],
-    add_generation_prompt: bool | None,
-    continue_final_message: bool,
-) -> list[int]:
-    """The prompt ids (:func:`kimi_chat.tokens.rendered.render_ids`: ``render_tokens(...).ids``, typed special-token
-    text as text); a render error
-    becomes a ``VLLMValidationError`` (a 400) keeping kimi_chat's message (index and field)."""
-    try:
-        return _render_ids(messages, tokenizer=tok, tools=tools or None, dialect=d,
-                           add_generation_prompt=add_generation_prompt,
-                           continue_final_message=continue_final_message, **options)
-    except (KimiChatError, ValueError, TypeError) as e:
-        raise VLLMValidationError(f"{d.name}: {e}") from e
-
 
 _FAST_ROLES = frozenset({"system", "user", "assistant", "tool"})
 _FAST_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "reasoning"})
@@ -149,14 +89,16 @@ def _text_parts(c: Any) -> bool:
     return all(type(p) is dict and p.get("type") == "text" and type(p.get("text")) is str and len(p) == 2 for p in c)
 
 
-def fast_conversation(messages: Sequence[Any], family: str) -> list[dict[str, Any]] | None:
+def fast_conversation(messages: Sequence[Any], family: Any) -> list[dict[str, Any]] | None:
     """The conversation vLLM's ``parse_chat_messages`` gives for text-only plain messages, without its
     per-part machinery (about half of a request's cost): the same fields kept (assistant ``reasoning``,
     also as ``reasoning_content``; ``tool_call_id`` of tool messages; a string ``name``), a tool
     message's text parts joined by newlines, tool-call arguments parsed as vLLM parses them; content
     otherwise as the client sent it (string, or a K2 list of text parts, which kimi_chat renders as
     the official template does). None when any message needs vLLM's parser (media parts, other roles
-    or keys, K3 content lists, Claude Code's billing header)."""
+    or keys, K3 content lists, Claude Code's billing header). ``family``: the served family (a name, a
+    record or a dialect)."""
+    part_lists = serving_of(family).TEXT_PART_LISTS
     out: list[dict[str, Any]] = []
     for m in messages:
         if type(m) is not dict or m.get("role") not in _FAST_ROLES or not _FAST_KEYS.issuperset(m):
@@ -168,7 +110,7 @@ def fast_conversation(messages: Sequence[Any], family: str) -> list[dict[str, An
                 return None
             if role == "tool":
                 c = "\n".join(p["text"] for p in c)
-            elif family == "k3":
+            elif not part_lists:
                 return None
         if role == "system" and _CLAUDE_CODE_BILLING_HEADER in str(c):
             return None
@@ -220,10 +162,10 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
                     media_io_kwargs=params.media_io_kwargs, mm_processor_kwargs=params.mm_processor_kwargs)
 
     def _fast(self, messages: Sequence[Any]) -> list[Any] | None:
-        family = self.get_tokenizer().dialect.family
-        conv = fast_conversation(messages, family)
-        if conv is not None and family == "k3":
-            return _normalize_k3_tool_messages(cast(list[ConversationMessage], conv))
+        d = self.get_tokenizer().dialect
+        conv = fast_conversation(messages, d)
+        if conv is not None:  # K3: tool results re-ordered by vLLM's K3 normalisation
+            return serving_of(d).vllm_conversation(conv)
         return conv
 
     def _conversation(self, conversation: list[ConversationMessage], mm_data: Any, mm_uuids: Any) -> list[Any]:
@@ -233,20 +175,15 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
                 f"--tokenizer-mode {MODE} renders text only for now: images, audio and video are not "
                 f"supported ({d.name}); serve without --tokenizer-mode {MODE} for multimodal requests",
                 parameter="messages")
-        if d.family == "k3":
-            return _normalize_k3_tool_messages(conversation)
-        return cast(list[Any], conversation)
+        return serving_of(d).vllm_conversation(cast(list[Any], conversation))
 
     def _render(self, conversation: list[Any], params: ChatParams) -> list[int]:
         tok = self.get_tokenizer()
         d = tok.dialect
         kwargs = params.get_apply_chat_template_kwargs()
         options, agp, cont = template_options(d, kwargs)
-        if d.family == "k3":
-            if params.tool_choice not in (None, "auto"):
-                options["tool_choice"] = _dump_k3_template_value(params.tool_choice)
-            if params.response_format is not None:
-                options["response_format"] = _dump_k3_template_value(params.response_format)
+        # K3: tool_choice (other than auto) and response_format, as vLLM's K3 renderer passes them
+        options.update(serving_of(d).vllm_request_options(params.tool_choice, params.response_format))
         return render_ids(tok.kimi, d, conversation, kwargs.get("tools"), options, agp, cont)
 
     def render_messages(

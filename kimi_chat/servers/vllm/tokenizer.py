@@ -37,11 +37,10 @@ from ...errors import KimiChatError, UnknownDialectError
 from ...tokens.tokenizer import BYTE_DECODER, K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
 
 from ..family import DIALECT_ENV
+from ..hooks import serving_of
+from .options import MODE, render_ids, template_options
 
 __all__ = ["MODE", "DIALECT_ENV", "register_mode", "KimiChatVllmTokenizer", "ModelDialect", "model_dialect", "load_kimi_tokenizer"]
-
-MODE = "kimi_chat"
-"""The ``--tokenizer-mode`` name."""
 
 # DIALECT_ENV (``KIMI_CHAT_DIALECT``): the environment variable naming the dialect to serve
 # (``kimi-k2.6``, ``kimi-k3``...); it overrides the identification, and the parser plugins read the
@@ -187,8 +186,7 @@ class KimiChatVllmTokenizer:
         self._truncation_side = truncation_side
         self.tokenizer = kimi.encoding
         """The ``tiktoken.Encoding`` (xgrammar recognises a tiktoken tokenizer by it)."""
-        k3 = self.model_dialect.dialect.family == "k3"
-        self._eos = M.K3_END_OF_MSG.id if k3 else M.IM_END.id
+        self._eos = serving_of(self.model_dialect.dialect).END_OF_TURN.id
         self._special_flagged = sorted(kimi._skip_ids)
 
     @classmethod
@@ -319,8 +317,6 @@ class KimiChatVllmTokenizer:
                             **kwargs: Any) -> str | list[int]:
         """The prompt of ``messages`` in the served dialect: ids (``tokenize=True``, the default, from
         :func:`kimi_chat.render_tokens`) or text. vLLM's chat path uses the renderer instead."""
-        from .renderer import render_ids, template_options
-
         options, agp, cont = template_options(self.dialect, dict(kwargs, tools=None))
         if kwargs.get("tokenize", True):
             return render_ids(self.kimi, self.dialect, list(messages), tools, options, agp, cont)
