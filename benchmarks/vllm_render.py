@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", choices=("k2", "k3"), default=None)
     args = ap.parse_args(argv)
-    logging.getLogger("kimi_chat.servers.vllm").setLevel(logging.WARNING)
+    logging.getLogger("kimi_chat.integrations.vllm").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         if args.only != "k3":
             k2_table(Path(tmp), args.repeat)

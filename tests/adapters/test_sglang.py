@@ -240,7 +240,7 @@ def test_differential_against_builtin_kimi_k2(tok_reasoning, tok_instruct, capsy
 
 # ------------------------------------------------------------------------------------ diagnostics
 
-LOGGER = "kimi_chat.servers.sglang"
+LOGGER = "kimi_chat.integrations.sglang"
 
 
 def _logged(caplog) -> list[tuple[str, str]]:

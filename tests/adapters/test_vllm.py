@@ -391,7 +391,7 @@ def test_required_tool_choice_constrains_to_kimi_format_and_parses_it(tok_reason
 
 # ------------------------------------------------------------------------------------ diagnostics
 
-LOGGER = "kimi_chat.servers.vllm"
+LOGGER = "kimi_chat.integrations.vllm"
 
 
 def _logged(caplog) -> list[tuple[str, str]]:

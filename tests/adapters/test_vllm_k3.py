@@ -14,13 +14,14 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 
 from kimi_chat import markers as M
 from kimi_chat.servers import family as F
+from kimi_chat.servers.stages import ReasoningStage
 
 from . import vllm_harness as H
 from .adapter_support import hf_tokenizer
 from .k3_support import K3_CASES, TOOLS, K3Case, output_ids, output_text, parsed, prompt_ids
 from .test_vllm import _serve_args
 
-LOGGER = "kimi_chat.servers.vllm"
+LOGGER = "kimi_chat.integrations.vllm"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -195,6 +196,23 @@ def test_reasoning_end_per_step_and_content_ids(tok):
     typed = tok.encode("<|close|>think<|sep|>", add_special_tokens=False, split_special_tokens=True)
     assert M.K3_CLOSE.id not in typed
     assert rp.is_reasoning_end(prompt + typed) is False
+
+
+@pytest.mark.parametrize("tag", ['<|open|>response lang="en"<|sep|>', '<|open|>tools n="1"<|sep|>'])
+def test_content_ids_are_where_the_stages_end_reasoning(tok, tag):
+    """A channel opened with attributes instead of the think channel closed (the tag lexer reads
+    ``<|open|>response lang="en"<|sep|>`` as the response channel): ``extract_content_ids`` starts at that
+    tag, where the reasoning stage hands the rest over and where ``is_reasoning_end`` says reasoning is
+    over (one K3 tag reader: the ids reading once took the whole tag body for the name)."""
+    p = H.parser_cls(tok, "kimi_chat")(tok, TOOLS, model_config=None, chat_template_kwargs={})
+    rp = p.reasoning_parser
+    head = tok.encode("Plan.", add_special_tokens=False)
+    tail = tok.encode(tag + "Hi", add_special_tokens=False)
+    out = head + tail
+    reasoning, rest = ReasoningStage.split(tok.decode(out), prefilled=True, family="k3")
+    assert (reasoning, rest) == ("Plan.", tag + "Hi")
+    assert rp.is_reasoning_end(prompt_ids(CASE) + out) is True
+    assert rp.extract_content_ids(out) == tail
 
 
 def test_thinking_off_from_chat_template_kwargs(tok):

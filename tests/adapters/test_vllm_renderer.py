@@ -201,7 +201,7 @@ def test_registries_resolve_our_classes():
 def test_dialect_identified_and_ids_match(name, renderer_for, caplog):
     from kimi_chat.servers.vllm.renderer import KimiChatRenderer
 
-    with caplog.at_level(logging.INFO, logger="kimi_chat.servers.vllm"):
+    with caplog.at_level(logging.INFO, logger="kimi_chat.integrations.vllm"):
         r = renderer_for(name)
     assert isinstance(r, KimiChatRenderer)
     tok = r.get_tokenizer()

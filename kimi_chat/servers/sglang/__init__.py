@@ -20,7 +20,7 @@ prompt: ``force_reasoning`` (SGLang sets it unless ``chat_template_kwargs`` has 
 means the output starts inside reasoning, a leading ``<think>`` being accepted (K2.5 and K2.6 with their
 prefilled ``<think>``, and K2-Thinking, which opens with ``<think>``).
 
-Diagnostics go to the logger ``kimi_chat.servers.sglang`` (levels: see
+Diagnostics go to the logger ``kimi_chat.integrations.sglang`` (levels: see
 :mod:`kimi_chat.servers.diagnostics`); a call that is not executable (cut before its arguments)
 is not returned, only logged.
 
@@ -85,7 +85,7 @@ __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 NAME = "kimi_chat"
 NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
 
-LOGGER = logging.getLogger("kimi_chat.servers.sglang")
+LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
 """Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
 
 

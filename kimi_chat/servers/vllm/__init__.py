@@ -33,7 +33,7 @@ in the response channel; reasoning ends at ``<|close|>think<|sep|>`` (or a respo
 opened instead); the tool parser asks vLLM's own ``kimi_k3`` structural tag for ``required``; call ids
 are ``functions.NAME:IDX`` (IDX: the call's position in the turn).
 
-Diagnostics go to the logger ``kimi_chat.servers.vllm`` (levels: see
+Diagnostics go to the logger ``kimi_chat.integrations.vllm`` (levels: see
 :mod:`kimi_chat.servers.diagnostics`).
 """
 
@@ -64,7 +64,7 @@ __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 NAME = "kimi_chat"
 NAMES_ENV = "KIMI_CHAT_VLLM_NAMES"
 
-LOGGER = logging.getLogger("kimi_chat.servers.vllm")
+LOGGER = logging.getLogger("kimi_chat.integrations.vllm")
 """Where both parsers log parse warnings and withheld or non-``ok`` tool calls."""
 
 

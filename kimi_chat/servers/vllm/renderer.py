@@ -58,7 +58,7 @@ from .tokenizer import KimiChatVllmTokenizer
 
 __all__ = ["MODE", "KimiChatRenderer", "render_ids", "template_options"]
 
-LOGGER = logging.getLogger("kimi_chat.servers.vllm")
+LOGGER = logging.getLogger("kimi_chat.integrations.vllm")
 
 _FAST_ROLES = frozenset({"system", "user", "assistant", "tool"})
 _FAST_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content", "reasoning"})

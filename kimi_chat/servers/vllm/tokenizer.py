@@ -51,7 +51,7 @@ _FETCHED = (TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, CHAT_TEMPLATE_FILE, "con
 _ACCEPTED_KINDS = ("official", "variant", "ours", "equivalent", "adapted")
 """Identification kinds served as the dialect (``modified`` / ``unknown`` templates are refused)."""
 
-LOGGER = logging.getLogger("kimi_chat.servers.vllm")
+LOGGER = logging.getLogger("kimi_chat.integrations.vllm")
 
 
 class ModelDialect:
