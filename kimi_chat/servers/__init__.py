@@ -1,6 +1,7 @@
 """Serving Kimi models: the streaming stages shared by every server plugin (:mod:`.stages`: a reasoning stage
 and a body stage that parse by token id and hand out OpenAI deltas), what they log (:mod:`.diagnostics`), the
-family a served model speaks (:mod:`.family`), and the plugins: :mod:`.vllm`, :mod:`.sglang`.
+family a served model speaks (:mod:`.family`), what they ask of a family (:mod:`.hooks`: each family's
+``serving`` module answers), and the plugins: :mod:`.vllm`, :mod:`.sglang`.
 
 Also importable as ``kimi_chat.integrations`` (the plugins' registered path).
 """
