@@ -27,7 +27,9 @@ import ast
 import importlib
 import json
 import re
+import sys
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -335,3 +337,14 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, gbnf=gbnf,
                       gbnf_exact=not gbnf_notes and bool(gbnf), gbnf_notes=tuple(dict.fromkeys(gbnf_notes)),
                       schemas={name: fn.get("parameters") for name, fn in fns.items()})
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`constraint`: importing it binds the package attribute
+    ``kimi_chat.grammar.constraint`` to the module, which must still work as the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Constraint:
+        return constraint(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
