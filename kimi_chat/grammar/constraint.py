@@ -33,7 +33,7 @@ import types
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import jsonschema
@@ -47,7 +47,7 @@ from .gbnf import GrammarError
 from .schemas import Note, bundle, walk_schemas
 from .tool_call import tool_call_grammar
 
-__all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer"]
+__all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer", "clear_cache", "CACHE_SIZE"]
 
 ConstraintNote = Note
 """What a constraint does not enforce exactly: ``path`` (e.g.
@@ -68,12 +68,38 @@ class Constraint:
     exact: bool
     """Every schema in it is enforced exactly (else see ``notes``; :meth:`validate` checks the output)."""
     notes: tuple[Note, ...]
-    gbnf: str
-    """The GBNF export (root rule ``root``) for llama-server ``--grammar`` / llama.cpp."""
-    gbnf_exact: bool
-    gbnf_notes: tuple[Note, ...]
     schemas: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Tool name -> its ``parameters`` schema as declared (what :meth:`validate` checks)."""
+    request: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The request's arguments of :func:`~kimi_chat.grammar.tool_call_grammar` (for the GBNF export)."""
+
+    @cached_property
+    def _gbnf(self) -> tuple[str, tuple[Note, ...]]:
+        # built on first use: the GBNF export costs more than the Lark grammar (its marker-free text
+        # and strings are automata written out as rules)
+        req = dict(self.request)
+        notes = _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), req.pop("response", None))
+        try:
+            gbnf = tool_call_grammar(**req)
+        except GrammarError as e:
+            gbnf = ""
+            notes.append(Note("tools", f"no GBNF export: {e}"))
+        return gbnf, tuple(dict.fromkeys(notes))
+
+    @property
+    def gbnf(self) -> str:
+        """The GBNF export (root rule ``root``) for llama-server ``--grammar`` / llama.cpp (``""``: none)."""
+        return self._gbnf[0]
+
+    @property
+    def gbnf_exact(self) -> bool:
+        """Whether the GBNF export enforces every schema exactly (see ``gbnf_notes``)."""
+        return bool(self._gbnf[0]) and not self._gbnf[1]
+
+    @property
+    def gbnf_notes(self) -> tuple[Note, ...]:
+        """What the GBNF export does not enforce exactly (keywords ``json_schema_to_gbnf`` leaves out)."""
+        return self._gbnf[1]
 
     def grammar(self) -> str:
         """The grammar as ``llguidance.LLMatcher`` takes it."""
@@ -290,8 +316,43 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
 
     Raises :class:`~kimi_chat.grammar.GrammarError` for an unknown named tool, ``"required"`` without
     tools, a malformed ``response_format``, or a grammar llguidance refuses.
+
+    The result is cached for the last :data:`CACHE_SIZE` distinct requests (a server sees the same
+    tools again and again; a :class:`Constraint` is immutable).
     """
     d = get_dialect(dialect)
+    try:
+        key = json.dumps([tools, d.name, tool_choice, parallel_tool_calls, response_format, render_options],
+                         sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # not JSON-like (a tool object...): not cached
+        return _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    out = _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
+    with _LOCK:
+        _CACHE[key] = out
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return out
+
+
+CACHE_SIZE = 64
+"""How many distinct requests' constraints :func:`constraint` keeps."""
+_CACHE: OrderedDict[str, Constraint] = OrderedDict()
+
+
+def clear_cache() -> None:
+    """Forget the cached constraints (benchmarks measure a cold build with it)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_tool_calls: bool,
+           response_format: Any, render_options: Mapping[str, Any]) -> Constraint:
+    """:func:`constraint`, uncached."""
     options = dict(render_options)
     max_calls = int(options.pop("max_calls", 8))
     first_index = int(options.pop("first_index", 0))
@@ -325,18 +386,12 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(llguidance.grammar_from("lark", lark))
     if is_error:
         raise GrammarError(f"llguidance refuses the grammar of this request: {'; '.join(messages)}")
-    gbnf_notes = _gbnf_notes(fns, response)
-    try:
-        gbnf = tool_call_grammar(tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                                 dialect=d, max_calls=max_calls, first_index=first_index, reasoning=reasoning,
-                                 content=content, **options)
-    except GrammarError as e:
-        gbnf = ""
-        gbnf_notes.append(Note("tools", f"no GBNF export: {e}"))
     unique = tuple(dict.fromkeys(_note_path(n, names) for n in notes))
-    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, gbnf=gbnf,
-                      gbnf_exact=not gbnf_notes and bool(gbnf), gbnf_notes=tuple(dict.fromkeys(gbnf_notes)),
-                      schemas={name: fn.get("parameters") for name, fn in fns.items()})
+    request = dict(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, dialect=d,
+                   max_calls=max_calls, first_index=first_index, reasoning=reasoning, content=content,
+                   response=response, **options)
+    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique,
+                      schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)
 
 
 class _CallableModule(types.ModuleType):
