@@ -13,9 +13,20 @@ import random
 import sys
 from pathlib import Path
 
-import jsonschema
-import llguidance
+import importlib.util
+
 import pytest
+
+from conftest import require_in_ci
+
+_HAVE = all(importlib.util.find_spec(m) is not None for m in ("llguidance", "jsonschema"))
+require_in_ci(_HAVE, "the constraints extra (pip install -e '.[test]': llguidance, jsonschema)")
+if not _HAVE:
+    pytest.skip("llguidance and jsonschema are not installed (pip install -e '.[constraints]')",
+                allow_module_level=True)
+
+import jsonschema  # noqa: E402
+import llguidance  # noqa: E402
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -352,3 +363,29 @@ def test_matcher_over_the_kimi_tokenizer():
     bad = c.matcher(tok)
     assert not (bad.consume_tokens(tok.encode(section(call("get_weather", 0, {"city": "Paris", "days": 11}))))
                 and bad.is_accepting())
+
+
+# ------------------------------------------------------------------------------ imports
+
+def test_grammar_package_works_without_llguidance():
+    """``import kimi_chat.grammar`` keeps the GBNF API without llguidance; the constraint needs it."""
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['llguidance'] = None\n"
+        "import kimi_chat.grammar as g\n"
+        "from kimi_chat.grammar import *\n"
+        "assert g.tool_call_grammar(None).startswith('root ::=')\n"
+        "try:\n    g.constraint\nexcept ImportError as e:\n    print('ImportError', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert out.stdout.startswith("ImportError"), out
+
+
+def test_constraint_is_callable_however_it_was_imported():
+    import kimi_chat.grammar as g
+    import kimi_chat.grammar.constraint as module
+
+    assert g.constraint(None, dialect=K2).lark == module.constraint(None, dialect=K2).lark
+    assert g.Constraint is Constraint and g.ConstraintNote is ConstraintNote

@@ -10,8 +10,19 @@ from __future__ import annotations
 import json
 import random
 
-import jsonschema
+import importlib.util
+
 import pytest
+
+from conftest import require_in_ci
+
+_HAVE = all(importlib.util.find_spec(m) is not None for m in ("llguidance", "jsonschema"))
+require_in_ci(_HAVE, "the constraints extra (pip install -e '.[test]': llguidance, jsonschema)")
+if not _HAVE:
+    pytest.skip("llguidance and jsonschema are not installed (pip install -e '.[constraints]')",
+                allow_module_level=True)
+
+import jsonschema  # noqa: E402
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
