@@ -17,8 +17,8 @@ llguidance grammar (Lark; tool arguments and ``response_format`` schemas compile
   (:func:`~kimi_chat.grammar.tool_call_grammar`, schemas by
   :func:`~kimi_chat.grammar.json_schema_to_gbnf`), with its own exactness.
 
-The family-specific part is ``kimi_chat.families.<family>.constraint`` (``lark_grammar``,
-``special_markers``, ``end_markers``).
+The family-specific part is ``kimi_chat.families.<family>.constraint`` (``TRANSLATOR`` and ``GRAMMAR``,
+the walk's translator and the format it walks; ``special_markers``, ``end_markers``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from ..dialects import Dialect, get_dialect
 from ..parse.toolcalls import normalise_tools
 from ..parse.types import ParsedMessage, ToolCallStatus
 from .gbnf import GrammarError
+from .lark import build_lark
 from .schemas import Note, bundle, walk_schemas
 from .tool_call import tool_call_grammar
 
@@ -376,10 +377,8 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     fam = importlib.import_module(f"kimi_chat.families.{d.family}.constraint")
     names = {name: i for i, name in enumerate(fns)}
     try:
-            lark, family_notes = fam.lark_grammar(bundled, dialect=d, tool_choice=tool_choice,
-                                              parallel_tool_calls=parallel_tool_calls, response_schema=response,
-                                              max_calls=max_calls, first_index=first_index, reasoning=reasoning,
-                                              content=content, options=options)
+            lark, family_notes = build_lark(fam.TRANSLATOR, fam.GRAMMAR, bundled, tool_choice, parallel_tool_calls, d,
+                                        max_calls, first_index, None, reasoning, content, options, response)
     except GrammarError as e:
         raise GrammarError(_request_path(str(e), names)) from None
     notes += family_notes

@@ -14,16 +14,16 @@ end-of-generation token).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ... import markers as M
 from ...dialects import Dialect
-from ...grammar.lark import LarkTranslatorMixin, build_lark
+from ...grammar.lark import LarkTranslatorMixin
 from ...grammar.schemas import ANNOTATIONS, Note
 from ...grammar.tool_call_k3 import GRAMMAR, K3Translator
 
-__all__ = ["LarkK3Translator", "lark_grammar", "special_markers", "end_markers"]
+__all__ = ["LarkK3Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"]
 
 _OBJECT_ENFORCED = frozenset({"type", "properties", "required", "additionalProperties", "$defs", "definitions",
                               "$ref", "$id", "$anchor", "x-guidance"}) | ANNOTATIONS
@@ -66,12 +66,8 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
         return super().typed(ty, schema, root, name, path)
 
 
-def lark_grammar(tools: Sequence[Any] | None, *, dialect: Dialect, tool_choice: Any, parallel_tool_calls: bool,
-                 response_schema: Any, max_calls: int, first_index: int, reasoning: bool, content: bool,
-                 options: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The Lark grammar of one K3 request and its notes."""
-    return build_lark(LarkK3Translator, GRAMMAR, tools, tool_choice, parallel_tool_calls, dialect, max_calls,
-                      first_index, None, reasoning, content, options, response_schema)
+TRANSLATOR = LarkK3Translator
+"""The translator :func:`~kimi_chat.grammar.lark.build_lark` runs over :data:`GRAMMAR` for this family."""
 
 
 def special_markers(dialect: Dialect) -> tuple[M.Marker, ...]:
