@@ -387,3 +387,39 @@ def test_constraint_is_callable_however_it_was_imported():
 
     assert g.constraint(None, dialect=K2).lark == module.constraint(None, dialect=K2).lark
     assert g.Constraint is Constraint and g.ConstraintNote is ConstraintNote
+
+
+# ------------------------------------------------------------------------------ odd schemas
+
+ODD = [
+    {"type": "object", "properties": {"a": {"type": "foo"}}},  # not a valid JSON Schema
+    {"type": "object", "properties": {"a": {"items": [{"type": "string"}], "additionalItems": False}}},  # draft 7
+    {"type": "object", "properties": {"a": {"$ref": "https://example.com/remote.json"}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": 10, "maximum": 1}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"type": "string", "format": "uri-reference"}}},
+    {"type": "object", "if": {"properties": {"a": {"const": 1}}}, "then": {"required": ["b"]}},
+    {"type": "object", "properties": {"a": {"$ref": "#"}}},
+    {"definitions": {"a": {"type": "string"}}, "type": "object", "properties": {"a": {"$ref": "#/definitions/a"}}},
+    {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"$ref": "#/properties/c"}}},
+                                      "c": {"type": "integer"}}},
+    {}, True, None,
+]
+
+
+@pytest.mark.parametrize("dialect", [K2, "kimi-k3"])
+@pytest.mark.parametrize("schema", ODD, ids=[json.dumps(s)[:40] for s in ODD])
+def test_odd_schemas_build_or_name_the_path(dialect, schema):
+    """Every schema gives a constraint (non-exact ones say why) or a GrammarError naming the schema path;
+    never another exception."""
+    try:
+        c = constraint([tool(schema)], dialect=dialect, tool_choice="required")
+    except GrammarError as e:
+        assert str(e).startswith("tools[0].function.parameters"), e
+        return
+    assert c.exact == (not c.notes)
+    assert all(n.path.startswith("tools[0].function.parameters") for n in c.notes)
+    if isinstance(schema, dict) and ("foo" in json.dumps(schema) or "additionalItems" in schema.get("properties", {})
+                                     .get("a", {})):
+        assert any("not a valid JSON Schema" in n.reason for n in c.notes)

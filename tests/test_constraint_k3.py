@@ -151,3 +151,18 @@ def test_sampled_texts_parse_into_calls_that_satisfy_the_schema(case, seed, thin
     for x in msg.tool_calls:
         assert x.status is ToolCallStatus.OK, text
         assert check.is_valid(json.loads(x.arguments)), text
+
+
+def test_json_values_are_the_declared_schema_intersected_with_the_element_type():
+    """A JSON-typed argument value is the property's declared schema (allOf, anyOf, $ref kept for
+    llguidance) with the element's ``type``: exact, not the walk's merge."""
+    schema = {"type": "object", "properties": {
+        "n": {"allOf": [{"type": "integer", "minimum": 0}, {"maximum": 5}]},
+        "v": {"anyOf": [{"type": "integer", "multipleOf": 3}, {"type": "boolean"}]}},
+        "required": ["n", "v"], "additionalProperties": False}
+    tools = [tool(schema)]
+    c = constraint(tools, dialect=K3, tool_choice="required")
+    assert c.exact
+    assert c.accepts(_k3_text({"n": 5, "v": 9}, tools)) and c.accepts(_k3_text({"n": 0, "v": True}, tools))
+    for bad in ({"n": 6, "v": 3}, {"n": -1, "v": 3}, {"n": 1, "v": 4}):
+        assert not c.accepts(_k3_text(bad, tools)), bad

@@ -155,6 +155,21 @@ def _validator(key: str) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
+def _invalid_schema(schema: Any, path: str) -> list[Note]:
+    """A note when ``schema`` is not a valid JSON Schema of its draft (2020-12 by default), naming
+    where: it is enforced only as far as llguidance reads it."""
+    if schema is None or isinstance(schema, bool):
+        return []
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        where = path + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.path)
+        return [Note(where, f"not a valid JSON Schema ({e.message[:200]}): enforced as far as llguidance "
+                            "reads it")]
+    return []
+
+
 def _mismatch(schema: Any, arguments: str) -> bool:
     if schema is None:
         schema = {"type": "object"}
@@ -164,7 +179,8 @@ def _mismatch(schema: Any, arguments: str) -> bool:
         return True
     try:
         return next(_validator(_schema_key(schema)).iter_errors(value), None) is not None
-    except jsonschema.exceptions._WrappedReferencingError:  # a remote reference: cannot be checked
+    except (jsonschema.exceptions._WrappedReferencingError,  # a remote reference: cannot be checked
+            jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType):  # an invalid schema (noted)
         return False
 
 
@@ -367,10 +383,12 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     bundled = []
     for i, (name, fn) in enumerate(fns.items()):
         params = fn.get("parameters")
+        notes += _invalid_schema(params, f"tools[{i}].function.parameters")
         if isinstance(params, Mapping):
             params, ref_notes = bundle(dict(params), f"tools[{i}].function.parameters")
             notes += ref_notes
         bundled.append({"type": "function", "function": {**fn, "parameters": params}})
+    notes += _invalid_schema(response, "response_format.json_schema.schema")
     if isinstance(response, Mapping):
         response, ref_notes = bundle(dict(response), "response_format.json_schema.schema")
         notes += ref_notes

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import llguidance
-from referencing import Registry, Resource
+from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable, Unretrievable
-from referencing.jsonschema import DRAFT202012
+from referencing.jsonschema import DRAFT7, DRAFT202012, specification_with
 
 from .gbnf import GrammarError
 
@@ -119,8 +119,13 @@ def bundle(schema: Any, path: str) -> tuple[Any, list[Note]]:
     if not isinstance(schema, dict):
         return schema, []
     base = schema.get("$id") if isinstance(schema.get("$id"), str) else _ROOT_URI
-    resource = Resource.from_contents(schema, default_specification=DRAFT202012)
-    registry = Registry().with_resource(uri=base, resource=resource).crawl()
+    spec = specification_with(schema.get("$schema", ""), default=DRAFT202012) if isinstance(
+        schema.get("$schema", ""), str) else DRAFT202012
+    try:
+        registry = Registry().with_resource(uri=base, resource=spec.create_resource(schema)).crawl()
+    except (AttributeError, TypeError):  # draft-4..7 shapes (``items`` as a list) under 2020-12
+        spec = DRAFT7
+        registry = Registry().with_resource(uri=base, resource=spec.create_resource(schema)).crawl()
     defs: dict[str, Any] = {}
     names: dict[int, str] = {}
     notes: list[Note] = []
@@ -129,7 +134,7 @@ def bundle(schema: Any, path: str) -> tuple[Any, list[Note]]:
         if not isinstance(sub, dict):
             return sub
         if isinstance(sub.get("$id"), str) and sub is not schema:
-            resolver = resolver.in_subresource(Resource.from_contents(sub, default_specification=DRAFT202012))
+            resolver = resolver.in_subresource(spec.create_resource(sub))
         out = _map_schema({k: v for k, v in sub.items() if k not in ANNOTATIONS and k not in ("$id", "$anchor",
                                                                                                "$dynamicAnchor")},
                           visit, resolver, where)
@@ -234,6 +239,8 @@ def prepare(schema: Any, path: str) -> Prepared:
                 notes.append(Note(path, f"llguidance refuses the schema ({error}); compiled in lenient mode "
                                         "(unsupported keywords ignored)"))
                 continue
+            if notes and notes[-1].reason.endswith("compiled in lenient mode (unsupported keywords ignored)"):
+                notes.pop()
             notes.append(Note(path, f"llguidance refuses the schema ({error}): any JSON value of its type"))
             out = {"x-guidance": dict(SEPARATORS)}
             if isinstance(schema, dict) and isinstance(schema.get("type"), (str, list)):

@@ -53,9 +53,30 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
                                              "encoder writes for such an object"))
         return super().call_elements(name)
 
+    _value_schema: Any = None  # the property's schema as declared, while its argument element is written
+
+    _value_path = ""
+
+    def argument(self, tool: str, key: str, schema: Any, root: Any, path: str) -> str:
+        self._value_schema, self._value_path = schema, path
+        try:
+            return super().argument(tool, key, schema, root, path)
+        finally:
+            self._value_schema = None
+
+    def free_argument(self, tool: str, schema: Any, root: Any, path: str) -> str:
+        self._value_schema, self._value_path = schema, path
+        try:
+            return super().free_argument(tool, schema, root, path)
+        finally:
+            self._value_schema = None
+
     def values(self, schema: Any, root: Any, name: str, path: str, depth: int) -> dict[str, list[str]]:
         if isinstance(schema, Mapping) and "oneOf" in schema:
             self.notes.append(Note(f"{path}.oneOf", "enforced as anyOf (more than one branch may match)"))
+        if isinstance(schema, Mapping) and ("enum" in schema or "const" in schema) and \
+                set(schema) - {"enum", "const", "type"} - ANNOTATIONS:
+            self.notes.append(Note(f"{path}.enum", "enum/const values are not checked against the other keywords"))
         return super().values(schema, root, name, path, depth)
 
     def typed(self, ty: str, schema: Mapping[str, Any], root: Any, name: str, path: str) -> str:
@@ -63,7 +84,14 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
             for key in _RAW_STRING_UNENFORCED:
                 if key in schema:
                     self.notes.append(Note(f"{path}.{key}", f"{key!r} is not enforced on a raw string value"))
-        return super().typed(ty, schema, root, name, path)
+            return super().typed(ty, schema, root, name, path)
+        if self._value_schema is not None:
+            # a JSON value: the declared schema and the element's type, intersected by llguidance
+            # (exact, where the walk's own merge of allOf/anyOf branches is only the type split)
+            # (a sibling ``type`` intersects; the walk took ``ty`` from the schema's own types or branches)
+            declared = self._value_schema if isinstance(self._value_schema, Mapping) else {}
+            return self.json.schema({**declared, "type": ty}, root, name, self._value_path)
+        return super().typed(ty, schema, root, name, path)  # pragma: no cover - values run in an element
 
 
 TRANSLATOR = LarkK3Translator
