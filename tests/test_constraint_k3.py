@@ -14,7 +14,7 @@ import importlib.util
 
 import pytest
 
-from conftest import require_in_ci
+from conftest import REFERENCE_MISSING, require_in_ci
 
 _HAVE = all(importlib.util.find_spec(m) is not None for m in ("llguidance", "jsonschema"))
 require_in_ci(_HAVE, "the constraints extra (pip install -e '.[test]': llguidance, jsonschema)")
@@ -155,7 +155,7 @@ def test_sampled_texts_parse_into_calls_that_satisfy_the_schema(case, seed, thin
 
 def test_json_values_are_the_declared_schema_intersected_with_the_element_type():
     """A JSON-typed argument value is the property's declared schema (allOf, anyOf, $ref kept for
-    llguidance) with the element's ``type``: exact, not the walk's merge."""
+    llguidance, which intersects them) with the element's ``type``: exact."""
     schema = {"type": "object", "properties": {
         "n": {"allOf": [{"type": "integer", "minimum": 0}, {"maximum": 5}]},
         "v": {"anyOf": [{"type": "integer", "multipleOf": 3}, {"type": "boolean"}]}},
@@ -166,3 +166,17 @@ def test_json_values_are_the_declared_schema_intersected_with_the_element_type()
     assert c.accepts(_k3_text({"n": 5, "v": 9}, tools)) and c.accepts(_k3_text({"n": 0, "v": True}, tools))
     for bad in ({"n": 6, "v": 3}, {"n": -1, "v": 3}, {"n": 1, "v": 4}):
         assert not c.accepts(_k3_text(bad, tools)), bad
+
+
+@pytest.mark.skipif(REFERENCE_MISSING is not None, reason=REFERENCE_MISSING or "")
+def test_matcher_over_the_k3_tokenizer():
+    from kimi_chat.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k3")
+    c = constraint(G.TOOLS, dialect=K3, tool_choice="required")
+    out = G.completion(G.RENDERED[0][2])
+    m = c.matcher(tok)
+    assert m.consume_tokens(tok.encode(out)) and m.is_accepting()
+    assert m.consume_token(tok.special_tokens[EOM]) and m.is_stopped()
+    typed = c.matcher(tok)  # the tag markers typed as text: never the special tokens
+    assert not (typed.consume_tokens(tok.encode(out, allow_special=False)) and typed.is_accepting())
