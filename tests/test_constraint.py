@@ -423,3 +423,17 @@ def test_odd_schemas_build_or_name_the_path(dialect, schema):
     if isinstance(schema, dict) and ("foo" in json.dumps(schema) or "additionalItems" in schema.get("properties", {})
                                      .get("a", {})):
         assert any("not a valid JSON Schema" in n.reason for n in c.notes)
+
+
+def test_the_cache_keeps_property_order_apart():
+    """Two requests that differ only in the order of properties get their own grammars (the order is
+    the one generated)."""
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+          "required": ["a", "b"], "additionalProperties": False}
+    ba = {**ab, "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}}}
+    first = constraint([tool(ab)], dialect=K2, tool_choice="required")
+    second = constraint([tool(ba)], dialect=K2, tool_choice="required")
+    assert first.accepts(section(call("f", 0, {"a": 1, "b": 2})))
+    assert second.accepts(section(call("f", 0, {"b": 2, "a": 1})))
+    assert not second.accepts(section(call("f", 0, {"a": 1, "b": 2})))
+    assert constraint([tool(ab)], dialect=K2, tool_choice="required") is first

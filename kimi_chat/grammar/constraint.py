@@ -339,8 +339,9 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     """
     d = get_dialect(dialect)
     try:
+        # key order is kept: the order of properties is the order the grammar writes them in
         key = json.dumps([tools, d.name, tool_choice, parallel_tool_calls, response_format, render_options],
-                         sort_keys=True, default=repr)
+                         default=repr)
     except (TypeError, ValueError):  # not JSON-like (a tool object...): not cached
         return _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
     with _LOCK:
