@@ -160,14 +160,28 @@ def _invalid_schema(schema: Any, path: str) -> list[Note]:
     where: it is enforced only as far as llguidance reads it."""
     if schema is None or isinstance(schema, bool):
         return []
+    try:
+        key = json.dumps(schema, default=repr)
+    except (TypeError, ValueError):  # pragma: no cover - normalise_tools passes JSON-like schemas
+        return []
+    found = _schema_error(key)
+    if found is None:
+        return []
+    where, message = found
+    return [Note(path + where, f"not a valid JSON Schema ({message}): enforced as far as llguidance reads it")]
+
+
+@lru_cache(maxsize=256)
+def _schema_error(key: str) -> tuple[str, str] | None:
+    """Where (a path suffix) and why the schema ``key`` (JSON) is not a valid JSON Schema of its
+    draft; ``None`` if it is. Cached: the 2020-12 meta-schema check costs about 20 ms."""
+    schema = json.loads(key)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
     except jsonschema.exceptions.SchemaError as e:
-        where = path + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.path)
-        return [Note(where, f"not a valid JSON Schema ({e.message[:200]}): enforced as far as llguidance "
-                            "reads it")]
-    return []
+        return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.path), e.message[:200]
+    return None
 
 
 def _mismatch(schema: Any, arguments: str) -> bool:
@@ -363,9 +377,10 @@ _CACHE: OrderedDict[str, Constraint] = OrderedDict()
 
 
 def clear_cache() -> None:
-    """Forget the cached constraints (benchmarks measure a cold build with it)."""
+    """Forget the cached constraints and schema checks (benchmarks measure a cold build with it)."""
     with _LOCK:
         _CACHE.clear()
+    _schema_error.cache_clear()
 
 
 def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_tool_calls: bool,
