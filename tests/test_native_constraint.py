@@ -38,24 +38,25 @@ K2 = "kimi-k2-instruct-0905"
 K3 = "kimi-k3"
 ASK = [{"role": "user", "content": "Book it."}]
 
-# every keyword here bounds the output, so a call always closes within max_tokens
+# every keyword here bounds the output, so a call always closes within max_tokens; every one is
+# enforced exactly in both families (K3 writes the nested object as JSON)
 BOOKING = {
     "type": "object",
     "properties": {
         "seats": {"type": "integer", "minimum": 1, "maximum": 9},
         "cabin": {"type": "string", "enum": ["economy", "business"]},
-        "airport": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "passenger": {
             "type": "object",
             "properties": {
                 "age": {"type": "integer", "minimum": 0, "maximum": 120},
                 "meal": {"enum": ["veg", "fish", None]},
+                "ticket": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{3}$"},
             },
-            "required": ["age", "meal"],
+            "required": ["age", "meal", "ticket"],
             "additionalProperties": False,
         },
     },
-    "required": ["seats", "cabin", "airport", "passenger"],
+    "required": ["seats", "cabin", "passenger"],
     "additionalProperties": False,
 }
 LEVEL = {"type": "object", "properties": {"level": {"type": "integer", "minimum": -3, "maximum": 3}},
@@ -136,8 +137,8 @@ def test_required_call_arguments_validate(models, dialect, seed):
 @pytest.mark.parametrize("seed", [3, 4])
 def test_named_call_is_that_function_and_validates(models, dialect, seed):
     model = models[dialect]
-    r = model.chat(ASK, tools=TOOLS, tool_choice=NAMED, max_tokens=160, temperature=1.0, seed=seed,
-                   **_options(dialect))
+    r = model.chat(ASK, tools=TOOLS, tool_choice=NAMED, parallel_tool_calls=False, max_tokens=160,
+                   temperature=1.0, seed=seed, **_options(dialect))
     _assert_valid_calls(r, names={"book"})
     _assert_no_typed_marker(model, r)
 
@@ -188,6 +189,26 @@ def test_mask_refuses_a_typed_marker_and_allows_the_end_only_when_complete(model
         mask.feed(typed)
 
 
+def test_a_schema_enforced_in_part_is_validated_after_generation(models):
+    """K3 writes a string argument raw: its ``pattern`` is not in the grammar (the constraint says so),
+    its ``maxLength`` is. Each produced call either satisfies the schema (``jsonschema``) and is a
+    tool call, or it does not and is reported invalid (status ``schema_mismatch``)."""
+    code = {"type": "object", "properties": {"code": {"type": "string", "maxLength": 3, "pattern": "^[A-Z]{3}$"}},
+            "required": ["code"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "code", "parameters": code}}]
+    mismatches = 0
+    for seed in range(4):
+        r = models[K3].chat(ASK, tools=tools, tool_choice="required", parallel_tool_calls=False, max_tokens=60,
+                            temperature=1.0, seed=seed, thinking=False)
+        assert not r.constraint.exact and any(n.path.endswith("code.pattern") for n in r.constraint.notes)
+        (call,) = r.parsed.tool_calls
+        valid = jsonschema.Draft202012Validator(code).is_valid(json.loads(call.arguments))
+        assert call.status.value == ("ok" if valid else "schema_mismatch"), (call, r.text)
+        assert bool(r.message.get("tool_calls")) == valid
+        mismatches += not valid
+    assert mismatches  # the random model does not write three capitals by chance
+
+
 def test_mask_costs_are_recorded(models):
     r = models[K2].chat(ASK, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, max_tokens=160,
                         temperature=1.0, seed=0)
@@ -196,7 +217,8 @@ def test_mask_costs_are_recorded(models):
 
 def test_user_gbnf_still_constrains_and_no_mask_is_made(models):
     r = models[K2].chat(ASK, tools=TOOLS, grammar='root ::= "ok"', max_tokens=8, temperature=1.0, seed=0)
-    assert r.text == "ok" and r.constraint is None and r.mask is None and r.grammar == 'root ::= "ok"'
+    assert r.message["content"] == "ok" and r.text == "ok" + M.IM_END.text
+    assert r.constraint is None and r.mask is None and r.grammar == 'root ::= "ok"'
 
 
 def test_grammar_false_is_unconstrained(models):
@@ -219,11 +241,12 @@ def test_cli_run_show_grammar(k2_gguf, tmp_path, fmt):
     from kimi_chat.grammar import constraint
 
     req = tmp_path / "req.json"
-    req.write_text(json.dumps({"messages": ASK, "tools": TOOLS, "tool_choice": NAMED, "max_tokens": 160,
+    req.write_text(json.dumps({"messages": ASK, "tools": TOOLS, "tool_choice": NAMED, "parallel_tool_calls": False,
+                               "max_tokens": 160,
                                "temperature": 1.0, "seed": 1}))
     p = _cli("run", str(k2_gguf), str(req), "-q", "--show-grammar", "--grammar-format", fmt)
     assert p.returncode == 0, p.stderr
-    c = constraint(TOOLS, dialect=K2, tool_choice=NAMED)
+    c = constraint(TOOLS, dialect=K2, tool_choice=NAMED, parallel_tool_calls=False)
     shown = c.lark if fmt == "lark" else c.gbnf
     assert shown in p.stderr
     assert f"exact: {str(c.exact if fmt == 'lark' else c.gbnf_exact).lower()}" in p.stderr

@@ -172,7 +172,7 @@ def _show_grammar(result: Any, fmt: str) -> None:
         return
     text, exact = (c.lark, c.exact) if fmt == "lark" else (c.gbnf, c.gbnf_exact)
     lines = [f"# constraint ({'llguidance Lark' if fmt == 'lark' else 'GBNF'}), exact: {str(exact).lower()}"]
-    lines += [f"# note: {n}" for n in c.notes]
+    lines += [f"# note: {n.path}: {n.reason}" for n in (c.notes if fmt == "lark" else c.gbnf_notes)]
     print("\n".join(lines + [text]), file=sys.stderr)
 
 
