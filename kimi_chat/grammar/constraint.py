@@ -17,19 +17,23 @@ llguidance grammar (Lark; tool arguments and ``response_format`` schemas compile
   (:func:`~kimi_chat.grammar.tool_call_grammar`, schemas by
   :func:`~kimi_chat.grammar.json_schema_to_gbnf`), with its own exactness.
 
-The family-specific part is ``kimi_chat.families.<family>.constraint`` (``lark_grammar``,
-``special_markers``, ``end_markers``).
+The family-specific part is ``kimi_chat.families.<family>.constraint`` (``TRANSLATOR`` and ``GRAMMAR``,
+the walk's translator and the format it walks; ``special_markers``, ``end_markers``).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
+import re
+import sys
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import jsonschema
@@ -40,10 +44,11 @@ from ..dialects import Dialect, get_dialect
 from ..parse.toolcalls import normalise_tools
 from ..parse.types import ParsedMessage, ToolCallStatus
 from .gbnf import GrammarError
+from .lark import build_lark
 from .schemas import Note, bundle, walk_schemas
 from .tool_call import tool_call_grammar
 
-__all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer"]
+__all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer", "clear_cache", "CACHE_SIZE"]
 
 ConstraintNote = Note
 """What a constraint does not enforce exactly: ``path`` (e.g.
@@ -64,12 +69,38 @@ class Constraint:
     exact: bool
     """Every schema in it is enforced exactly (else see ``notes``; :meth:`validate` checks the output)."""
     notes: tuple[Note, ...]
-    gbnf: str
-    """The GBNF export (root rule ``root``) for llama-server ``--grammar`` / llama.cpp."""
-    gbnf_exact: bool
-    gbnf_notes: tuple[Note, ...]
     schemas: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """Tool name -> its ``parameters`` schema as declared (what :meth:`validate` checks)."""
+    request: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The request's arguments of :func:`~kimi_chat.grammar.tool_call_grammar` (for the GBNF export)."""
+
+    @cached_property
+    def _gbnf(self) -> tuple[str, tuple[Note, ...]]:
+        # built on first use: the GBNF export costs more than the Lark grammar (its marker-free text
+        # and strings are automata written out as rules)
+        req = dict(self.request)
+        notes = _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), req.pop("response", None))
+        try:
+            gbnf = tool_call_grammar(**req)
+        except GrammarError as e:
+            gbnf = ""
+            notes.append(Note("tools", f"no GBNF export: {e}"))
+        return gbnf, tuple(dict.fromkeys(notes))
+
+    @property
+    def gbnf(self) -> str:
+        """The GBNF export (root rule ``root``) for llama-server ``--grammar`` / llama.cpp (``""``: none)."""
+        return self._gbnf[0]
+
+    @property
+    def gbnf_exact(self) -> bool:
+        """Whether the GBNF export enforces every schema exactly (see ``gbnf_notes``)."""
+        return bool(self._gbnf[0]) and not self._gbnf[1]
+
+    @property
+    def gbnf_notes(self) -> tuple[Note, ...]:
+        """What the GBNF export does not enforce exactly (keywords ``json_schema_to_gbnf`` leaves out)."""
+        return self._gbnf[1]
 
     def grammar(self) -> str:
         """The grammar as ``llguidance.LLMatcher`` takes it."""
@@ -124,6 +155,21 @@ def _validator(key: str) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
+def _invalid_schema(schema: Any, path: str) -> list[Note]:
+    """A note when ``schema`` is not a valid JSON Schema of its draft (2020-12 by default), naming
+    where: it is enforced only as far as llguidance reads it."""
+    if schema is None or isinstance(schema, bool):
+        return []
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        where = path + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.path)
+        return [Note(where, f"not a valid JSON Schema ({e.message[:200]}): enforced as far as llguidance "
+                            "reads it")]
+    return []
+
+
 def _mismatch(schema: Any, arguments: str) -> bool:
     if schema is None:
         schema = {"type": "object"}
@@ -133,7 +179,8 @@ def _mismatch(schema: Any, arguments: str) -> bool:
         return True
     try:
         return next(_validator(_schema_key(schema)).iter_errors(value), None) is not None
-    except jsonschema.exceptions._WrappedReferencingError:  # a remote reference: cannot be checked
+    except (jsonschema.exceptions._WrappedReferencingError,  # a remote reference: cannot be checked
+            jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType):  # an invalid schema (noted)
         return False
 
 
@@ -247,6 +294,29 @@ def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Not
     return notes
 
 
+_WALK_PATH = re.compile(r"^tools\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]\.parameters")
+
+
+def _request_path(path: str, names: Mapping[str, int]) -> str:
+    """A path the walk wrote (``tools['NAME'].parameters/properties/x``, perhaps followed by a message)
+    in the request's terms (``tools[0].function.parameters.properties.x``)."""
+    m = _WALK_PATH.match(path)
+    if m is None:
+        return path
+    try:
+        name = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):  # pragma: no cover - the walk writes repr() of the name
+        return path
+    if name not in names:  # pragma: no cover - the walk only names declared tools
+        return path
+    rest, colon, message = path[m.end():].partition(": ")
+    return f"tools[{names[name]}].function.parameters{rest.replace('/', '.')}{colon}{message}"
+
+
+def _note_path(note: Note, names: Mapping[str, int]) -> Note:
+    return Note(_request_path(note.path, names), note.reason)
+
+
 def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, tool_choice: Any = "auto",
                parallel_tool_calls: bool = True, response_format: Any = None, **render_options: Any) -> Constraint:
     """The constraint of one request's assistant output (module docstring).
@@ -263,8 +333,43 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
 
     Raises :class:`~kimi_chat.grammar.GrammarError` for an unknown named tool, ``"required"`` without
     tools, a malformed ``response_format``, or a grammar llguidance refuses.
+
+    The result is cached for the last :data:`CACHE_SIZE` distinct requests (a server sees the same
+    tools again and again; a :class:`Constraint` is immutable).
     """
     d = get_dialect(dialect)
+    try:
+        key = json.dumps([tools, d.name, tool_choice, parallel_tool_calls, response_format, render_options],
+                         sort_keys=True, default=repr)
+    except (TypeError, ValueError):  # not JSON-like (a tool object...): not cached
+        return _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    out = _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
+    with _LOCK:
+        _CACHE[key] = out
+        while len(_CACHE) > CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return out
+
+
+CACHE_SIZE = 64
+"""How many distinct requests' constraints :func:`constraint` keeps."""
+_CACHE: OrderedDict[str, Constraint] = OrderedDict()
+
+
+def clear_cache() -> None:
+    """Forget the cached constraints (benchmarks measure a cold build with it)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_tool_calls: bool,
+           response_format: Any, render_options: Mapping[str, Any]) -> Constraint:
+    """:func:`constraint`, uncached."""
     options = dict(render_options)
     max_calls = int(options.pop("max_calls", 8))
     first_index = int(options.pop("first_index", 0))
@@ -278,31 +383,40 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     bundled = []
     for i, (name, fn) in enumerate(fns.items()):
         params = fn.get("parameters")
+        notes += _invalid_schema(params, f"tools[{i}].function.parameters")
         if isinstance(params, Mapping):
             params, ref_notes = bundle(dict(params), f"tools[{i}].function.parameters")
             notes += ref_notes
         bundled.append({"type": "function", "function": {**fn, "parameters": params}})
+    notes += _invalid_schema(response, "response_format.json_schema.schema")
     if isinstance(response, Mapping):
         response, ref_notes = bundle(dict(response), "response_format.json_schema.schema")
         notes += ref_notes
     fam = importlib.import_module(f"kimi_chat.families.{d.family}.constraint")
-    lark, family_notes = fam.lark_grammar(bundled, dialect=d, tool_choice=tool_choice,
-                                          parallel_tool_calls=parallel_tool_calls, response_schema=response,
-                                          max_calls=max_calls, first_index=first_index, reasoning=reasoning,
-                                          content=content, options=options)
+    names = {name: i for i, name in enumerate(fns)}
+    try:
+            lark, family_notes = build_lark(fam.TRANSLATOR, fam.GRAMMAR, bundled, tool_choice, parallel_tool_calls, d,
+                                        max_calls, first_index, None, reasoning, content, options, response)
+    except GrammarError as e:
+        raise GrammarError(_request_path(str(e), names)) from None
     notes += family_notes
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(llguidance.grammar_from("lark", lark))
     if is_error:
         raise GrammarError(f"llguidance refuses the grammar of this request: {'; '.join(messages)}")
-    gbnf_notes = _gbnf_notes(fns, response)
-    try:
-        gbnf = tool_call_grammar(tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                                 dialect=d, max_calls=max_calls, first_index=first_index, reasoning=reasoning,
-                                 content=content, **options)
-    except GrammarError as e:
-        gbnf = ""
-        gbnf_notes.append(Note("tools", f"no GBNF export: {e}"))
-    unique = tuple(dict.fromkeys(notes))
-    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, gbnf=gbnf,
-                      gbnf_exact=not gbnf_notes and bool(gbnf), gbnf_notes=tuple(dict.fromkeys(gbnf_notes)),
-                      schemas={name: fn.get("parameters") for name, fn in fns.items()})
+    unique = tuple(dict.fromkeys(_note_path(n, names) for n in notes))
+    request = dict(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, dialect=d,
+                   max_calls=max_calls, first_index=first_index, reasoning=reasoning, content=content,
+                   response=response, **options)
+    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique,
+                      schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`constraint`: importing it binds the package attribute
+    ``kimi_chat.grammar.constraint`` to the module, which must still work as the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Constraint:
+        return constraint(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

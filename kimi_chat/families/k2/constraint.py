@@ -12,17 +12,15 @@ the engine's end-of-generation token, allowed once the grammar is complete.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ... import markers as M
 from ...dialects import Dialect
 from ...formats.k2 import GRAMMAR, TOKEN_CLASSES
-from ...grammar.lark import LarkTranslatorMixin, build_lark
+from ...grammar.lark import LarkTranslatorMixin
 from ...grammar.tool_call import K2Translator
 from ...grammar.vocabulary import default_token_markers
 
-__all__ = ["LarkK2Translator", "lark_grammar", "special_markers", "end_markers"]
+__all__ = ["LarkK2Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"]
 
 
 class LarkK2Translator(LarkTranslatorMixin, K2Translator):
@@ -30,12 +28,8 @@ class LarkK2Translator(LarkTranslatorMixin, K2Translator):
     :class:`~kimi_chat.grammar.lark.LarkJson`)."""
 
 
-def lark_grammar(tools: Sequence[Any] | None, *, dialect: Dialect, tool_choice: Any, parallel_tool_calls: bool,
-                 response_schema: Any, max_calls: int, first_index: int, reasoning: bool, content: bool,
-                 options: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """The Lark grammar of one K2 request and its notes."""
-    return build_lark(LarkK2Translator, GRAMMAR, tools, tool_choice, parallel_tool_calls, dialect, max_calls,
-                      first_index, None, reasoning, content, options, response_schema)
+TRANSLATOR = LarkK2Translator
+"""The translator :func:`~kimi_chat.grammar.lark.build_lark` runs over :data:`GRAMMAR` for this family."""
 
 
 def special_markers(dialect: Dialect) -> tuple[M.Marker, ...]:
