@@ -6,7 +6,7 @@ what to install.
 
 :meth:`NativeModel.chat` is the whole path of a request::
 
-    messages --render_tokens--> ids --engine.generate (GBNF from kimi_chat.grammar)--> ids
+    messages --render_tokens--> ids --engine.generate (llguidance token masks of kimi_chat.grammar.constraint)--> ids
              --detokenize (special tokens kept)--> StreamParser --> OpenAI message / chunks
 
 **Send ids, not text.** The prompt is tokenized by kimi_chat's :class:`~kimi_chat.tokenizer.
@@ -446,8 +446,9 @@ class NativeModel:
     def request_grammar(self, *, tools: Sequence[Any] | None = None, tool_choice: Any = None,
                         parallel_tool_calls: bool = True, dialect: str | Dialect | None = None,
                         **options: Any) -> str:
-        """The GBNF grammar :meth:`chat` uses for a request (markers the engine has as single tokens
-        are written as token references)."""
+        """The GBNF grammar of a request (markers the engine has as single tokens are written as token
+        references): the export for engines that take GBNF (:meth:`chat` applies llguidance's token
+        masks instead, :mod:`kimi_chat.engines.constrain`)."""
         from .grammar import tool_call_grammar
 
         d = self.dialect if dialect is None else get_dialect(dialect)
@@ -479,9 +480,10 @@ class NativeModel:
 
     def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResult:
         """Answer a chat request: render with the dialect, tokenize with kimi_chat, generate with
-        llama.cpp (constrained by :func:`kimi_chat.grammar.tool_call_grammar` when ``tools`` are
-        given, or by ``grammar=`` GBNF text; ``grammar=False`` turns it off), parse with
-        :class:`~kimi_chat.parse.StreamParser`.
+        llama.cpp (constrained by the token masks of :func:`kimi_chat.grammar.constraint` when ``tools``
+        or a ``response_format`` are given, :mod:`kimi_chat.engines.constrain`; or by ``grammar=`` GBNF
+        text; ``grammar=False`` turns it off), parse with :class:`~kimi_chat.parse.StreamParser`; a
+        constraint that is not exact has the calls checked against their schemas afterwards.
 
         Keywords: ``tools``, ``dialect`` (default: the model's), ``tool_choice``,
         ``parallel_tool_calls``, ``grammar``, ``max_tokens`` (256), ``temperature`` (0.8), ``seed``,

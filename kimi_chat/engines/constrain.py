@@ -122,7 +122,4 @@ def check_arguments(constraint: Any, parsed: Any) -> Any:
     """``parsed`` (a :class:`~kimi_chat.parse.ParsedMessage`) with each call's arguments validated
     against its tool's schema (``Constraint.validate``) when the constraint is not exact; unchanged
     when it is."""
-    if getattr(constraint, "exact", True):
-        return parsed
-    validated = constraint.validate(parsed)
-    return parsed if validated is None else validated
+    return parsed if constraint.exact else constraint.validate(parsed)
