@@ -99,7 +99,11 @@ def install(request: Any, *, tokenizer: Any, family: str, reasons: bool, after_r
     """``request`` with kimi_chat's constraint as its structured outputs when its tool choice is forced
     and the constraint applies (module docstring); unchanged otherwise. ``reasons``: the tokenizer has
     ``<think>``; ``after_reasoning``: a reasoning parser runs (the grammar starts after reasoning)."""
-    if not getattr(request, "tools", None) or not forced(getattr(request, "tool_choice", None)):
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+
+    if not isinstance(request, ChatCompletionRequest):  # the Responses API: left to vLLM
+        return request
+    if not request.tools or not forced(request.tool_choice):
         return request
     if family != "k2":
         _log_once(logger, "Kimi-K3: vLLM's kimi_k3 structural tag")
