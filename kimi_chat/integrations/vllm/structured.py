@@ -11,7 +11,8 @@ marker text never satisfies them), the tools' schemas compiled by llguidance. It
 backend tries xgrammar first, which refuses the grammar (named special tokens, ``%json``), and falls back
 to ``guidance`` (llguidance), which compiles it.
 
-When it applies (otherwise the request keeps what vLLM built, and the reason is logged once at INFO):
+When it applies (chat completions; otherwise the request keeps what vLLM built, and the reason is
+logged once at INFO; the Responses API is left to vLLM):
 
 * the K2 family (K3: the grammar would have to start after the think channel, where vLLM starts
   applying a grammar once the reasoning parser says reasoning ended; the constraint has no such start
