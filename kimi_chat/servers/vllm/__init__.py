@@ -33,6 +33,9 @@ in the response channel; reasoning ends at ``<|close|>think<|sep|>`` (or a respo
 opened instead); the tool parser asks vLLM's own ``kimi_k3`` structural tag for ``required``; call ids
 are ``functions.NAME:IDX`` (IDX: the call's position in the turn).
 
+A forced tool choice (``required`` or a named function) on K2 is constrained by kimi_chat's own
+constraint (llguidance, through vLLM's structured outputs): :mod:`kimi_chat.servers.vllm.structured`.
+
 Diagnostics go to the logger ``kimi_chat.servers.vllm`` (levels: see
 :mod:`kimi_chat.servers.diagnostics`).
 """
@@ -309,7 +312,13 @@ class KimiChatToolParser(ToolParser):
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)
         request.skip_special_tokens = False  # the markers must reach the parser as text
-        return request
+        # a forced tool choice: kimi_chat's constraint in vLLM's structured outputs (.structured)
+        from .structured import install
+
+        ctk = getattr(request, "chat_template_kwargs", None)
+        reasons = _reasons(self.model_tokenizer, ctk)
+        return install(request, tokenizer=self.model_tokenizer, family=self._family_for(request), reasons=reasons,
+                       after_reasoning=reasons and not self.skip_reasoning_parsing, logger=LOGGER)
 
     # ---------------------------------------------------------------- whole output
 
