@@ -39,7 +39,7 @@ assert torch.version.cuda is None, f"a CUDA torch is installed ({torch.__version
 import vllm.tool_parsers, vllm.reasoning            # noqa: F401
 import sglang.srt.function_call.function_call_parser  # noqa: F401
 import sglang.srt.parser.reasoning_parser              # noqa: F401
-import kimi_chat, tiktoken, pytest, hypothesis, tokenizers, transformers  # noqa: F401
+import kimi_chat, tiktoken, pytest, hypothesis, tokenizers, transformers, llguidance, jsonschema  # noqa: F401
 import vllm, sglang
 print(f"install-adapters: ok (torch {torch.__version__}, vllm {vllm.__version__}, sglang {sglang.__version__}, kimi_chat {kimi_chat.__file__})")
 PYEOF
@@ -69,7 +69,8 @@ pip_quiet install -q --no-deps -r "$REQS"
 pip_quiet install -q --no-deps -e "$ROOT"
 pip_quiet install -q -c "$REQS" "torch==$TORCH_VERSION" \
   "pydantic>=2.6,<3" "regex>=2023.0" "jinja2>=3.1.6" "typing_extensions" \
-  "tiktoken>=0.7" "pytest>=8" "hypothesis>=6.100" "tokenizers>=0.20" "transformers"
+  "tiktoken>=0.7" "pytest>=8" "hypothesis>=6.100" "tokenizers>=0.20" "transformers" \
+  "llguidance>=1.7.6,<1.8" "jsonschema"  # kimi_chat's constraint; vLLM 0.33 pins llguidance <1.8
 
 check_imports
 echo "$WANT" > "$STAMP"

@@ -6,7 +6,7 @@ what to install.
 
 :meth:`NativeModel.chat` is the whole path of a request::
 
-    messages --render_tokens--> ids --engine.generate (GBNF from kimi_chat.grammar)--> ids
+    messages --render_tokens--> ids --engine.generate (llguidance token masks of kimi_chat.grammar.constraint)--> ids
              --detokenize (special tokens kept)--> StreamParser --> OpenAI message / chunks
 
 **Send ids, not text.** The prompt is tokenized by kimi_chat's :class:`~kimi_chat.tokenizer.
@@ -114,6 +114,11 @@ class ChatResult:
     text: str
     """The generated text, special tokens spelled out."""
     grammar: str | None = None
+    """The grammar of the generation: the constraint's llguidance Lark, or the ``grammar=`` GBNF text."""
+    constraint: Any = None
+    """The :class:`~kimi_chat.grammar.Constraint` generation ran under (``None``: unconstrained or GBNF)."""
+    mask: Any = None
+    """The :class:`~kimi_chat.engines.constrain.TokenMask` that applied it (``step_seconds``: its cost)."""
     model: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -395,10 +400,13 @@ class NativeModel:
         top_k: int = 40,
         top_p: float = 0.95,
         min_p: float = 0.05,
+        mask: Any = None,
     ) -> Iterator[int]:
         """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
         end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
-        the output; ``seed``: sampling seed (``None``: random); ``temperature`` 0 is greedy."""
+        the output; ``mask``: a logits processor applied before sampling (a
+        :class:`kimi_chat.engines.constrain.TokenMask`: llguidance's token masks); ``seed``: sampling
+        seed (``None``: random); ``temperature`` 0 is greedy."""
         if max_tokens < 1:
             return
         ids = list(ids)
@@ -414,8 +422,9 @@ class NativeModel:
             except ValueError as e:
                 raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
         self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
+        extra = {} if mask is None else {"logits_processor": [mask]}
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=1.0, reset=True, grammar=g)
+                                   repeat_penalty=1.0, reset=True, grammar=g, **extra)
         try:
             for n, tid in enumerate(gen, 1):
                 yield int(tid)
@@ -437,8 +446,9 @@ class NativeModel:
     def request_grammar(self, *, tools: Sequence[Any] | None = None, tool_choice: Any = None,
                         parallel_tool_calls: bool = True, dialect: str | Dialect | None = None,
                         **options: Any) -> str:
-        """The GBNF grammar :meth:`chat` uses for a request (markers the engine has as single tokens
-        are written as token references)."""
+        """The GBNF grammar of a request (markers the engine has as single tokens are written as token
+        references): the export for engines that take GBNF (:meth:`chat` applies llguidance's token
+        masks instead, :mod:`kimi_chat.engines.constrain`)."""
         from ..grammar import tool_call_grammar
 
         d = self.dialect if dialect is None else get_dialect(dialect)
@@ -470,9 +480,10 @@ class NativeModel:
 
     def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResult:
         """Answer a chat request: render with the dialect, tokenize with kimi_chat, generate with
-        llama.cpp (constrained by :func:`kimi_chat.grammar.tool_call_grammar` when ``tools`` are
-        given, or by ``grammar=`` GBNF text; ``grammar=False`` turns it off), parse with
-        :class:`~kimi_chat.output.StreamParser`.
+        llama.cpp (constrained by the token masks of :func:`kimi_chat.grammar.constraint` when ``tools``
+        or a ``response_format`` are given, :mod:`kimi_chat.engines.constrain`; or by ``grammar=`` GBNF
+        text; ``grammar=False`` turns it off), parse with :class:`~kimi_chat.output.StreamParser`; a
+        constraint that is not exact has the calls checked against their schemas afterwards.
 
         Keywords: ``tools``, ``dialect`` (default: the model's), ``tool_choice``,
         ``parallel_tool_calls``, ``grammar``, ``max_tokens`` (256), ``temperature`` (0.8), ``seed``,

@@ -97,6 +97,9 @@ class ServingHooks(Protocol):
     # -- vLLM --
     VLLM_STRUCTURAL_TAG_MODEL: str
     """vLLM's ``structural_tag_model`` for the tool parser (``required``/named tool choice)."""
+    VLLM_KEEPS_ITS_CONSTRAINT: str | None
+    """Why a forced tool choice keeps vLLM's own structural tag instead of kimi_chat's constraint
+    (:mod:`kimi_chat.servers.vllm.structured`); ``None``: kimi_chat's constraint is installed."""
     TEXT_PART_LISTS: bool
     """A list of text parts as message content renders as given (vLLM's chat parser may be skipped)."""
 

@@ -374,15 +374,16 @@ def _table(title: str, rows) -> str:
 
 
 def test_required_tool_choice_constrains_to_kimi_format_and_parses_it(tok_reasoning):
-    """As vLLM's kimi_k2: with tool_choice="required" the request gets xgrammar's Kimi structural
-    tag, and the output (in Kimi's format) is parsed by kimi_chat, not as JSON."""
+    """With tool_choice="required" the request gets kimi_chat's constraint of Kimi's format (a grammar
+    for vLLM's guidance backend: tests/adapters/test_vllm_constraint.py), and the output (in Kimi's
+    format) is parsed by kimi_chat, not as JSON."""
     case = next(c for c in CASES if c.name == "parallel_calls")
     cls = _parser_cls(tok_reasoning, "kimi_chat")
     request = _request(case)
     request.tool_choice = "required"
     request = _adjusted(cls, tok_reasoning, case, request, prompt_ids(tok_reasoning, case))
-    tag = request.structured_outputs.structural_tag
-    assert tag is not None and M.TOOL_CALLS_SECTION_BEGIN.text in tag
+    grammar = request.structured_outputs.grammar
+    assert grammar is not None and M.TOOL_CALLS_SECTION_BEGIN.text in grammar
     p = cls(tok_reasoning, request.tools, model_config=None)
     p.set_prompt_token_ids(prompt_ids(tok_reasoning, case))
     reasoning, content, calls = p.parse(case.output, request, enable_auto_tools=True)

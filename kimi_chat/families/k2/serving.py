@@ -197,6 +197,7 @@ def content_ids(ids: list[int], decode: Decode) -> list[int]:
 # ------------------------------------------------------------------------------------------- vLLM
 
 VLLM_STRUCTURAL_TAG_MODEL = "kimi"
+VLLM_KEEPS_ITS_CONSTRAINT = None
 """As vLLM's ``kimi_k2`` parser: required/named tool choice in Kimi's format."""
 TEXT_PART_LISTS = True
 """kimi_chat renders a list of text parts as the official template does."""

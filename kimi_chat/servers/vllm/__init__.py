@@ -33,6 +33,9 @@ in the response channel; reasoning ends at ``<|close|>think<|sep|>`` (or a respo
 opened instead); the tool parser asks vLLM's own ``kimi_k3`` structural tag for ``required``; call ids
 are ``functions.NAME:IDX`` (IDX: the call's position in the turn).
 
+A forced tool choice (``required`` or a named function) on K2 is constrained by kimi_chat's own
+constraint (llguidance, through vLLM's structured outputs): :mod:`kimi_chat.servers.vllm.structured`.
+
 Diagnostics go to the logger ``kimi_chat.integrations.vllm`` (levels: see
 :mod:`kimi_chat.servers.diagnostics`).
 """
@@ -58,6 +61,7 @@ from vllm.tool_parsers import ToolParser, ToolParserManager
 from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 from ..family import DIALECT_KWARG, choose_family, override
 from ..hooks import ServingHooks, serving_of
+from .structured import install
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
 
@@ -244,7 +248,12 @@ class KimiChatToolParser(ToolParser):
     def adjust_request(self, request: Any) -> Any:
         request = super().adjust_request(request)
         request.skip_special_tokens = False  # the markers must reach the parser as text
-        return request
+        # a forced tool choice: kimi_chat's constraint in vLLM's structured outputs (.structured)
+        ctk = getattr(request, "chat_template_kwargs", None)
+        serving = serving_of(self._family_for(request))
+        reasons = _reasons(serving, self.model_tokenizer, ctk)
+        return install(request, tokenizer=self.model_tokenizer, serving=serving, reasons=reasons,
+                       after_reasoning=reasons and not self.skip_reasoning_parsing, logger=LOGGER)
 
     # ---------------------------------------------------------------- whole output
 
