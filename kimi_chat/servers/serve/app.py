@@ -85,9 +85,10 @@ _END = object()
 
 
 class _Job:
-    """One request's generations on the worker thread; its events come out of :attr:`events`."""
+    """One request's generations on the worker thread; its events come out of :attr:`events` (the
+    deltas only when ``deltas``: a plain answer needs the outcomes alone)."""
 
-    def __init__(self, app: "_Server", prepared: Prepared) -> None:
+    def __init__(self, app: "_Server", prepared: Prepared, *, deltas: bool) -> None:
         self.cancel = threading.Event()
         self.events: asyncio.Queue[Any] = asyncio.Queue()
         self.prepared = prepared
@@ -101,7 +102,8 @@ class _Job:
                     if self.cancel.is_set():
                         break
                     for item in run(engine, prepared, self.cancel):
-                        emit((index, item))
+                        if deltas or isinstance(item, Outcome):
+                            emit((index, item))
             except BaseException as e:  # noqa: BLE001 - handed to the request, which answers it
                 emit(e)
             finally:
@@ -192,7 +194,7 @@ class _Server:
         if not self.scheduler.try_hold():
             return refuse(_error(429, f"the server is busy: {self.config.queue} requests are waiting already; "
                                  "retry later", code="queue_full"), "429", prompt)
-        job = _Job(self, prepared)
+        job = _Job(self, prepared, deltas=chat.stream)
         if chat.stream:
             return StreamingResponse(self._stream(job, rid, prompt, t0, deadline), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
