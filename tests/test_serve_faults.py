@@ -173,3 +173,39 @@ def test_binds_loopback_by_default():
 
     args = build_parser().parse_args(["serve", "model.gguf"])
     assert args.host == "127.0.0.1" and args.contract == "open"
+
+
+# --------------------------------------------------------------------------------------------------
+# stop sequences (the scripted text is known, so the cut is)
+
+
+@pytest.mark.parametrize("pieces, stops, sent", [
+    (["Hel", "lo th", "ere"], [" th"], ["Hel", "lo"]),            # a stop split across pieces
+    (["ab", "c", "d"], ["cx"], ["ab", "cd"]),                      # a false start is released later
+    (["abc"], ["zz"], ["abc"]),
+    (["a", "bc"], ["b", "abc"], []),                               # the earliest stop in the text wins
+    (["xa", "bc"], ["b", "abc"], ["x"]),
+])
+def test_stop_text(pieces, stops, sent):
+    from kimi_chat.servers.serve.stops import StopText
+
+    s = StopText(stops)
+    for p in pieces:
+        s.feed(p)
+    s.finish()
+    assert [x for x in s.sent if x] == sent
+
+
+def test_stop_sequence_ends_the_content_plain_and_streamed(tokenizer):
+    engine = ScriptedEngine(tokenizer, text="Hello there, world and more words")
+    body = dict(BODY, stop=[", w"])
+    with serve(engine) as s:
+        plain = httpx.post(s.url + "/v1/chat/completions", json=body, timeout=30).json()
+        r = httpx.post(s.url + "/v1/chat/completions", json=dict(body, stream=True), timeout=30)
+    assert plain["choices"][0]["message"]["content"] == "Hello there"
+    assert plain["choices"][0]["finish_reason"] == "stop"
+    assert plain["usage"]["completion_tokens"] < len(engine.ids)  # the generation stopped there
+    events = list(sse_events(iter(r.text.splitlines())))
+    text = "".join(c["delta"].get("content") or "" for e in events for c in e["choices"])
+    assert text == "Hello there"
+    assert [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]] == ["stop"]

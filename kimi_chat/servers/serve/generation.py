@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import KimiChatError
@@ -19,6 +19,7 @@ from ...formats import format_for
 from ...parse import Delta, StreamParser
 from ...tokens import render_tokens
 from .engines import Engine, Sampling
+from .stops import StopText
 
 __all__ = ["Prepared", "Outcome", "ContextError", "prepare", "run", "DEFAULT_MAX_TOKENS"]
 
@@ -93,10 +94,22 @@ def prepare(engine: Engine, request: Any) -> Prepared:
 def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator[Delta | Outcome]:
     """Generate ``prepared`` on ``engine`` (blocking: run it on the engine's worker thread); yield the
     parser's deltas as it decides them, then the :class:`Outcome`. ``cancel`` stops the generation at the
-    next token (the outcome's finish reason is then ``cancelled``)."""
+    next token (the outcome's finish reason is then ``cancelled``). The request's ``stop`` sequences end
+    the content before the first of them (finish reason ``stop``)."""
     request = prepared.request
-    parser = StreamParser(engine.dialect, tools=request.callable_tools, tokenizer=engine.tokenizer(), **prepared.options)
+    parser = StreamParser(engine.dialect, tools=request.callable_tools, tokenizer=engine.tokenizer(),
+                          **prepared.options)
     tok = engine.tokenizer()
+    stops = StopText(request.stop)
+
+    def released(deltas: list[Delta]) -> Iterator[Delta]:
+        for d in deltas:
+            if d.content is not None and stops.stops:
+                d = replace(d, content=stops.feed(d.content) or None)
+                if not d.to_openai():
+                    continue
+            yield d
+
     end_of_turn = format_for(engine.dialect).end_of_turn_ids
     out: list[int] = []
     ended = False
@@ -106,15 +119,27 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
         if engine.is_eog(tid):
             ended = True
             if tid in end_of_turn:  # the parser sees the end of the turn; another end of generation is not text
-                yield from parser.feed(tok.id_to_bytes(tid), (tid,))
+                yield from released(parser.feed(tok.id_to_bytes(tid), (tid,)))
             break
-        yield from parser.feed(tok.id_to_bytes(tid), (tid,))
-    yield from parser.finish()
+        yield from released(parser.feed(tok.id_to_bytes(tid), (tid,)))
+        if stops.hit:
+            break
+    rest = list(released(parser.finish()))
+    if not stops.hit:
+        yield from rest
+        held = stops.finish()
+        if held:
+            yield Delta(content=held)
     parsed = parser.message
-    if cancel.is_set():
+    message = parsed.to_openai()
+    if stops.hit:
+        content = "".join(stops.sent)
+        message["content"] = content if content.strip() else None  # (the parser's rule for an empty content)
+        finish = "stop"
+    elif cancel.is_set():
         finish = "cancelled"
     elif ended:
         finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
     else:
         finish = "length"
-    yield Outcome(parsed.to_openai(), finish, out)
+    yield Outcome(message, finish, out)
