@@ -23,9 +23,13 @@ The family-specific part is ``kimi_chat.families.<family>.constraint`` (``lark_g
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
+import re
+import sys
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -247,6 +251,29 @@ def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Not
     return notes
 
 
+_WALK_PATH = re.compile(r"^tools\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]\.parameters")
+
+
+def _request_path(path: str, names: Mapping[str, int]) -> str:
+    """A path the walk wrote (``tools['NAME'].parameters/properties/x``, perhaps followed by a message)
+    in the request's terms (``tools[0].function.parameters.properties.x``)."""
+    m = _WALK_PATH.match(path)
+    if m is None:
+        return path
+    try:
+        name = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):  # pragma: no cover - the walk writes repr() of the name
+        return path
+    if name not in names:  # pragma: no cover - the walk only names declared tools
+        return path
+    rest, colon, message = path[m.end():].partition(": ")
+    return f"tools[{names[name]}].function.parameters{rest.replace('/', '.')}{colon}{message}"
+
+
+def _note_path(note: Note, names: Mapping[str, int]) -> Note:
+    return Note(_request_path(note.path, names), note.reason)
+
+
 def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, tool_choice: Any = "auto",
                parallel_tool_calls: bool = True, response_format: Any = None, **render_options: Any) -> Constraint:
     """The constraint of one request's assistant output (module docstring).
@@ -286,10 +313,14 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
         response, ref_notes = bundle(dict(response), "response_format.json_schema.schema")
         notes += ref_notes
     fam = importlib.import_module(f"kimi_chat.families.{d.family}.constraint")
-    lark, family_notes = fam.lark_grammar(bundled, dialect=d, tool_choice=tool_choice,
-                                          parallel_tool_calls=parallel_tool_calls, response_schema=response,
-                                          max_calls=max_calls, first_index=first_index, reasoning=reasoning,
-                                          content=content, options=options)
+    names = {name: i for i, name in enumerate(fns)}
+    try:
+            lark, family_notes = fam.lark_grammar(bundled, dialect=d, tool_choice=tool_choice,
+                                              parallel_tool_calls=parallel_tool_calls, response_schema=response,
+                                              max_calls=max_calls, first_index=first_index, reasoning=reasoning,
+                                              content=content, options=options)
+    except GrammarError as e:
+        raise GrammarError(_request_path(str(e), names)) from None
     notes += family_notes
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(llguidance.grammar_from("lark", lark))
     if is_error:
@@ -302,7 +333,18 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     except GrammarError as e:
         gbnf = ""
         gbnf_notes.append(Note("tools", f"no GBNF export: {e}"))
-    unique = tuple(dict.fromkeys(notes))
+    unique = tuple(dict.fromkeys(_note_path(n, names) for n in notes))
     return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, gbnf=gbnf,
                       gbnf_exact=not gbnf_notes and bool(gbnf), gbnf_notes=tuple(dict.fromkeys(gbnf_notes)),
                       schemas={name: fn.get("parameters") for name, fn in fns.items()})
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`constraint`: importing it binds the package attribute
+    ``kimi_chat.grammar.constraint`` to the module, which must still work as the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Constraint:
+        return constraint(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -25,6 +25,7 @@ from .gbnf import Rules, optional
 __all__ = ["to_lark", "json_rule", "regex_escape", "text_terminal", "LarkJson", "LarkTranslatorMixin", "build_lark"]
 
 _PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|<[^>]*>|(\[(?:[^\]\\]|\\.)*\](?:\{\d*(?:,\d*)?\})?)')
+_TEXT_THEN_LITERAL = re.compile(r'(?<![\w-])text ("(?:[^"\\]|\\.)*")')
 _RULE_LINE = re.compile(r"^([a-z][a-z0-9-]*) ::= (.*)$")
 _REGEX_META = set(r"\.+*?()|[]{}^$#&-~/")
 
@@ -62,12 +63,23 @@ def to_lark(rules: Rules, forbidden: Collection[str], root: str = "root") -> str
     (when used) avoids ``forbidden``."""
     rules.set("text", "TEXT")
     lines = ["start: " + root]
+    suffixed: dict[str, str] = {}
+
+    def until(m: re.Match[str]) -> str:
+        # free text followed by literal text: llguidance's lexer does not backtrack out of a greedy
+        # lexeme, so the text ends lazily at the literal (its suffix), which it cannot contain
+        if m.group(1) not in suffixed:
+            suffixed[m.group(1)] = f"text-until-{len(suffixed)}"
+        return suffixed[m.group(1)]
+
     for line in rules.pruned(root).splitlines():
         m = _RULE_LINE.match(line)
         if m is None:  # pragma: no cover - Rules writes one rule per line
             raise ValueError(f"not a rule line: {line!r}")
-        lines.append(f"{m.group(1)}: {_body(m.group(2))}")
-    if "text: TEXT" in lines:
+        body = m.group(2) if m.group(2).startswith("%json ") else _TEXT_THEN_LITERAL.sub(until, m.group(2))
+        lines.append(f"{m.group(1)}: {_body(body)}")
+    lines += [f"{name}[suffix={lit}]: TEXT" for lit, name in suffixed.items()]
+    if "text: TEXT" in lines or suffixed:
         lines.append("TEXT: " + text_terminal(forbidden))
     return "\n".join(lines) + "\n"
 

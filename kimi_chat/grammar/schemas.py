@@ -27,6 +27,8 @@ from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable, Unretrievable
 from referencing.jsonschema import DRAFT202012
 
+from .gbnf import GrammarError
+
 __all__ = ["Note", "Prepared", "bundle", "prepare", "compile_error", "walk_schemas", "ANNOTATIONS", "SEPARATORS"]
 
 ANNOTATIONS = frozenset({"title", "description", "examples", "default", "$comment", "deprecated", "readOnly",
@@ -91,19 +93,21 @@ def walk_schemas(schema: Any, path: str) -> Iterator[tuple[dict[str, Any], str]]
                 yield from walk_schemas(value, _join(path, key))
 
 
-def _map_schema(schema: Any, fn: Callable[[Any, Any], Any], ctx: Any) -> Any:
-    """A copy of ``schema`` with ``fn(sub, ctx)`` applied to every sub-schema position (``fn``
-    recurses by calling :func:`_map_schema` itself)."""
+def _map_schema(schema: Any, fn: Callable[[Any, Any, str], Any], ctx: Any, path: str) -> Any:
+    """A copy of ``schema`` with ``fn(sub, ctx, sub_path)`` applied to every sub-schema position
+    (``fn`` recurses by calling :func:`_map_schema` itself)."""
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
+        at = _join(path, key)
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {k: fn(sub, ctx) for k, sub in value.items()}
+            out[key] = {k: fn(sub, ctx, _join(at, k)) for k, sub in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [fn(sub, ctx) for sub in value]
+            out[key] = [fn(sub, ctx, _join(at, j)) for j, sub in enumerate(value)]
         elif key in _SCHEMA_ONE:
-            out[key] = [fn(sub, ctx) for sub in value] if isinstance(value, list) else fn(value, ctx)
+            out[key] = ([fn(sub, ctx, _join(at, j)) for j, sub in enumerate(value)] if isinstance(value, list)
+                        else fn(value, ctx, at))
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -121,15 +125,14 @@ def bundle(schema: Any, path: str) -> tuple[Any, list[Note]]:
     names: dict[int, str] = {}
     notes: list[Note] = []
 
-    def visit(sub: Any, ctx: tuple[Any, str]) -> Any:
-        resolver, where = ctx
+    def visit(sub: Any, resolver: Any, where: str) -> Any:
         if not isinstance(sub, dict):
             return sub
         if isinstance(sub.get("$id"), str) and sub is not schema:
             resolver = resolver.in_subresource(Resource.from_contents(sub, default_specification=DRAFT202012))
         out = _map_schema({k: v for k, v in sub.items() if k not in ANNOTATIONS and k not in ("$id", "$anchor",
                                                                                                "$dynamicAnchor")},
-                          visit, (resolver, where))
+                          visit, resolver, where)
         out.pop("$defs", None)
         out.pop("definitions", None)
         ref = sub.get("$ref")
@@ -145,11 +148,11 @@ def bundle(schema: Any, path: str) -> tuple[Any, list[Note]]:
             if key not in names:
                 names[key] = f"kc{len(names)}"
                 defs[names[key]] = None  # reserved: a cycle refers to it before it is done
-                defs[names[key]] = visit(target, (resolved.resolver, ref))
+                defs[names[key]] = visit(target, resolved.resolver, f"{where}({ref})")
             out["$ref"] = f"#/$defs/{names[key]}"
         return out
 
-    out = visit(schema, (registry.resolver(base_uri=base), path))
+    out = visit(schema, registry.resolver(base_uri=base), path)
     if defs:
         out["$defs"] = defs
     return out, notes
@@ -217,9 +220,9 @@ def prepare(schema: Any, path: str) -> Prepared:
         schema = {}
     out, notes = bundle(schema, path)
     if out is False:
-        raise ValueError(f"{path}: a false schema accepts no value")
+        raise GrammarError(f"{path}: a false schema accepts no value")
     if not isinstance(out, dict):
-        raise ValueError(f"{path}: a schema must be an object or a boolean, got {type(out).__name__}")
+        raise GrammarError(f"{path}: a schema must be an object or a boolean, got {type(out).__name__}")
     out["x-guidance"] = dict(SEPARATORS)
     for _ in range(_MAX_ROUNDS):
         error = compile_error(out)

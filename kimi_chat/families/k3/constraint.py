@@ -37,11 +37,20 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
     def call_elements(self, name: str) -> str:
         params = self.tools[name].get("parameters")
         path = f"tools[{name!r}].parameters"
-        if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping) and params["properties"] \
-                and not any(k in params for k in ("anyOf", "oneOf")):
-            for key in params:
-                if key not in _OBJECT_ENFORCED and name not in self.elements:
-                    self.notes.append(Note(f"{path}.{key}", f"{key!r} is not enforced on argument elements"))
+        if name not in self.elements and isinstance(params, Mapping) and not any(k in params for k in ("anyOf",
+                                                                                                      "oneOf")):
+            props = params.get("properties")
+            extra = params.get("additionalProperties", True)
+            if isinstance(props, Mapping) and props:
+                for key in params:
+                    if key not in _OBJECT_ENFORCED:
+                        self.notes.append(Note(f"{path}.{key}", f"{key!r} is not enforced on argument elements"))
+                if extra is not False:
+                    self.notes.append(Note(f"{path}.additionalProperties", "undeclared properties are never "
+                                           "generated (the argument elements are the declared properties)"))
+            elif extra is False or "patternProperties" in params:
+                self.notes.append(Note(path, "only a json element is generated, not the argument elements the "
+                                             "encoder writes for such an object"))
         return super().call_elements(name)
 
     def values(self, schema: Any, root: Any, name: str, path: str, depth: int) -> dict[str, list[str]]:
