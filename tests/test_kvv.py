@@ -45,14 +45,20 @@ DESELECTED: dict[str, str] = {
     "test_default_type_is_enabled": "needs the model to write a whole free-form turn by itself",
     "test_effort_stream_returns_reasoning_chunks": "needs the model to write a whole free-form turn by itself",
     "test_tool_choice_without_tools_field_accepted": "needs the model to write a whole free-form turn by itself",
+    # not in issue 26's list (added here, said so in the report):
+    "test_global_and_dynamic_tools_coexist": "which of two tools fits the prompt (a forced call must pick the "
+    "weather tool for a weather question) is the model's judgment: the tiny model picks one at random (KVV "
+    "marks it flaky); the forced calls with dynamic tools are checked by the other dynamic-tool tests",
 }
 """KVV tests that judge what a model writes of its own accord (issue 26), by name, with the reason."""
 
 K2_NOT_APPLICABLE: dict[str, str] = {
     "test_dynamic_tools.py": "tools declared in a system message are Kimi-K3's (the K2 templates ignore them: a "
     "K2 dialect answers such a request with a 400 naming messages[i].tools)",
+    "test_response_format_prompt_tokens_without": "its ground truth (36) counts a Kimi-K3 prompt",
+    "test_response_format_with": "its ground truth (119) counts a Kimi-K3 prompt",
 }
-"""KVV files that test a K3 feature, left out on the K2 dialects."""
+"""KVV files (``.py``) and tests that check a K3 fact, left out on the K2 dialects."""
 
 RUNS = [
     pytest.param("kimi-k3", "params", "kimi", id="k3-params"),
@@ -145,9 +151,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
 
 def _deselect(dialect: str, suite: str) -> list[str]:
     names = list(DESELECTED)
+    k2 = dialect != "kimi-k3" and suite == "k3_features"
+    if k2:
+        names += [n for n in K2_NOT_APPLICABLE if not n.endswith(".py")]
     args = ["-k", " and ".join(f"not {n}" for n in names)]
-    if dialect != "kimi-k3" and suite == "k3_features":
-        args += [f"--ignore=tests/{suite}/{f}" for f in K2_NOT_APPLICABLE]
+    if k2:
+        args += [f"--ignore=tests/{suite}/{f}" for f in K2_NOT_APPLICABLE if f.endswith(".py")]
     return args
 
 
@@ -187,7 +196,8 @@ def test_kvv_suite_passes(servers, tmp_path, dialect, suite, think_mode):
 def test_deselected_tests_exist_in_kvv():
     """The deselection list names KVV tests that exist (a renamed test must not slip out of the run)."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in (KVV_DIR / "tests").rglob("test_*.py"))
-    missing = [name for name in DESELECTED if f"def {name}(" not in text]
+    missing = [name for name in [*DESELECTED, *K2_NOT_APPLICABLE] if f"def {name}(" not in text
+               and not (KVV_DIR / "tests" / "k3_features" / name).is_file()]
     assert not missing
 
 

@@ -13,7 +13,8 @@ The bias is a bigram table hidden in three control dimensions of the residual st
   ``<|end_of_msg|>``), then the structure-closing markers (K2 ``<|tool_call_end|>``,
   ``<|tool_calls_section_end|>``, ``<|tool_calls_section_begin|>`` (it ends the text before the calls),
   ``</think>``; K3 ``<|close|>``), then the JSON closers (every token made of ``"``, ``}`` and ``]``
-  only; those that start with ``"``, which end a string, first), then everything else; tokens of
+  only; those that start with ``"``, which end a string, first), then the value separators (those
+  tokens with a ``,``: a number ends as soon as it can), then everything else; tokens of
   whitespace alone come last (no layout in a terse reply). After a
   text-start token the word ``OK`` is first; after ``<think>``, ``</think>``.
 
@@ -49,6 +50,7 @@ _END = (6.0, -12.0, -12.0)       # text: 48; text start / think: -34
 _MARKER = (5.0, 0.0, 0.0)        # text: 40; text start: 28
 _STRING_CLOSER = (4.5, 0.0, 0.0)  # text: 36 (a JSON closer that starts with '"': it ends a string)
 _JSON_CLOSER = (4.0, 0.0, 0.0)   # text: 32; text start: 23
+_SEPARATOR = (3.5, 0.0, 0.0)     # text: 28 (a token of closers with a ',': it ends a value, e.g. a number)
 _SPACE = (-4.0, -4.0, 0.0)       # text: -32; text start: -45
 _WORD = (0.0, 12.0, 0.0)         # text start: 68
 _THINK_END = (5.0, 0.0, 15.0)    # text: 40; think: 113 (a structure-closing marker too)
@@ -79,6 +81,7 @@ def _classes(tok: KimiTokenizer, d: Dialect) -> dict[str, Any]:
         "end": sorted(set(end)), "markers": markers, "starts": starts, "thinks": thinks, "think_end": think_end,
         "word": word, "json": _base_ids(tok, lambda b: set(b) <= set(b'"}]')),
         "string": _base_ids(tok, lambda b: set(b) <= set(b'"}]') and b[:1] == b'"'),
+        "separator": _base_ids(tok, lambda b: set(b) <= set(b',"}]') and b"," in b),
         "space": _base_ids(tok, lambda b: b.isspace()),
     }
 
@@ -104,6 +107,7 @@ def terse_shaping(tok: KimiTokenizer, d: Dialect) -> Callable[[str, Any], Any]:
         elif name == "output.weight":
             a[:, :CONTROL_DIMS] = 0
             _rows(a, c["space"], _SPACE)
+            _rows(a, c["separator"], _SEPARATOR)
             _rows(a, c["json"], _JSON_CLOSER)
             _rows(a, c["string"], _STRING_CLOSER)
             _rows(a, c["markers"], _MARKER)

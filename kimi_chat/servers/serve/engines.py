@@ -115,8 +115,15 @@ class NativeEngine:
 
     def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Sampling,
                  cancel: threading.Event) -> Iterator[int]:
-        gen = self.native.generate(ids, max_tokens=max_tokens, grammar=constraint_gbnf(constraint),
-                                   seed=sampling.seed, temperature=sampling.temperature, top_p=sampling.top_p)
+        if hasattr(constraint, "matcher"):  # llguidance's token masks (kimi_chat.grammar.constraint)
+            from ...engines.constrain import mask_for
+
+            mask = mask_for(constraint, self.tokenizer(), dialect=self.dialect, prompt_len=len(ids))
+            gen = self.native.generate(ids, max_tokens=max_tokens, mask=mask, seed=sampling.seed,
+                                       temperature=sampling.temperature, top_p=sampling.top_p)
+        else:
+            gen = self.native.generate(ids, max_tokens=max_tokens, grammar=constraint_gbnf(constraint),
+                                       seed=sampling.seed, temperature=sampling.temperature, top_p=sampling.top_p)
         try:
             for tid in gen:
                 if cancel.is_set():

@@ -38,8 +38,8 @@ class Prepared:
     request: Any
     """The :class:`kimi_chat.servers.contract.ChatRequest`."""
     prompt_ids: list[int]
-    constraint: str | None
-    """GBNF text (``None``: unconstrained)."""
+    constraint: Any
+    """A :class:`kimi_chat.grammar.Constraint`, GBNF text, or ``None`` (unconstrained)."""
     max_tokens: int
     sampling: Sampling
     options: dict[str, Any]
@@ -57,16 +57,27 @@ class Outcome:
     completion_ids: list[int]
 
 
-def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> str | None:
-    """GBNF for the request: the tool-call grammar when it declares tools (request level or in a system
-    message) and does not say ``none``."""
+def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
+    """The request's constraint: :func:`kimi_chat.grammar.constraint` (llguidance: the dialect's whole
+    output format, the tool choice, the tools' and the ``response_format`` schemas; every request, so a
+    reply is always a well-formed turn), or, without llguidance, the GBNF tool-call grammar when it
+    declares tools (request level or in a system message) and does not say ``none``."""
     tools = request.callable_tools
+    # (a dialect whose prompt writes the tool choice / response format has them among the render options too)
+    rest = {k: v for k, v in options.items() if k not in ("tool_choice", "response_format")}
+    try:
+        from ...grammar.constraint import constraint
+    except ImportError:
+        constraint = None
+    if constraint is not None:
+        rf = request.response_format
+        return constraint(tools, dialect=engine.dialect, tool_choice=request.tool_choice or "auto",
+                          parallel_tool_calls=request.parallel_tool_calls,
+                          response_format=None if rf is None or rf.get("type") == "text" else rf, **rest)
     if not tools or request.tool_choice == "none":
         return None
     from ...grammar import tool_call_grammar
 
-    # (a dialect whose prompt writes the tool choice has it among the render options too)
-    rest = {k: v for k, v in options.items() if k != "tool_choice"}
     return tool_call_grammar(tools, tool_choice=request.tool_choice,
                              parallel_tool_calls=request.parallel_tool_calls, dialect=engine.dialect,
                              token_markers=engine.token_markers(), **rest)
