@@ -1,6 +1,7 @@
 """One chat request through an :class:`~kimi_chat.servers.serve.engines.Engine`: the prompt rendered and
 tokenized by kimi_chat (:func:`kimi_chat.render_tokens`, text typed in messages never a special token), the
-generation constrained by the request's tool choice, parsed by token id with
+generation constrained by the request's tools, tool choice and response format
+(:func:`kimi_chat.grammar.constraint`), parsed by token id with
 :class:`~kimi_chat.parse.StreamParser` (the engine's ids decoded by kimi_chat's tokenizer).
 
 :func:`prepare` does everything that can refuse the request (before it waits for the engine);
@@ -38,8 +39,8 @@ class Prepared:
     request: Any
     """The :class:`kimi_chat.servers.contract.ChatRequest`."""
     prompt_ids: list[int]
-    constraint: str | None
-    """GBNF text (``None``: unconstrained)."""
+    constraint: Any
+    """The :class:`~kimi_chat.grammar.Constraint` (``None``: unconstrained)."""
     max_tokens: int
     sampling: Sampling
     options: dict[str, Any]
@@ -57,19 +58,21 @@ class Outcome:
     completion_ids: list[int]
 
 
-def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> str | None:
-    """GBNF for the request: the tool-call grammar when it declares tools (request level or in a system
-    message) and does not say ``none``."""
+def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
+    """The request's :class:`~kimi_chat.grammar.Constraint` (its tools, unless ``tool_choice`` is
+    ``none``, and a JSON ``response_format``); ``None``: the output is free."""
     tools = request.callable_tools
-    if not tools or request.tool_choice == "none":
+    fmt = request.response_format
+    json_reply = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+    if (not tools or request.tool_choice == "none") and not json_reply:
         return None
-    from ...grammar import tool_call_grammar
+    from ...grammar import constraint
 
-    # (a dialect whose prompt writes the tool choice has it among the render options too)
-    rest = {k: v for k, v in options.items() if k != "tool_choice"}
-    return tool_call_grammar(tools, tool_choice=request.tool_choice,
-                             parallel_tool_calls=request.parallel_tool_calls, dialect=engine.dialect,
-                             token_markers=engine.token_markers(), **rest)
+    # (a dialect whose prompt writes the tool choice or the format has them among the render options too)
+    rest = {k: v for k, v in options.items() if k not in ("tool_choice", "response_format")}
+    return constraint(tools, dialect=engine.dialect, tool_choice=request.tool_choice or "auto",
+                      parallel_tool_calls=request.parallel_tool_calls, response_format=fmt if json_reply else None,
+                      **rest)
 
 
 def prepare(engine: Engine, request: Any) -> Prepared:
@@ -131,6 +134,10 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
         if held:
             yield Delta(content=held)
     parsed = parser.message
+    if prepared.constraint is not None:  # a schema the constraint enforces only in part: its calls validated here
+        from ...engines.constrain import check_arguments
+
+        parsed = check_arguments(prepared.constraint, parsed)
     message = parsed.to_openai()
     if stops.hit:
         content = "".join(stops.sent)
