@@ -122,6 +122,24 @@ def test_reasoning_plain_and_streamed_agree(client, engine):
         assert p_fields[1]
 
 
+def test_json_schema_reply_plain_and_streamed(client):
+    import json
+
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+              "required": ["answer"], "additionalProperties": False}
+    kw = dict(messages=[{"role": "user", "content": "Yes or no?"}], max_tokens=60, temperature=0,
+              response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}},
+              extra_body={"thinking": {"type": "disabled"}})
+    plain = client.chat.completions.create(model="m", **kw)
+    snap, _ = streamed(client, **kw)
+    for choice in (plain.choices[0], snap.choices[0]):
+        assert choice.finish_reason == "stop"
+        text = choice.message.content
+        assert "\n" not in text and "\t" not in text  # (KVV's rule for a json_schema reply)
+        assert json.loads(text)["answer"] in ("yes", "no")
+    assert snap.choices[0].message.content == plain.choices[0].message.content
+
+
 def test_bad_request_is_an_openai_400(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="m", messages=[{"role": "tool", "content": "42"}], tools=TOOLS)
