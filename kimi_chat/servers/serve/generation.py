@@ -40,7 +40,7 @@ class Prepared:
     """The :class:`kimi_chat.servers.contract.ChatRequest`."""
     prompt_ids: list[int]
     constraint: Any
-    """The :class:`~kimi_chat.grammar.Constraint` (``None``: unconstrained)."""
+    """A :class:`kimi_chat.grammar.Constraint`, GBNF text, or ``None`` (unconstrained)."""
     max_tokens: int
     sampling: Sampling
     options: dict[str, Any]
@@ -59,20 +59,29 @@ class Outcome:
 
 
 def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
-    """The request's :class:`~kimi_chat.grammar.Constraint` (its tools, unless ``tool_choice`` is
-    ``none``, and a JSON ``response_format``); ``None``: the output is free."""
+    """The request's constraint: :func:`kimi_chat.grammar.constraint` (llguidance: the dialect's whole
+    output format, the tool choice, the tools' and the ``response_format`` schemas; every request, so a
+    reply is always a well-formed turn), or, without llguidance, the GBNF tool-call grammar when it
+    declares tools (request level or in a system message) and does not say ``none``."""
     tools = request.callable_tools
-    fmt = request.response_format
-    json_reply = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
-    if (not tools or request.tool_choice == "none") and not json_reply:
-        return None
-    from ...grammar import constraint
-
-    # (a dialect whose prompt writes the tool choice or the format has them among the render options too)
+    # (a dialect whose prompt writes the tool choice / response format has them among the render options too)
     rest = {k: v for k, v in options.items() if k not in ("tool_choice", "response_format")}
-    return constraint(tools, dialect=engine.dialect, tool_choice=request.tool_choice or "auto",
-                      parallel_tool_calls=request.parallel_tool_calls, response_format=fmt if json_reply else None,
-                      **rest)
+    try:
+        from ...grammar.constraint import constraint
+    except ImportError:
+        constraint = None
+    if constraint is not None:
+        rf = request.response_format
+        return constraint(tools, dialect=engine.dialect, tool_choice=request.tool_choice or "auto",
+                          parallel_tool_calls=request.parallel_tool_calls,
+                          response_format=None if rf is None or rf.get("type") == "text" else rf, **rest)
+    if not tools or request.tool_choice == "none":
+        return None
+    from ...grammar import tool_call_grammar
+
+    return tool_call_grammar(tools, tool_choice=request.tool_choice,
+                             parallel_tool_calls=request.parallel_tool_calls, dialect=engine.dialect,
+                             token_markers=engine.token_markers(), **rest)
 
 
 def prepare(engine: Engine, request: Any) -> Prepared:
