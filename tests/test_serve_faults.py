@@ -209,3 +209,18 @@ def test_stop_sequence_ends_the_content_plain_and_streamed(tokenizer):
     text = "".join(c["delta"].get("content") or "" for e in events for c in e["choices"])
     assert text == "Hello there"
     assert [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]] == ["stop"]
+
+
+def test_a_marker_spelled_by_ordinary_tokens_stays_text(tokenizer):
+    # the engine writes "<|im_end|>" as ordinary tokens (not the special id): parsed by id, it is text
+    # and does not end the turn; the special id after it does
+    text = "Type <|im_end|> to stop."
+    engine = ScriptedEngine(tokenizer, text=text)
+    assert tokenizer.token_to_id("<|im_end|>") not in engine.ids
+    with serve(engine) as s:
+        plain = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30).json()
+        r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
+    assert plain["choices"][0]["message"]["content"] == text
+    assert plain["choices"][0]["finish_reason"] == "stop"
+    events = list(sse_events(iter(r.text.splitlines())))
+    assert "".join(c["delta"].get("content") or "" for e in events for c in e["choices"]) == text

@@ -4,10 +4,12 @@
   ik_llama.cpp);
 * :class:`UpstreamEngine`: a running ``llama-server``: the prompt goes to its ``/completion`` endpoint as
   token ids, the generated ids come back (``return_tokens``) and are parsed here, by id, so a marker the
-  model spells with ordinary tokens stays text. The constraint goes as GBNF.
+  model spells with ordinary tokens stays text. The constraint goes as its GBNF export
+  (:attr:`kimi_chat.grammar.Constraint.gbnf`: tool calls; it does not constrain a ``response_format``
+  reply, and this llama-server build has no llguidance).
 
-Both take the prompt as ids (rendered and tokenized by kimi_chat), a constraint (GBNF text, or an object
-with a ``gbnf`` attribute, or ``None``), ``max_tokens``, :class:`Sampling` and a ``cancel`` event checked
+Both take the prompt as ids (rendered and tokenized by kimi_chat), a constraint (a
+:class:`~kimi_chat.grammar.Constraint`, GBNF text, or ``None``), ``max_tokens``, :class:`Sampling` and a ``cancel`` event checked
 between tokens; they yield generated ids and stop after an end-of-generation id (yielded last).
 """
 
@@ -41,15 +43,11 @@ class Sampling:
 
 
 def constraint_gbnf(constraint: Any) -> str | None:
-    """The GBNF text of ``constraint``: ``None``, GBNF text itself, or an object with a ``gbnf``
-    attribute (:func:`kimi_chat.grammar.constraint`'s result)."""
+    """The GBNF text of ``constraint``: ``None``, GBNF text itself, or a
+    :class:`~kimi_chat.grammar.Constraint` (its GBNF export; ``None`` when it has none)."""
     if constraint is None or isinstance(constraint, str):
         return constraint
-    gbnf = getattr(constraint, "gbnf", None)
-    text = gbnf() if callable(gbnf) else gbnf
-    if not isinstance(text, str):
-        raise TypeError(f"a constraint is GBNF text or has a gbnf attribute, not {type(constraint).__name__}")
-    return text
+    return constraint.gbnf or None
 
 
 @runtime_checkable
@@ -115,15 +113,17 @@ class NativeEngine:
 
     def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Sampling,
                  cancel: threading.Event) -> Iterator[int]:
-        if hasattr(constraint, "matcher"):  # llguidance's token masks (kimi_chat.grammar.constraint)
+        """A :class:`~kimi_chat.grammar.Constraint` is applied as llguidance token masks
+        (:mod:`kimi_chat.engines.constrain`), GBNF text by the engine's grammar sampler."""
+        extra: dict[str, Any] = {}
+        if constraint is not None and not isinstance(constraint, str):
             from ...engines.constrain import mask_for
 
-            mask = mask_for(constraint, self.tokenizer(), dialect=self.dialect, prompt_len=len(ids))
-            gen = self.native.generate(ids, max_tokens=max_tokens, mask=mask, seed=sampling.seed,
-                                       temperature=sampling.temperature, top_p=sampling.top_p)
+            extra["mask"] = mask_for(constraint, self.tokenizer(), dialect=self.dialect, prompt_len=len(ids))
         else:
-            gen = self.native.generate(ids, max_tokens=max_tokens, grammar=constraint_gbnf(constraint),
-                                       seed=sampling.seed, temperature=sampling.temperature, top_p=sampling.top_p)
+            extra["grammar"] = constraint
+        gen = self.native.generate(ids, max_tokens=max_tokens, seed=sampling.seed, temperature=sampling.temperature,
+                                   top_p=sampling.top_p, **extra)
         try:
             for tid in gen:
                 if cancel.is_set():

@@ -1,6 +1,7 @@
 """One chat request through an :class:`~kimi_chat.servers.serve.engines.Engine`: the prompt rendered and
 tokenized by kimi_chat (:func:`kimi_chat.render_tokens`, text typed in messages never a special token), the
-generation constrained by the request's tool choice, parsed by token id with
+generation constrained by the request's tools, tool choice and response format
+(:func:`kimi_chat.grammar.constraint`), parsed by token id with
 :class:`~kimi_chat.parse.StreamParser` (the engine's ids decoded by kimi_chat's tokenizer).
 
 :func:`prepare` does everything that can refuse the request (before it waits for the engine);
@@ -142,6 +143,10 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
         if held:
             yield Delta(content=held)
     parsed = parser.message
+    if prepared.constraint is not None:  # a schema the constraint enforces only in part: its calls validated here
+        from ...engines.constrain import check_arguments
+
+        parsed = check_arguments(prepared.constraint, parsed)
     message = parsed.to_openai()
     if stops.hit:
         content = "".join(stops.sent)
