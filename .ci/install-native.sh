@@ -84,5 +84,5 @@ fi
 install -m 0755 "$SERVER_BIN" "$VENV/bin/llama-server"
 "$VENV/bin/llama-server" --version 2>&1 | grep -i "version" >&2 || { echo "install-native: llama-server does not run" >&2; exit 1; }
 
-"$PY" -m pip install -q "$WHEEL" "gguf>=0.17"
-"$PY" -c 'import llama_cpp, gguf; print("install-native: llama_cpp", llama_cpp.__version__, "gguf ok")'
+"$PY" -m pip install -q "$WHEEL" "gguf>=0.17" "llguidance>=1.7.6" "jsonschema>=4.20"
+"$PY" -c 'import llama_cpp, gguf, llguidance, jsonschema; print("install-native: llama_cpp", llama_cpp.__version__, "gguf, llguidance, jsonschema ok")'

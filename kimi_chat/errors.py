@@ -17,6 +17,7 @@ __all__ = [
     "StrictModeError",
     "UnsupportedOptionError",
     "LoneSurrogateWarning",
+    "RequestError",
 ]
 
 
@@ -110,3 +111,23 @@ class LoneSurrogateWarning(UnicodeWarning):
         super().__init__(f"{where}: {message}" if where else message)
         self.message_index = message_index
         self.field = field
+
+
+class RequestError(KimiChatError, ValueError):
+    """A request an endpoint refuses (:mod:`kimi_chat.servers.contract`). ``status`` is the HTTP status
+    (400 for a bad body; a server also raises it with 401, 404, 413, 429, 503...), ``param`` the field
+    (``messages[2].tool_call_id``; ``None``: the whole body), ``code`` a short machine-readable reason
+    (``invalid_value``, ``missing_field``...)."""
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = "invalid_value",
+                 status: int = 400, type: str = "invalid_request_error") -> None:
+        super().__init__(f"{param}: {message}" if param else message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.status = status
+        self.type = type
+
+    def body(self) -> dict[str, object]:
+        """The OpenAI error body: ``{"error": {"message", "type", "param", "code"}}``."""
+        return {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}

@@ -276,9 +276,12 @@ WEATHER = {
             "properties": {
                 "city": {"type": "string", "maxLength": 10},
                 "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer", "minimum": 1},
+                "days": {"type": "integer", "minimum": 1, "maximum": 30},
             },
             "required": ["city", "unit"],
+            # closed and bounded: the token masks enforce the schema exactly, and the random model
+            # closes a call within max_tokens only where the schema bounds it
+            "additionalProperties": False,
         },
     },
 }
@@ -289,11 +292,13 @@ LOOKUP = {
         "parameters": {
             "type": "object",
             "properties": {
-                "ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+                "ids": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 999}, "minItems": 1,
+                        "maxItems": 3},
                 "exact": {"type": "boolean"},
                 "note": {"anyOf": [{"type": "string", "maxLength": 6}, {"type": "null"}]},
             },
             "required": ["ids", "exact"],
+            "additionalProperties": False,
         },
     },
 }

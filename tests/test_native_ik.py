@@ -44,7 +44,8 @@ WEATHER = {
         "name": "get_weather",
         "parameters": {"type": "object", "properties": {
             "city": {"type": "string", "maxLength": 10},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"],
+            "additionalProperties": False},  # closed: the token masks enforce the schema exactly
     },
 }
 ASK = [{"role": "user", "content": "What's the weather in Paris?"}]

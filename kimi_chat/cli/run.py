@@ -1,6 +1,6 @@
 """``kimi-chat run MODEL.gguf [request.json]``: answer an OpenAI chat.completions request with a local
 GGUF in llama.cpp (the ``native`` extra): render, tokenize (kimi_chat's tokenizer, ids sent to the
-engine), generate (tool calls constrained by a GBNF grammar), parse. Prints a ``chat.completion``
+engine), generate (tool calls constrained by llguidance token masks: :mod:`kimi_chat.engines.constrain`), parse. Prints a ``chat.completion``
 object, or ``chat.completion.chunk`` objects one per line with ``--stream``. Kimi-K3 (``-d kimi-k3``, or a
 GGUF with K3's vocabulary): the K3 prompt (with the request's tool_choice message), the K3 grammar and
 parser; ``--kwargs '{"thinking": false}'`` pre-fills the response channel instead of the think channel."""
@@ -26,8 +26,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "run",
         help="answer a chat.completions request with a local GGUF (llama.cpp)",
         description="Render, generate and parse an OpenAI chat.completions request on a local GGUF with "
-        "llama.cpp (pip install 'kimi-chat[native]'). Honours messages, tools, tool_choice (through a GBNF "
-        "grammar), parallel_tool_calls, max_tokens (or max_completion_tokens), temperature and seed, and "
+        "llama.cpp (pip install 'kimi-chat[native]'). Honours messages, tools, tool_choice (through llguidance "
+        "token masks of the Kimi format with the tools' JSON schemas), parallel_tool_calls, max_tokens (or max_completion_tokens), temperature and seed, and "
         "the prompt fields thinking, reasoning_effort and response_format as `kimi-chat render` reads them. "
         "Prints a chat.completion object (or chat.completion.chunk lines with --stream).",
     )
@@ -44,7 +44,12 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--seed", type=int, default=None, help="overrides the request's seed")
     p.add_argument("--n-ctx", type=int, default=4096, help="context size (default 4096)")
     p.add_argument("--no-grammar", action="store_true", help="do not constrain the output with a grammar")
-    p.add_argument("--show-grammar", action="store_true", help="print the GBNF grammar used to stderr")
+    p.add_argument("--show-grammar", action="store_true",
+                   help="print the constraint generation ran under to stderr: its llguidance Lark grammar, "
+                   "whether it enforces every schema exactly, and the notes naming what it does not")
+    p.add_argument("--grammar-format", choices=("lark", "gbnf"), default="lark",
+                   help="with --show-grammar: lark (what the runtime applies, the default) or gbnf (the "
+                   "constraint's GBNF export for llama-server's --grammar, with its own exactness)")
     p.add_argument("--no-reasoning", action="store_true",
                    help="the grammar allows no reasoning (K2: no <think> block; Kimi-K3 with thinking on: the "
                    "pre-filled think channel is closed at once)")
@@ -142,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
                 if delta:
                     _print(_chunk(cid, created, model.path.name, delta, None))
         assert result is not None
-        if args.show_grammar and result.grammar:
-            print(result.grammar, file=sys.stderr)
+        if args.show_grammar:
+            _show_grammar(result, args.grammar_format)
         if args.stream:
             final = _chunk(cid, created, model.path.name, {}, result.finish_reason)
             final["usage"] = result.usage
@@ -156,6 +161,19 @@ def run(args: argparse.Namespace) -> int:
     finally:
         model.close()
     return 0
+
+
+def _show_grammar(result: Any, fmt: str) -> None:
+    """The constraint of ``result`` on stderr: a comment header (format, exactness, notes), the grammar."""
+    c = result.constraint
+    if c is None:
+        if result.grammar:
+            print(result.grammar, file=sys.stderr)
+        return
+    text, exact = (c.lark, c.exact) if fmt == "lark" else (c.gbnf, c.gbnf_exact)
+    lines = [f"# constraint ({'llguidance Lark' if fmt == 'lark' else 'GBNF'}), exact: {str(exact).lower()}"]
+    lines += [f"# note: {n.path}: {n.reason}" for n in (c.notes if fmt == "lark" else c.gbnf_notes)]
+    print("\n".join(lines + [text]), file=sys.stderr)
 
 
 def _chunk(cid: str, created: int, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:

@@ -32,6 +32,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="a model snapshot directory with tiktoken.model and tokenizer_config.json "
                    "(default: the reference data)")
     p.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default 0)")
+    p.add_argument("--terse", action="store_true",
+                   help="build a bias into the weights toward the end-of-turn marker and the structure-closing "
+                   "tokens: replies are short ('OK', then the end of the turn) and constrained calls and JSON "
+                   "replies complete, so finish-dependent checks run in seconds (a K2 reasoning dialect gets the "
+                   "K2.6 tokenizer config, whose <think> / </think> are special ids)")
     p.set_defaults(func=run)
 
 
@@ -74,12 +79,13 @@ def run(args: argparse.Namespace) -> int:
                                  f"{'Kimi-K3' if d.family == 'k3' else 'Kimi-K2'} model snapshot, or choose its "
                                  "dialect with --dialect")
         t0 = time.perf_counter()
-        path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed)
+        path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed, terse=args.terse)
     except ReferenceDataError as e:
         return fail(f"{e}" + ("" if args.tokenizer_dir else " (or give a model snapshot directory with --tokenizer-dir DIR)"))
     except (InputError, KimiChatError, OSError) as e:
         return fail(str(e))
     what = f"{d.name} template" if d.family == "k2" else f"{d.name} special tokens"
+    what += ", terse" if args.terse else ""
     print(f"kimi-chat: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {what}) "
           f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0

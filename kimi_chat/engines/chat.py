@@ -43,15 +43,16 @@ def chat_stream(
     if d.family == "k3" and tool_choice is not None:
         render_options.setdefault("tool_choice", tool_choice)  # the K3 encoder writes a tool-choice message
     prompt = model.prompt_ids(messages, tools=tools, dialect=d, **render_options)
-    gbnf: str | None
+    gbnf: str | None = None
+    constraint = mask = None
     if isinstance(grammar, str):
-        gbnf = grammar
-    elif grammar is False or (grammar is None and not tools):
-        gbnf = None
-    else:
-        gbnf = model.request_grammar(tools=tools, tool_choice=tool_choice,
-                                    parallel_tool_calls=parallel_tool_calls, dialect=d,
-                                    reasoning=reasoning, **options)
+        gbnf = grammar  # the user's own GBNF, applied by the engine's grammar sampler
+    elif grammar is not False and (grammar is not None or tools or options.get("response_format")):
+        from .constrain import mask_for, request_constraint
+
+        constraint = request_constraint(tools, dialect=d, tool_choice=tool_choice,
+                                        parallel_tool_calls=parallel_tool_calls, reasoning=reasoning, **options)
+        mask = mask_for(constraint, model.tokenizer(), dialect=d, prompt_len=len(prompt))
     # each token's bytes go to the parser with its id: a marker spelled by ordinary tokens (the model
     # writing "Type <|im_end|> to stop." as text) stays text; only the special id is the marker
     parser = StreamParser(d, tools=tools, tokenizer=model.piece, **options)
@@ -59,7 +60,9 @@ def chat_stream(
     out: list[int] = []
     pieces: list[bytes] = []
     ended = False
-    for tid in model.generate(prompt, max_tokens=max_tokens, grammar=gbnf, seed=seed, temperature=temperature):
+    masked = {} if mask is None else {"mask": mask}
+    for tid in model.generate(prompt, max_tokens=max_tokens, grammar=gbnf, seed=seed, temperature=temperature,
+                              **masked):
         out.append(tid)
         if model.is_eog(tid):
             ended = True
@@ -73,6 +76,10 @@ def chat_stream(
         yield from parser.feed(b, (tid,))
     yield from parser.finish()
     parsed = parser.message
+    if constraint is not None:  # a schema the constraint enforces only in part: its calls validated here
+        from .constrain import check_arguments
+
+        parsed = check_arguments(constraint, parsed)
     if ended:
         finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
     else:
@@ -84,7 +91,9 @@ def chat_stream(
         prompt_ids=prompt,
         completion_ids=out,
         text=b"".join(pieces).decode("utf-8", errors="replace"),
-        grammar=gbnf,
+        grammar=gbnf if constraint is None else constraint.lark,
+        constraint=constraint,
+        mask=mask,
         model=model.path.name,
     )
 

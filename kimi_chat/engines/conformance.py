@@ -113,10 +113,12 @@ SMOKE_TOOL: dict[str, Any] = {
         "name": "get_weather",
         "description": "Current weather in a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
-                       "required": ["city"]},
+                       "required": ["city"], "additionalProperties": False},
     },
 }
-"""The one tool of the grammar-forced call (and of the server's tool-declaration check)."""
+"""The one tool of the grammar-forced call (and of the server's tool-declaration check). Closed and
+bounded: the constraint enforces the schema exactly, so only a bounded schema makes a random model's
+forced call end within ``max_tokens``."""
 
 # llama_token_attr bits (llama.h): control and user-defined tokens
 _ATTR_CONTROL = 1 << 3

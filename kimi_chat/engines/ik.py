@@ -224,8 +224,9 @@ class IkEngine:
 
     def generate(self, tokens: Sequence[int], *, temp: float = 0.8, top_k: int = 40, top_p: float = 0.95,
                  min_p: float = 0.05, repeat_penalty: float = 1.0, reset: bool = True,
-                 grammar: IkGrammar | None = None) -> Iterator[int]:
-        """Sample after ``tokens`` forever (the caller stops): grammar first, then top-k, top-p,
+                 grammar: IkGrammar | None = None, logits_processor: Any = None) -> Iterator[int]:
+        """Sample after ``tokens`` forever (the caller stops): ``logits_processor`` (a list of
+        processors, called as llama-cpp-python calls them: the ids so far and the logits), grammar, then top-k, top-p,
         min-p and temperature, as llama-cpp-python orders them. ``repeat_penalty`` must be 1."""
         if repeat_penalty != 1.0:
             raise ValueError("the ik_llama.cpp backend supports repeat_penalty=1.0 only")
@@ -243,10 +244,13 @@ class IkEngine:
             self._decode(tokens, 0)
             pos = len(tokens)
             arr = np.zeros(self._n_vocab, dtype=self._dtype)
+            seen = list(tokens)
             while True:
                 logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
                 arr["id"] = self._ids
                 arr["logit"] = logits
+                for processor in logits_processor or ():
+                    processor(seen, arr["logit"])  # in place, as llama-cpp-python's custom sampler
                 arr["p"] = 0.0
                 cands = C.llama_token_data_array(
                     data=arr.ctypes.data_as(ctypes.POINTER(C.llama_token_data)), size=self._n_vocab,
@@ -264,6 +268,7 @@ class IkEngine:
                     tid = lib.llama_sample_token(self._ctx, cp)
                 if g:
                     lib.llama_grammar_accept_token(g, self._ctx, tid)
+                seen.append(int(tid))
                 yield int(tid)
                 self._decode([tid], pos)
                 pos += 1

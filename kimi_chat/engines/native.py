@@ -114,6 +114,11 @@ class ChatResult:
     text: str
     """The generated text, special tokens spelled out."""
     grammar: str | None = None
+    """The grammar of the generation: the constraint's llguidance Lark, or the ``grammar=`` GBNF text."""
+    constraint: Any = None
+    """The :class:`~kimi_chat.grammar.Constraint` generation ran under (``None``: unconstrained or GBNF)."""
+    mask: Any = None
+    """The :class:`~kimi_chat.engines.constrain.TokenMask` that applied it (``step_seconds``: its cost)."""
     model: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -395,10 +400,13 @@ class NativeModel:
         top_k: int = 40,
         top_p: float = 0.95,
         min_p: float = 0.05,
+        mask: Any = None,
     ) -> Iterator[int]:
         """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
         end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
-        the output; ``seed``: sampling seed (``None``: random); ``temperature`` 0 is greedy."""
+        the output; ``mask``: a logits processor applied before sampling (a
+        :class:`kimi_chat.engines.constrain.TokenMask`: llguidance's token masks); ``seed``: sampling
+        seed (``None``: random); ``temperature`` 0 is greedy."""
         if max_tokens < 1:
             return
         ids = list(ids)
@@ -414,8 +422,9 @@ class NativeModel:
             except ValueError as e:
                 raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
         self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
+        extra = {} if mask is None else {"logits_processor": [mask]}
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=1.0, reset=True, grammar=g)
+                                   repeat_penalty=1.0, reset=True, grammar=g, **extra)
         try:
             for n, tid in enumerate(gen, 1):
                 yield int(tid)

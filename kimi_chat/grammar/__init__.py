@@ -8,15 +8,33 @@
 * :mod:`~kimi_chat.families.k2.grammar`: :func:`tool_call_grammar`, the grammar of one request's
   assistant output, translated from the output format the parser runs (K2 family;
   :mod:`~kimi_chat.families.k3.grammar` for Kimi-K3, on the walk of
-  :mod:`~kimi_chat.grammar.translate` both share).
+  :mod:`~kimi_chat.grammar.translate` both share);
+* :mod:`~kimi_chat.grammar.constraint`: :func:`constraint`, the llguidance constraint of one request
+  (Lark, schemas by llguidance; needs the ``constraints`` extra, imported on first use).
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from .gbnf import GrammarError
 from .json_schema import json_schema_to_gbnf
 from ..families.k2.grammar import CALL_ID_PREFIX, tool_call_grammar
 from .vocabulary import RESERVED_TOKEN_PREFIX, default_token_markers, forbidden_text, format_markers
+
+_LAZY = ("constraint", "Constraint", "ConstraintNote", "llg_tokenizer")
+
+
+def __getattr__(name: str) -> Any:
+    """:func:`constraint` and its types, imported on first use (they need llguidance)."""
+    if name in _LAZY:
+        module = importlib.import_module(f"{__name__}.constraint")
+        # importing the submodule bound the package attribute ``constraint`` to it: the function wins
+        globals().update({n: getattr(module, n) for n in _LAZY})
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GrammarError",
@@ -27,4 +45,4 @@ __all__ = [
     "format_markers",
     "CALL_ID_PREFIX",
     "RESERVED_TOKEN_PREFIX",
-]
+]  # constraint, Constraint, ConstraintNote, llg_tokenizer: lazily (llguidance), not star-imported

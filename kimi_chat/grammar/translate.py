@@ -30,7 +30,7 @@ from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional,
 from .json_schema import JsonSchemaTranslator
 from .vocabulary import default_token_markers, forbidden_spellings, output_machine
 
-__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "build_grammar", "check_no_marker"]
+__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "walk", "build_grammar", "check_no_marker"]
 
 
 @dataclass(frozen=True)
@@ -237,12 +237,16 @@ def tool_choice(tool_choice: Any, tools: Mapping[str, Any]) -> tuple[str, list[s
     raise GrammarError(f"tool_choice: unsupported value {tool_choice!r}")
 
 
-def build_grammar(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
-                  tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
-                  first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
-                  options: Mapping[str, Any]) -> str:
-    """The pruned GBNF (root rule ``root``) of ``translator`` run over ``grammar`` from the start rule
-    the parser picks for ``dialect`` and render ``options`` (see :func:`~kimi_chat.grammar.tool_call_grammar`)."""
+def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
+         tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
+         first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
+         options: Mapping[str, Any], json: Any = None,
+         configure: Any = None) -> tuple[Rules, FormatTranslator]:
+    """The walk of ``translator`` over ``grammar`` from the start rule the parser picks for ``dialect``
+    and render ``options``: the rule set (root rule ``root``; the free-text rule ``text`` is left for the
+    writer to define: GBNF here, Lark in :mod:`kimi_chat.grammar.lark`) and the translator. ``json``:
+    a factory ``(rules, forbidden) -> JSON writer`` (default: :class:`JsonSchemaTranslator`, GBNF);
+    ``configure``: called with the translator before the walk."""
     if max_calls < 1:
         raise GrammarError("max_calls must be at least 1")
     fns = normalise_tools(tools, error=GrammarError)
@@ -257,13 +261,27 @@ def build_grammar(translator: type[FormatTranslator], grammar: Mapping[str, F.Ex
     rules.fresh("root")
     tr = translator(rules, grammar, fns, names, choice, parallel_tool_calls, max_calls, first_index, token_markers,
                     text_rule="text", reasoning=reasoning, content=content,
-                    json=JsonSchemaTranslator(rules, "jstr-0", forbidden=forbidden))
+                    json=(json or (lambda r, f: JsonSchemaTranslator(r, "jstr-0", forbidden=f)))(rules, forbidden))
     tr.forbidden = forbidden
+    if configure is not None:
+        configure(tr)
     try:
         body = tr.x(F.Ref(machine.start_rule), Ctx())
     except Unrequirable as e:  # pragma: no cover - the formats only have them in optional/recovery parts
         raise GrammarError(f"the format requires {e} where a grammar cannot") from None
     rules.set("root", body or '""')
+    return rules, tr
+
+
+def build_grammar(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
+                  tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
+                  first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
+                  options: Mapping[str, Any]) -> str:
+    """The pruned GBNF (root rule ``root``) of ``translator`` run over ``grammar`` from the start rule
+    the parser picks for ``dialect`` and render ``options`` (see :func:`~kimi_chat.grammar.tool_call_grammar`)."""
+    rules, tr = walk(translator, grammar, tools, tool_choice_, parallel_tool_calls, dialect, max_calls, first_index,
+                     token_markers, reasoning, content, options)
+    forbidden = tr.forbidden
     used = rules.text()
     if re.search(r"\btext\b", used):
         rules.set("text", avoiding(rules, forbidden, "text", json_string=False))

@@ -53,6 +53,9 @@ class ToolCallStatus(str, Enum):
     """The name is not a declared tool, or could not be read from the header nor inferred."""
     INVALID_JSON = "invalid_json"
     """The arguments are not a JSON object (kept verbatim)."""
+    SCHEMA_MISMATCH = "schema_mismatch"
+    """The arguments are a JSON object that does not satisfy the tool's ``parameters`` schema (set by
+    :meth:`kimi_chat.grammar.Constraint.validate`, never by the parser)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,6 +141,7 @@ def build_tiny_model(
     chat_template: str | None = None,
     config: TinyConfig = TinyConfig(),
     seed: int = 0,
+    terse: bool = False,
 ) -> Path:
     """Write the tiny deepseek2 GGUF to ``path`` and return it.
 
@@ -148,7 +149,8 @@ def build_tiny_model(
     for a K3 dialect); ``chat_template`` to kimi_chat's template for ``dialect`` (none for K3, which
     has no Jinja template; the end of generation is then ``<|end_of_msg|>``). The weights are random (normal,
     ``config.init_std``) from ``seed``, so the model's output is noise, but it is the same noise for
-    the same seed.
+    the same seed. ``terse``: a bias built into the weights makes its turns end (short replies, constrained
+    calls that complete: :mod:`kimi_chat.testing.terse`).
     """
     try:
         import gguf
@@ -160,8 +162,8 @@ def build_tiny_model(
         ) from e
     d = get_dialect(dialect)
     k3 = d.family == "k3"
-    if tokenizer is None:
-        tokenizer = KimiTokenizer.from_reference("k3" if k3 else "k2")
+    if tokenizer is None:  # terse: a reasoning dialect's <think> / </think> are the special ids its bias reads
+        tokenizer = KimiTokenizer.from_reference("k3" if k3 else "k2.6" if terse and d.reasoning else "k2")
     if chat_template is None and not k3:
         chat_template = _chat_template(d.name)
     eos_id = tokenizer.eos_id
@@ -187,8 +189,14 @@ def build_tiny_model(
     arch = "deepseek2"
     tmp = path.with_name(path.name + ".part")
     writer = gguf.GGUFWriter(str(tmp), arch)
+    put = writer.add_tensor
+    if terse:
+        from .terse import terse_shaping
+
+        shape = terse_shaping(tokenizer, d)
+        put = lambda name, a: writer.add_tensor(name, shape(name, a))  # noqa: E731
     try:
-        writer.add_name(f"kimi-chat tiny Kimi-{'K3' if k3 else 'K2'} (random weights)")
+        writer.add_name(f"kimi-chat tiny Kimi-{'K3' if k3 else 'K2'} ({'terse' if terse else 'random'} weights)")
         writer.add_context_length(c.context)
         writer.add_embedding_length(c.hidden)
         writer.add_block_count(c.layers)
@@ -228,36 +236,36 @@ def build_tiny_model(
 
         # tensors: numpy shapes are the reverse of ggml's ne
         H, V = c.hidden, TINY_VOCAB_SIZE
-        writer.add_tensor("token_embd.weight", w(V, H))
-        writer.add_tensor("output_norm.weight", ones(H))
-        writer.add_tensor("output.weight", w(V, H))
+        put("token_embd.weight", w(V, H))
+        put("output_norm.weight", ones(H))
+        put("output.weight", w(V, H))
         k_dim = c.qk_nope_dim + c.qk_rope_dim
         for i in range(c.layers):
             p = f"blk.{i}."
-            writer.add_tensor(p + "attn_norm.weight", ones(H))
-            writer.add_tensor(p + "attn_q_a_norm.weight", ones(c.q_lora_rank))
-            writer.add_tensor(p + "attn_kv_a_norm.weight", ones(c.kv_lora_rank))
-            writer.add_tensor(p + "attn_q_a.weight", w(c.q_lora_rank, H))
-            writer.add_tensor(p + "attn_q_b.weight", w(c.heads * k_dim, c.q_lora_rank))
-            writer.add_tensor(p + "attn_kv_a_mqa.weight", w(c.kv_lora_rank + c.qk_rope_dim, H))
-            writer.add_tensor(p + "attn_kv_b.weight", w(c.heads * (c.qk_nope_dim + c.v_dim), c.kv_lora_rank))
-            writer.add_tensor(p + "attn_output.weight", w(H, c.heads * c.v_dim))
-            writer.add_tensor(p + "ffn_norm.weight", ones(H))
+            put(p + "attn_norm.weight", ones(H))
+            put(p + "attn_q_a_norm.weight", ones(c.q_lora_rank))
+            put(p + "attn_kv_a_norm.weight", ones(c.kv_lora_rank))
+            put(p + "attn_q_a.weight", w(c.q_lora_rank, H))
+            put(p + "attn_q_b.weight", w(c.heads * k_dim, c.q_lora_rank))
+            put(p + "attn_kv_a_mqa.weight", w(c.kv_lora_rank + c.qk_rope_dim, H))
+            put(p + "attn_kv_b.weight", w(c.heads * (c.qk_nope_dim + c.v_dim), c.kv_lora_rank))
+            put(p + "attn_output.weight", w(H, c.heads * c.v_dim))
+            put(p + "ffn_norm.weight", ones(H))
             if i < c.dense_layers:
-                writer.add_tensor(p + "ffn_gate.weight", w(c.ffn, H))
-                writer.add_tensor(p + "ffn_up.weight", w(c.ffn, H))
-                writer.add_tensor(p + "ffn_down.weight", w(H, c.ffn))
+                put(p + "ffn_gate.weight", w(c.ffn, H))
+                put(p + "ffn_up.weight", w(c.ffn, H))
+                put(p + "ffn_down.weight", w(H, c.ffn))
             else:
                 E, F = c.experts, c.expert_ffn
-                writer.add_tensor(p + "ffn_gate_inp.weight", w(E, H, dtype=np.float32))
-                writer.add_tensor(p + "exp_probs_b.bias", np.zeros(E, dtype=np.float32))
-                writer.add_tensor(p + "ffn_gate_exps.weight", w(E, F, H))
-                writer.add_tensor(p + "ffn_up_exps.weight", w(E, F, H))
-                writer.add_tensor(p + "ffn_down_exps.weight", w(E, H, F))
+                put(p + "ffn_gate_inp.weight", w(E, H, dtype=np.float32))
+                put(p + "exp_probs_b.bias", np.zeros(E, dtype=np.float32))
+                put(p + "ffn_gate_exps.weight", w(E, F, H))
+                put(p + "ffn_up_exps.weight", w(E, F, H))
+                put(p + "ffn_down_exps.weight", w(E, H, F))
                 S = F * c.shared_experts
-                writer.add_tensor(p + "ffn_gate_shexp.weight", w(S, H))
-                writer.add_tensor(p + "ffn_up_shexp.weight", w(S, H))
-                writer.add_tensor(p + "ffn_down_shexp.weight", w(H, S))
+                put(p + "ffn_gate_shexp.weight", w(S, H))
+                put(p + "ffn_up_shexp.weight", w(S, H))
+                put(p + "ffn_down_shexp.weight", w(H, S))
 
         writer.write_header_to_file()
         writer.write_kv_data_to_file()

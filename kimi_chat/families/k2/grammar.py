@@ -41,7 +41,7 @@ from .format import GRAMMAR, TOKEN_CLASSES
 from ...grammar.gbnf import GrammarError, literal, optional
 from ...grammar.translate import Ctx, FormatTranslator, Unrequirable, build_grammar
 
-__all__ = ["CALL_ID_PREFIX", "tool_call_grammar"]
+__all__ = ["CALL_ID_PREFIX", "K2Translator", "tool_call_grammar"]
 
 CALL_ID_PREFIX = M.TOOL_CALL_ID_PREFIX
 """Tool-call headers are ``functions.NAME:IDX`` (what the templates render and the parser reads).
@@ -51,7 +51,7 @@ The header syntax is not part of :mod:`kimi_chat.families.k2.format` (it is free
 _UNREQUIRABLE = ("END_TURN", "NEW_MESSAGE")
 
 
-class _K2Translator(FormatTranslator):
+class K2Translator(FormatTranslator):
     """The K2 format (:mod:`kimi_chat.families.k2.format`): markers, ``functions.NAME:IDX`` headers, JSON
     arguments."""
 
@@ -154,5 +154,5 @@ def tool_call_grammar(
 
         return build_grammar(K3Translator, K3_GRAMMAR, tools, tool_choice, parallel_tool_calls, d, max_calls,
                              first_index, token_markers, reasoning, content, options)
-    return build_grammar(_K2Translator, GRAMMAR, tools, tool_choice, parallel_tool_calls, d, max_calls,
+    return build_grammar(K2Translator, GRAMMAR, tools, tool_choice, parallel_tool_calls, d, max_calls,
                          first_index, token_markers, reasoning, content, options)

@@ -1,0 +1,87 @@
+"""The cost of ``kimi-chat serve`` over calling its engine directly, on the tiny Kimi-K3 model in llama.cpp,
+in one process. Run from the repository root (needs the ``serve`` and ``native`` extras and the reference
+data for the tiny model's vocabulary)::
+
+    PYTHONPATH=$PWD python benchmarks/serve.py [--quick]
+
+* direct: :func:`kimi_chat.servers.serve.generation.prepare` + :func:`~kimi_chat.servers.serve.generation.run`
+  on the engine (render, tokenize, generate, parse by id): the work any server must do;
+* served: the same request over loopback HTTP to the app on uvicorn, plain (``chat.completion``) and
+  streamed (server-sent events, read to ``[DONE]``).
+
+Greedy generation of exactly N tokens (``max_tokens`` N, the tiny model's noise never ends its turn
+early at temperature 0 with this prompt: checked). Each line: best-of milliseconds for N = 1 and N = 64;
+per request = the N = 1 times; per token = (t64 - t1) / 63. ratio = served / direct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _timing import best_of  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = ap.parse_args()
+    repeat = 3 if args.quick else 7
+
+    import httpx
+
+    from kimi_chat.servers.contract import read_chat_request
+    from kimi_chat.servers.serve import NativeEngine, ServeConfig, create_app
+    from kimi_chat.servers.serve.generation import Outcome, prepare, run
+    from kimi_chat.testing.tiny_model import build_tiny_model
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+    from serve_support import Uvicorn, sse_events
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_model(Path(tmp) / "k3.gguf", dialect="kimi-k3", tokenizer=KimiTokenizer.from_reference("k3"))
+        engine = NativeEngine.load(path, n_ctx=2048)
+        body = lambda n, **kw: {"model": "m", "messages": [{"role": "user", "content": "Tell me a story."}],  # noqa: E731
+                                "max_tokens": n, "temperature": 0, "seed": 1, **kw}
+
+        def direct(n: int) -> None:
+            req = read_chat_request(body(n), dialect=engine.dialect)
+            items = list(run(engine, prepare(engine, req), threading.Event()))
+            out = items[-1]
+            if not isinstance(out, Outcome) or len(out.completion_ids) != n:
+                raise SystemExit(f"direct: expected {n} tokens, got {out}")
+
+        with Uvicorn(create_app(engine, ServeConfig())) as s, httpx.Client(base_url=s.url, timeout=120) as c:
+            def plain(n: int) -> None:
+                r = c.post("/v1/chat/completions", json=body(n)).json()
+                if r["usage"]["completion_tokens"] != n:
+                    raise SystemExit(f"plain: expected {n} tokens, got {r['usage']}")
+
+            def streamed(n: int) -> None:
+                with c.stream("POST", "/v1/chat/completions",
+                              json=body(n, stream=True, stream_options={"include_usage": True})) as r:
+                    usage = [e["usage"] for e in sse_events(r.iter_lines()) if e.get("usage")]
+                if usage[-1]["completion_tokens"] != n:
+                    raise SystemExit(f"streamed: expected {n} tokens, got {usage}")
+
+            times = {}
+            for name, fn in (("direct", direct), ("served plain", plain), ("served stream", streamed)):
+                fn(1)  # warm
+                times[name] = (best_of(lambda: fn(1), repeat), best_of(lambda: fn(64), repeat))
+        engine.close()
+    d1, d64 = times["direct"]
+    print(f"{'path':<14} {'1 token ms':>11} {'64 tokens ms':>13} {'per token ms':>13} {'ratio req':>10} {'ratio tok':>10}")
+    for name, (t1, t64) in times.items():
+        per = (t64 - t1) / 63
+        print(f"{name:<14} {t1 * 1e3:>11.2f} {t64 * 1e3:>13.2f} {per * 1e3:>13.3f} {t1 / d1:>10.2f} "
+              f"{per / ((d64 - d1) / 63):>10.2f}")
+
+
+if __name__ == "__main__":
+    main()

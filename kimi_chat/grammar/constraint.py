@@ -1,0 +1,350 @@
+"""One constraint per request, for every engine: the assistant output a Kimi model may write, as an
+llguidance grammar (Lark; tool arguments and ``response_format`` schemas compiled by llguidance's
+``%json``), derived from the same output format the parser runs (:mod:`kimi_chat.output.format`).
+
+:func:`constraint` builds a :class:`Constraint`:
+
+* ``lark`` / :meth:`Constraint.grammar`: what ``llguidance.LLMatcher`` takes (markers are special
+  tokens: typed marker text never satisfies them, and free text cannot spell a marker);
+  :meth:`Constraint.matcher` over a :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`;
+* ``exact`` / ``notes``: whether every schema is enforced exactly, and what is not (schema path and
+  reason, :mod:`kimi_chat.grammar.schemas`); :meth:`Constraint.validate` checks the produced
+  arguments with ``jsonschema`` and gives a failing call the status ``schema_mismatch``;
+* :meth:`Constraint.accepts`: whether constrained generation could produce exactly this text (the
+  text :func:`kimi_chat.parse` takes, with or without the end-of-turn marker), on a byte-level
+  tokenizer with the family's markers as special tokens (no reference data needed);
+* ``gbnf`` / ``gbnf_exact`` / ``gbnf_notes``: the GBNF export for llama-server's ``--grammar``
+  (:func:`~kimi_chat.grammar.tool_call_grammar`, schemas by
+  :func:`~kimi_chat.grammar.json_schema_to_gbnf`), with its own exactness.
+
+The family-specific part is ``kimi_chat.families.<family>.constraint`` (``lark_grammar``,
+``special_markers``, ``end_markers``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+import sys
+import threading
+import types
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+import llguidance
+import llguidance.tiktoken
+
+from ..dialects import Dialect, get_dialect
+from ..families.k2.calls import normalise_tools
+from ..output.types import ParsedMessage, ToolCallStatus
+from .gbnf import GrammarError
+from .schemas import Note, bundle, walk_schemas
+from ..families.k2.grammar import tool_call_grammar
+
+__all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer"]
+
+ConstraintNote = Note
+"""What a constraint does not enforce exactly: ``path`` (e.g.
+``tools[1].function.parameters.properties.when.format``) and ``reason``."""
+
+_GBNF_UNENFORCED = ("pattern", "format", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                    "uniqueItems", "minProperties", "maxProperties", "patternProperties", "dependentRequired",
+                    "dependentSchemas", "if", "then", "else", "not", "contains", "propertyNames", "oneOf")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """The constraint of one request (module docstring)."""
+
+    dialect: Dialect
+    lark: str
+    """The llguidance Lark grammar; markers by name (``<|tool_call_begin|>``) are special tokens only."""
+    exact: bool
+    """Every schema in it is enforced exactly (else see ``notes``; :meth:`validate` checks the output)."""
+    notes: tuple[Note, ...]
+    gbnf: str
+    """The GBNF export (root rule ``root``) for llama-server ``--grammar`` / llama.cpp."""
+    gbnf_exact: bool
+    gbnf_notes: tuple[Note, ...]
+    schemas: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Tool name -> its ``parameters`` schema as declared (what :meth:`validate` checks)."""
+
+    def grammar(self) -> str:
+        """The grammar as ``llguidance.LLMatcher`` takes it."""
+        return llguidance.grammar_from("lark", self.lark)
+
+    def matcher(self, tokenizer: Any) -> llguidance.LLMatcher:
+        """A fresh matcher over ``tokenizer`` (a :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`, or an
+        ``llguidance.LLTokenizer``)."""
+        tok = tokenizer if isinstance(tokenizer, llguidance.LLTokenizer) else llg_tokenizer(tokenizer)
+        return llguidance.LLMatcher(tok, self.grammar(), log_level=0)
+
+    def _family(self) -> Any:
+        return importlib.import_module(f"kimi_chat.families.{self.dialect.family}.constraint")
+
+    def accepts(self, text: str) -> bool:
+        """Whether constrained generation could produce exactly ``text`` (the assistant output, markers
+        spelled as in :func:`kimi_chat.parse`'s input; a final end-of-turn marker is optional)."""
+        fam = self._family()
+        tok, ids = byte_tokenizer(self.dialect)
+        tokens = _tokenize(text, ids)
+        ends = {ids[m] for m in fam.end_markers(self.dialect) if m in ids}
+        if tokens and tokens[-1] in ends:
+            tokens = tokens[:-1]
+        m = llguidance.LLMatcher(tok, self.grammar(), log_level=0)
+        if m.is_error():  # pragma: no cover - constraint() checked the grammar compiles
+            raise GrammarError(f"llguidance refuses the grammar: {m.get_error()}")
+        return m.consume_tokens(tokens) and not m.is_error() and m.is_accepting()
+
+    def validate(self, message: ParsedMessage) -> ParsedMessage:
+        """``message`` with every ``ok`` call whose arguments do not satisfy its tool's ``parameters``
+        schema (``jsonschema``, formats checked where jsonschema can) given the status
+        ``schema_mismatch`` (so ``to_openai`` reports it under ``invalid_tool_calls``)."""
+        calls = []
+        changed = False
+        for call in message.tool_calls:
+            if call.status is ToolCallStatus.OK and call.name in self.schemas:
+                if _mismatch(self.schemas[call.name], call.arguments):
+                    call = replace(call, status=ToolCallStatus.SCHEMA_MISMATCH)
+                    changed = True
+            calls.append(call)
+        return replace(message, tool_calls=calls) if changed else message
+
+
+def _schema_key(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, default=str)
+
+
+@lru_cache(maxsize=256)
+def _validator(key: str) -> Any:
+    schema = json.loads(key)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _mismatch(schema: Any, arguments: str) -> bool:
+    if schema is None:
+        schema = {"type": "object"}
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return True
+    try:
+        return next(_validator(_schema_key(schema)).iter_errors(value), None) is not None
+    except jsonschema.exceptions._WrappedReferencingError:  # a remote reference: cannot be checked
+        return False
+
+
+# ---------------------------------------------------------------------- tokenizers
+
+_LOCK = threading.Lock()
+_LLG_CACHE: OrderedDict[int, tuple[Any, llguidance.LLTokenizer]] = OrderedDict()
+_LLG_CACHE_SIZE = 4
+
+
+def llg_tokenizer(tokenizer: Any) -> llguidance.LLTokenizer:
+    """The llguidance tokenizer of a :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer` (tiktoken ranks and
+    special tokens; the end-of-turn specials it has are the end-of-generation tokens). Cached per
+    tokenizer (the last few; building one takes about a second), thread-safe."""
+    with _LOCK:
+        hit = _LLG_CACHE.get(id(tokenizer))
+        if hit is not None and hit[0] is tokenizer:
+            _LLG_CACHE.move_to_end(id(tokenizer))
+            return hit[1]
+    from .. import markers as M
+
+    specials = tokenizer.special_tokens
+    eos = [specials[m.text] for m in (M.IM_END, M.K3_END_OF_MSG, M.EOS) if m.text in specials]
+    out = llguidance.tiktoken.lltokenizer_from_encoding(tokenizer._enc, n_vocab=tokenizer.vocab_size,
+                                                        eos_token=eos or None)
+    with _LOCK:
+        _LLG_CACHE[id(tokenizer)] = (tokenizer, out)
+        while len(_LLG_CACHE) > _LLG_CACHE_SIZE:
+            _LLG_CACHE.popitem(last=False)
+    return out
+
+
+class _ByteVocab:
+    """A byte-level vocabulary (ids 0..255) plus special tokens (ids from 256), for llguidance."""
+
+    def __init__(self, specials: Sequence[str], eos: str) -> None:
+        self.tokens = [bytes([i]) for i in range(256)] + [s.encode() for s in specials]
+        self.special_token_ids = list(range(256, 256 + len(specials)))
+        self.eos_token_id = 256 + list(specials).index(eos)
+        self.bos_token_id = None
+
+    def __call__(self, s: str | bytes) -> list[int]:
+        return list(s if isinstance(s, bytes) else s.encode())
+
+
+@lru_cache(maxsize=16)
+def byte_tokenizer(dialect: Dialect) -> tuple[llguidance.LLTokenizer, dict[str, int]]:
+    """A byte-level llguidance tokenizer whose special tokens are ``dialect``'s markers (its family's
+    ``special_markers``), and the id of each marker spelling."""
+    fam = importlib.import_module(f"kimi_chat.families.{dialect.family}.constraint")
+    specials = [m.text for m in fam.special_markers(dialect)]
+    vocab = _ByteVocab(specials, fam.end_markers(dialect)[0])
+    return llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab)), {s: 256 + i for i, s in enumerate(specials)}
+
+
+def _tokenize(text: str, ids: Mapping[str, int]) -> list[int]:
+    """``text`` as byte tokens, the marker spellings of ``ids`` as their special tokens."""
+    out: list[int] = []
+    i = 0
+    data = text
+    starts = {s[0] for s in ids}
+    by_len = sorted(ids, key=len, reverse=True)
+    while i < len(data):
+        if data[i] in starts:
+            hit = next((s for s in by_len if data.startswith(s, i)), None)
+            if hit is not None:
+                out.append(ids[hit])
+                i += len(hit)
+                continue
+        out.extend(data[i].encode())
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------------- building
+
+def _response_schema(response_format: Any) -> Any:
+    """The schema ``response_format`` constrains the reply to (``None``: free text)."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, Mapping):
+        raise GrammarError(f"response_format: expected an object, got {type(response_format).__name__}")
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if schema is None:
+            raise GrammarError("response_format.json_schema: no schema")
+        return schema
+    raise GrammarError(f"response_format.type: expected 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+
+def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Note]:
+    notes = []
+    for i, (name, fn) in enumerate(fns.items()):
+        for sub, where in walk_schemas(fn.get("parameters"), f"tools[{i}].function.parameters"):
+            for key in _GBNF_UNENFORCED:
+                if key in sub:
+                    notes.append(Note(f"{where}.{key}", f"{key!r} is not enforced by the GBNF export"))
+            if "minimum" in sub and sub["minimum"] != 0:
+                notes.append(Note(f"{where}.minimum", "'minimum' is not enforced by the GBNF export"))
+            if isinstance(sub.get("properties"), Mapping) and sub.get("additionalProperties", True) is not False:
+                notes.append(Note(f"{where}.additionalProperties",
+                                  "the GBNF export never generates undeclared properties"))
+    if response is not None:
+        notes.append(Note("response_format", "the GBNF export does not constrain the reply to the schema"))
+    return notes
+
+
+_WALK_PATH = re.compile(r"^tools\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]\.parameters")
+
+
+def _request_path(path: str, names: Mapping[str, int]) -> str:
+    """A path the walk wrote (``tools['NAME'].parameters/properties/x``, perhaps followed by a message)
+    in the request's terms (``tools[0].function.parameters.properties.x``)."""
+    m = _WALK_PATH.match(path)
+    if m is None:
+        return path
+    try:
+        name = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):  # pragma: no cover - the walk writes repr() of the name
+        return path
+    if name not in names:  # pragma: no cover - the walk only names declared tools
+        return path
+    rest, colon, message = path[m.end():].partition(": ")
+    return f"tools[{names[name]}].function.parameters{rest.replace('/', '.')}{colon}{message}"
+
+
+def _note_path(note: Note, names: Mapping[str, int]) -> Note:
+    return Note(_request_path(note.path, names), note.reason)
+
+
+def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, tool_choice: Any = "auto",
+               parallel_tool_calls: bool = True, response_format: Any = None, **render_options: Any) -> Constraint:
+    """The constraint of one request's assistant output (module docstring).
+
+    * ``tools``, ``tool_choice`` (``"auto"``, ``"none"``, ``"required"``, ``{"type": "function",
+      "function": {"name": ...}}``), ``parallel_tool_calls``: as in the request (``"auto"`` without
+      tools is ``"none"``);
+    * ``response_format``: ``{"type": "json_object"}`` or ``{"type": "json_schema", "json_schema":
+      {"schema": ...}}`` constrains the reply (K2: the content; K3: the response channel);
+    * ``render_options``: the prompt's render options (``thinking=False``...), plus ``first_index``
+      (the running index of the first call, default 0), ``max_calls`` (default 8), ``reasoning``
+      (allow reasoning where the format has it, default True) and ``content`` (allow content before
+      forced calls, default False).
+
+    Raises :class:`~kimi_chat.grammar.GrammarError` for an unknown named tool, ``"required"`` without
+    tools, a malformed ``response_format``, or a grammar llguidance refuses.
+    """
+    d = get_dialect(dialect)
+    options = dict(render_options)
+    max_calls = int(options.pop("max_calls", 8))
+    first_index = int(options.pop("first_index", 0))
+    reasoning = bool(options.pop("reasoning", True))
+    content = bool(options.pop("content", False))
+    fns = normalise_tools(tools, error=GrammarError)
+    if tool_choice == "auto" and not fns:
+        tool_choice = "none"
+    response = _response_schema(response_format)
+    notes: list[Note] = []
+    bundled = []
+    for i, (name, fn) in enumerate(fns.items()):
+        params = fn.get("parameters")
+        if isinstance(params, Mapping):
+            params, ref_notes = bundle(dict(params), f"tools[{i}].function.parameters")
+            notes += ref_notes
+        bundled.append({"type": "function", "function": {**fn, "parameters": params}})
+    if isinstance(response, Mapping):
+        response, ref_notes = bundle(dict(response), "response_format.json_schema.schema")
+        notes += ref_notes
+    fam = importlib.import_module(f"kimi_chat.families.{d.family}.constraint")
+    names = {name: i for i, name in enumerate(fns)}
+    try:
+            lark, family_notes = fam.lark_grammar(bundled, dialect=d, tool_choice=tool_choice,
+                                              parallel_tool_calls=parallel_tool_calls, response_schema=response,
+                                              max_calls=max_calls, first_index=first_index, reasoning=reasoning,
+                                              content=content, options=options)
+    except GrammarError as e:
+        raise GrammarError(_request_path(str(e), names)) from None
+    notes += family_notes
+    is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(llguidance.grammar_from("lark", lark))
+    if is_error:
+        raise GrammarError(f"llguidance refuses the grammar of this request: {'; '.join(messages)}")
+    gbnf_notes = _gbnf_notes(fns, response)
+    try:
+        gbnf = tool_call_grammar(tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                 dialect=d, max_calls=max_calls, first_index=first_index, reasoning=reasoning,
+                                 content=content, **options)
+    except GrammarError as e:
+        gbnf = ""
+        gbnf_notes.append(Note("tools", f"no GBNF export: {e}"))
+    unique = tuple(dict.fromkeys(_note_path(n, names) for n in notes))
+    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, gbnf=gbnf,
+                      gbnf_exact=not gbnf_notes and bool(gbnf), gbnf_notes=tuple(dict.fromkeys(gbnf_notes)),
+                      schemas={name: fn.get("parameters") for name, fn in fns.items()})
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`constraint`: importing it binds the package attribute
+    ``kimi_chat.grammar.constraint`` to the module, which must still work as the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Constraint:
+        return constraint(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

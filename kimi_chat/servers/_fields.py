@@ -1,0 +1,269 @@
+"""The field checks of :func:`kimi_chat.servers.contract.read_chat_request`: messages, tools (request level
+and a system message's), ``tool_choice``, ``response_format``, the sampling parameters, and the lint
+findings a request is refused for. Each failure is a :class:`~kimi_chat.errors.RequestError` naming the
+field (``param``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..dialects import Dialect
+from ..errors import KimiChatError, RequestError
+
+__all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "check_messages", "check_tools",
+           "check_tool_choice", "check_response_format", "check_sampling", "lint_refusals"]
+
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+"""A function name: a letter or ``_``, then letters, digits, ``_`` or ``-``; at most 64 characters
+(OpenAI's limit; Moonshot also refuses a leading digit, as KVV tests)."""
+
+SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""``response_format.json_schema.name`` (OpenAI's rule)."""
+
+MOONSHOT_FIXED: dict[str, float] = {"top_p": 0.95, "presence_penalty": 0.0, "frequency_penalty": 0.0, "n": 1}
+"""The sampling parameters Moonshot fixes for Kimi models (KVV ``tests/params``): any other value is a 400
+under ``contract="moonshot"``."""
+
+MOONSHOT_TEMPERATURE = (0.0, 1.0)
+"""The ``temperature`` range Moonshot accepts (KVV ``tests/params``: 0, 0.6 and 1 pass; -0.1, 1.1 and 2
+are refused); without one, ``contract="moonshot"`` uses Moonshot's default, 1.0 with thinking on and
+0.6 with it off."""
+
+_TOOL_CHOICES = ("auto", "none", "required")
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+_UNREAD_OPTION_CODES = ("unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _need(cond: bool, message: str, param: str | None, code: str = "invalid_value") -> None:
+    if not cond:
+        raise RequestError(message, param=param, code=code)
+
+
+def _empty(content: Any) -> bool:
+    if content is None or content == "" or content == []:
+        return True
+    if isinstance(content, list):
+        return all(isinstance(p, Mapping) and p.get("type") == "text" and not p.get("text") for p in content)
+    return False
+
+
+def check_messages(messages: Any) -> tuple[list[dict[str, Any]], list[tuple[str, list[dict[str, Any]]]]]:
+    """The messages' shape (a non-empty list of objects with a string ``role``; a tool result with its
+    ``tool_call_id``; ``tools`` only on a system message with empty ``content``); returns the messages
+    and ``(where, tools)`` of every system message that declares tools."""
+    _need(messages is not None, "is required", "messages", "missing_field")
+    _need(isinstance(messages, list), f"must be a list of messages, got {_kind(messages)}", "messages",
+          "invalid_type")
+    _need(len(messages) > 0, "must hold at least one message", "messages")
+    dynamic: list[tuple[str, list[dict[str, Any]]]] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        _need(isinstance(m, dict), f"must be an object, got {_kind(m)}", where, "invalid_type")
+        role = m.get("role")
+        _need(role is not None, "is required", f"{where}.role", "missing_field")
+        _need(isinstance(role, str), f"must be a string, got {_kind(role)}", f"{where}.role", "invalid_type")
+        if m.get("tools") is not None:
+            _need(role == "system", f"only a system message may declare tools (dynamically loaded tools), not a "
+                  f"{role} message", f"{where}.tools", "invalid_role")
+            check_tools(m["tools"], f"{where}.tools")
+            _need(_empty(m.get("content")), "a system message that declares tools must have empty content",
+                  f"{where}.content")
+            dynamic.append((f"{where}.tools", m["tools"]))
+        if role == "tool":
+            tid = m.get("tool_call_id")
+            _need(tid is not None, "a tool message needs the tool_call_id of the call it answers",
+                  f"{where}.tool_call_id", "missing_field")
+            _need(isinstance(tid, str) and tid != "", f"must be a non-empty string, got {tid!r}",
+                  f"{where}.tool_call_id", "invalid_type")
+    return messages, dynamic
+
+
+def check_tools(tools: Any, where: str) -> None:
+    """A tools list: each ``{"type": "function", "function": {"name", "description"?, "parameters"?,
+    "strict"?}}`` with a :data:`TOOL_NAME` name."""
+    _need(isinstance(tools, list), f"must be a list of tools, got {_kind(tools)}", where, "invalid_type")
+    for j, tool in enumerate(tools):
+        w = f"{where}[{j}]"
+        _need(isinstance(tool, dict), f"must be a tool object, got {_kind(tool)}", w, "invalid_type")
+        _need("type" in tool, "is required (\"function\")", f"{w}.type", "missing_field")
+        _need(tool["type"] == "function", f"unsupported tool type {tool['type']!r}: only \"function\" tools are "
+              "supported", f"{w}.type")
+        fn = tool.get("function")
+        _need(fn is not None, "is required", f"{w}.function", "missing_field")
+        _need(isinstance(fn, dict), f"must be an object, got {_kind(fn)}", f"{w}.function", "invalid_type")
+        name = fn.get("name")
+        _need(name is not None, "is required", f"{w}.function.name", "missing_field")
+        _need(isinstance(name, str) and TOOL_NAME.fullmatch(name) is not None,
+              f"invalid function name {name!r}: it must start with a letter or '_' and hold only letters, digits, "
+              "'_' and '-', at most 64 characters", f"{w}.function.name")
+        desc = fn.get("description")
+        _need(desc is None or isinstance(desc, str), f"must be a string, got {_kind(desc)}",
+              f"{w}.function.description", "invalid_type")
+        params = fn.get("parameters")
+        _need(params is None or isinstance(params, dict), f"must be a JSON Schema object, got {_kind(params)}",
+              f"{w}.function.parameters", "invalid_type")
+        strict = fn.get("strict")
+        _need(strict is None or isinstance(strict, bool), f"must be true or false, got {strict!r}",
+              f"{w}.function.strict", "invalid_type")
+
+
+def check_tool_choice(tool_choice: Any, names: Mapping[str, str]) -> Any:
+    """``tool_choice`` against the declared tool names (request level and dynamic)."""
+    if tool_choice is None:
+        return None
+    if isinstance(tool_choice, str):
+        _need(tool_choice in _TOOL_CHOICES, f"must be one of {', '.join(map(repr, _TOOL_CHOICES))} or a named "
+              f"function, got {tool_choice!r}", "tool_choice")
+        _need(tool_choice != "required" or bool(names), "'required' needs at least one tool (in tools or in a "
+              "system message's tools)", "tool_choice")
+        return tool_choice
+    _need(isinstance(tool_choice, dict), f"must be a string or a named function object, got {_kind(tool_choice)}",
+          "tool_choice", "invalid_type")
+    _need(tool_choice.get("type") == "function", f"type must be \"function\", got {tool_choice.get('type')!r}",
+          "tool_choice.type")
+    fn = tool_choice.get("function")
+    _need(isinstance(fn, dict), "must be an object with the function's name", "tool_choice.function",
+          "missing_field" if fn is None else "invalid_type")
+    name = fn.get("name")
+    _need(isinstance(name, str), "is required (a string)", "tool_choice.function.name", "missing_field")
+    _need(name in names, f"names {name!r}, which is not a declared tool", "tool_choice.function.name")
+    return tool_choice
+
+
+def check_response_format(rf: Any) -> dict[str, Any] | None:
+    """``response_format``: ``text``, ``json_object`` or ``json_schema`` with its ``json_schema`` object."""
+    if rf is None:
+        return None
+    _need(isinstance(rf, dict), f"must be an object, got {_kind(rf)}", "response_format", "invalid_type")
+    kind = rf.get("type")
+    _need(kind is not None, "is required", "response_format.type", "missing_field")
+    _need(kind in _RESPONSE_FORMATS, f"must be one of {', '.join(map(repr, _RESPONSE_FORMATS))}, got {kind!r}",
+          "response_format.type")
+    if kind != "json_schema":
+        return rf
+    js = rf.get("json_schema")
+    _need(js is not None, "is required with type 'json_schema'", "response_format.json_schema", "missing_field")
+    _need(isinstance(js, dict), f"must be an object, got {_kind(js)}", "response_format.json_schema", "invalid_type")
+    name = js.get("name")
+    _need(name is not None, "is required", "response_format.json_schema.name", "missing_field")
+    _need(isinstance(name, str) and SCHEMA_NAME.fullmatch(name) is not None,
+          f"must be 1-64 letters, digits, '_' or '-', got {name!r}", "response_format.json_schema.name")
+    _need("schema" in js, "is required", "response_format.json_schema.schema", "missing_field")
+    _need(isinstance(js["schema"], dict), f"must be a JSON Schema object, got {_kind(js['schema'])}",
+          "response_format.json_schema.schema", "invalid_type")
+    strict = js.get("strict")
+    _need(strict is None or isinstance(strict, bool), f"must be true or false, got {strict!r}",
+          "response_format.json_schema.strict", "invalid_type")
+    return rf
+
+
+def _number(body: Mapping[str, Any], key: str, lo: float, hi: float) -> float | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool), f"must be a number, got {_kind(v)}", key,
+          "invalid_type")
+    _need(math.isfinite(v) and lo <= v <= hi, f"must be between {lo:g} and {hi:g}, got {v!r}", key)
+    return float(v)
+
+
+def _integer(body: Mapping[str, Any], key: str, lo: int | None) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    _need(isinstance(v, int) and not isinstance(v, bool), f"must be an integer, got {_kind(v)}", key, "invalid_type")
+    _need(lo is None or v >= lo, f"must be at least {lo}, got {v}", key)
+    return int(v)
+
+
+def _bool(body: Mapping[str, Any], key: str, default: bool, where: str | None = None) -> bool:
+    v = body.get(key)
+    if v is None:
+        return default
+    _need(isinstance(v, bool), f"must be true or false, got {v!r}", where or key, "invalid_type")
+    return v
+
+
+def _stop(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    _need(isinstance(items, list), f"must be a string or a list of strings, got {_kind(value)}", "stop", "invalid_type")
+    for j, s in enumerate(items):
+        _need(isinstance(s, str) and s != "", f"must be a non-empty string, got {s!r}", f"stop[{j}]" if
+              not isinstance(value, str) else "stop", "invalid_type")
+    return list(items)
+
+
+def check_sampling(body: Mapping[str, Any], contract: str) -> dict[str, Any]:
+    """The sampling and streaming fields (OpenAI's types and ranges); under ``contract="moonshot"`` the
+    values Moonshot fixes (:data:`MOONSHOT_FIXED`, :data:`MOONSHOT_TEMPERATURE`)."""
+    out: dict[str, Any] = {
+        "temperature": _number(body, "temperature", 0.0, 2.0),
+        "top_p": _number(body, "top_p", 0.0, 1.0),
+        "presence_penalty": _number(body, "presence_penalty", -2.0, 2.0),
+        "frequency_penalty": _number(body, "frequency_penalty", -2.0, 2.0),
+        "seed": _integer(body, "seed", None),
+        "stop": _stop(body.get("stop")),
+        "stream": _bool(body, "stream", False),
+        "parallel_tool_calls": _bool(body, "parallel_tool_calls", True),
+    }
+    n = _integer(body, "n", 1)
+    out["n"] = 1 if n is None else n
+    key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    out["max_tokens"] = _integer(body, key, 1)
+    so = body.get("stream_options")
+    _need(so is None or isinstance(so, dict), f"must be an object, got {_kind(so)}", "stream_options", "invalid_type")
+    out["include_usage"] = _bool(so or {}, "include_usage", False, "stream_options.include_usage")
+    if contract == "moonshot":
+        lo, hi = MOONSHOT_TEMPERATURE
+        t = out["temperature"]
+        _need(t is None or lo <= t <= hi, f"must be between {lo:g} and {hi:g} for Kimi models (Moonshot's "
+              f"contract), got {t!r}", "temperature")
+        for name, fixed in MOONSHOT_FIXED.items():
+            v = out[name] if name != "n" else n
+            _need(v is None or v == fixed, f"is fixed at {fixed:g} for Kimi models (Moonshot's contract), got {v!r}",
+                  name)
+    return out
+
+
+def lint_refusals(d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, options: dict[str, Any],
+                  warnings: list[str]) -> dict[str, Any]:
+    """Refuse what :func:`kimi_chat.lint` reports as an error about the messages (naming
+    ``messages[i].FIELD``) and a non-bool option (``chat_template_kwargs.KEY``); a template option the
+    dialect does not read is dropped with a warning (the template ignores it). Returns the options."""
+    from ..checks.lint import lint
+    from ..messages import InvalidMessagesError
+    from ..prompt import TOKENIZING_OPTIONS
+
+    for key in TOKENIZING_OPTIONS:
+        _need(not options.get(key), "asks for token ids; an endpoint answers with a completion",
+              f"chat_template_kwargs.{key}", "unsupported_value")
+    try:
+        findings = lint(messages, dialect=d, tools=tools, add_generation_prompt=True, **options)
+    except InvalidMessagesError as e:
+        index, fld, problem = e.errors[0]
+        param = "messages" if index is None else f"messages[{index}]" + (f".{fld}" if fld else "")
+        raise RequestError(problem, param=param) from None
+    except (KimiChatError, TypeError, ValueError) as e:
+        raise RequestError(str(e)) from None
+    out = dict(options)
+    for w in findings:
+        if w.severity != "error":
+            continue
+        if w.message_index is not None:
+            param = f"messages[{w.message_index}]" + (f".{w.field}" if w.field else "")
+            raise RequestError(f"{w.text} ({w.code})", param=param)
+        if w.code in _UNREAD_OPTION_CODES and w.field in out:
+            del out[w.field]
+            warnings.append(f"chat_template_kwargs.{w.field}: {w.text}")
+            continue
+        raise RequestError(f"{w.text} ({w.code})", param=f"chat_template_kwargs.{w.field}" if w.field else None)
+    return out

@@ -1,0 +1,212 @@
+"""The engines ``kimi-chat serve`` generates with, behind one small protocol (:class:`Engine`).
+
+* :class:`NativeEngine`: a GGUF in this process (:class:`kimi_chat.engines.native.NativeModel`, llama.cpp or
+  ik_llama.cpp);
+* :class:`UpstreamEngine`: a running ``llama-server``: the prompt goes to its ``/completion`` endpoint as
+  token ids, the generated ids come back (``return_tokens``) and are parsed here, by id, so a marker the
+  model spells with ordinary tokens stays text. The constraint goes as its GBNF export
+  (:attr:`kimi_chat.grammar.Constraint.gbnf`: tool calls; it does not constrain a ``response_format``
+  reply, and this llama-server build has no llguidance).
+
+Both take the prompt as ids (rendered and tokenized by kimi_chat), a constraint (a
+:class:`~kimi_chat.grammar.Constraint`, GBNF text, or ``None``), ``max_tokens``, :class:`Sampling` and a ``cancel`` event checked
+between tokens; they yield generated ids and stop after an end-of-generation id (yielded last).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ...dialects import Dialect
+from ...errors import KimiChatError
+from ...tokens.tokenizer import KimiTokenizer
+
+__all__ = ["Sampling", "Engine", "EngineError", "NativeEngine", "UpstreamEngine", "constraint_gbnf"]
+
+
+class EngineError(KimiChatError):
+    """The engine failed while generating (an upstream server that died or answered an error)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters of one generation (``temperature`` 0 is greedy; ``seed`` ``None``: random)."""
+
+    temperature: float = 0.6
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+def constraint_gbnf(constraint: Any) -> str | None:
+    """The GBNF text of ``constraint``: ``None``, GBNF text itself, or a
+    :class:`~kimi_chat.grammar.Constraint` (its GBNF export; ``None`` when it has none)."""
+    if constraint is None or isinstance(constraint, str):
+        return constraint
+    return constraint.gbnf or None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the server needs of an engine."""
+
+    model: str
+    """The model id the server lists (``/v1/models``) and answers with."""
+    dialect: Dialect
+    """The chat format the engine's model speaks."""
+    n_ctx: int
+    """The context size: prompt + completion must fit."""
+
+    def tokenizer(self) -> KimiTokenizer:
+        """kimi_chat's tokenizer for the model (prompts are tokenized by it; the parser decodes ids with it)."""
+        ...
+
+    def token_markers(self) -> frozenset[str]:
+        """Marker spellings that are single tokens of the model (GBNF writes them as token references)."""
+        ...
+
+    def is_eog(self, token_id: int) -> bool:
+        """Whether the engine ends generation on ``token_id``."""
+        ...
+
+    def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Sampling,
+                 cancel: threading.Event) -> Iterator[int]:
+        """Generate from ``ids``: at most ``max_tokens`` ids, stopping after an end-of-generation id or
+        when ``cancel`` is set."""
+        ...
+
+    def close(self) -> None:
+        """Free the engine."""
+        ...
+
+
+class NativeEngine:
+    """A :class:`~kimi_chat.engines.native.NativeModel` in this process (one generation at a time: the server
+    runs every generation on one worker thread)."""
+
+    def __init__(self, model: Any, *, name: str | None = None) -> None:
+        self.native = model
+        self.model = name or Path(model.path).name
+        self.dialect = model.dialect
+        self.n_ctx = int(model.n_ctx)
+
+    @classmethod
+    def load(cls, path: str | Path, *, dialect: str | Dialect | None = None, backend: str = "llama.cpp",
+             n_ctx: int = 4096, name: str | None = None, **kwargs: Any) -> "NativeEngine":
+        """Load the GGUF ``path`` (:meth:`kimi_chat.engines.native.NativeModel.load`)."""
+        from ...engines.native import NativeModel
+
+        return cls(NativeModel.load(path, dialect=dialect, backend=backend, n_ctx=n_ctx, **kwargs), name=name)
+
+    def tokenizer(self) -> KimiTokenizer:
+        return self.native.tokenizer()  # type: ignore[no-any-return]
+
+    def token_markers(self) -> frozenset[str]:
+        return self.native.marker_tokens(self.dialect)  # type: ignore[no-any-return]
+
+    def is_eog(self, token_id: int) -> bool:
+        return self.native.is_eog(token_id)  # type: ignore[no-any-return]
+
+    def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Sampling,
+                 cancel: threading.Event) -> Iterator[int]:
+        """A :class:`~kimi_chat.grammar.Constraint` is applied as llguidance token masks
+        (:mod:`kimi_chat.engines.constrain`), GBNF text by the engine's grammar sampler."""
+        extra: dict[str, Any] = {}
+        if constraint is not None and not isinstance(constraint, str):
+            from ...engines.constrain import mask_for
+
+            extra["mask"] = mask_for(constraint, self.tokenizer(), dialect=self.dialect, prompt_len=len(ids))
+        else:
+            extra["grammar"] = constraint
+        gen = self.native.generate(ids, max_tokens=max_tokens, seed=sampling.seed, temperature=sampling.temperature,
+                                   top_p=sampling.top_p, **extra)
+        try:
+            for tid in gen:
+                if cancel.is_set():
+                    return
+                yield tid
+        finally:
+            gen.close()
+
+    def close(self) -> None:
+        self.native.close()
+
+
+class UpstreamEngine:
+    """A running llama-server at ``url`` serving the same GGUF: ids in, ids out (``/completion`` with
+    ``return_tokens``, streamed). ``vocabulary`` is the GGUF (loaded vocabulary-only, for the tokenizer,
+    the dialect and the context size is asked of the server's ``/props``)."""
+
+    def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.vocabulary = vocabulary
+        self.model = name or Path(vocabulary.path).name
+        self.dialect = vocabulary.dialect
+        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout, connect=10.0))
+        self.n_ctx = self._context_size()
+
+    @classmethod
+    def connect(cls, url: str, gguf: str | Path, *, dialect: str | Dialect | None = None,
+                name: str | None = None) -> "UpstreamEngine":
+        """The llama-server at ``url``; ``gguf`` is the model file it serves (read vocabulary-only here)."""
+        from ...engines.native import NativeModel
+
+        return cls(url, vocabulary=NativeModel.load(gguf, dialect=dialect, n_ctx=512, vocab_only=True), name=name)
+
+    def _context_size(self) -> int:
+        try:
+            props = self._client.get("/props").json()
+            return int(props["default_generation_settings"]["n_ctx"])
+        except Exception as e:  # noqa: BLE001 - any failure: the server is not a llama-server we can use
+            raise EngineError(f"{self.url}: not a reachable llama-server (GET /props: {e})") from e
+
+    def tokenizer(self) -> KimiTokenizer:
+        return self.vocabulary.tokenizer()  # type: ignore[no-any-return]
+
+    def token_markers(self) -> frozenset[str]:
+        return self.vocabulary.marker_tokens(self.dialect)  # type: ignore[no-any-return]
+
+    def is_eog(self, token_id: int) -> bool:
+        return self.vocabulary.is_eog(token_id)  # type: ignore[no-any-return]
+
+    def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Sampling,
+                 cancel: threading.Event) -> Iterator[int]:
+        import httpx
+
+        body: dict[str, Any] = {"prompt": list(ids), "n_predict": max_tokens, "stream": True, "return_tokens": True,
+                                "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0,
+                                "min_p": 0.0, "repeat_penalty": 1.0, "cache_prompt": True}
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        gbnf = constraint_gbnf(constraint)
+        if gbnf is not None:
+            body["grammar"] = gbnf
+        try:
+            with self._client.stream("POST", "/completion", json=body) as r:
+                if r.status_code != 200:
+                    raise EngineError(f"{self.url}/completion answered {r.status_code}: {r.read()[:500]!r}")
+                for line in r.iter_lines():
+                    if cancel.is_set():
+                        return  # leaving the block closes the connection: llama-server stops the slot
+                    if not line.startswith("data:"):
+                        continue
+                    event = json.loads(line[5:])
+                    if "error" in event:
+                        raise EngineError(f"{self.url}/completion: {event['error']}")
+                    for tid in event.get("tokens") or ():
+                        yield int(tid)
+                    if event.get("stop"):  # (the end-of-generation id came in ``tokens`` already)
+                        return
+        except httpx.HTTPError as e:
+            raise EngineError(f"{self.url}: the upstream llama-server failed mid-generation ({e})") from e
+        raise EngineError(f"{self.url}/completion: the stream ended before the generation did")
+
+    def close(self) -> None:
+        self._client.close()
+        self.vocabulary.close()

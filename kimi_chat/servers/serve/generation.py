@@ -1,0 +1,161 @@
+"""One chat request through an :class:`~kimi_chat.servers.serve.engines.Engine`: the prompt rendered and
+tokenized by kimi_chat (:func:`kimi_chat.render_tokens`, text typed in messages never a special token), the
+generation constrained by the request's tools, tool choice and response format
+(:func:`kimi_chat.grammar.constraint`), parsed by token id with
+:class:`~kimi_chat.output.StreamParser` (the engine's ids decoded by kimi_chat's tokenizer).
+
+:func:`prepare` does everything that can refuse the request (before it waits for the engine);
+:func:`run` generates and yields :class:`~kimi_chat.output.Delta` objects, then one :class:`Outcome`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ...errors import KimiChatError
+from ...output.format import format_for
+from ...output import Delta, StreamParser
+from ...tokens.rendered import render_tokens
+from .engines import Engine, Sampling
+from .stops import StopText
+
+__all__ = ["Prepared", "Outcome", "ContextError", "prepare", "run", "DEFAULT_MAX_TOKENS"]
+
+DEFAULT_MAX_TOKENS = 1024
+"""``max_tokens`` of a request that gives none (capped by the context left after the prompt)."""
+
+
+class ContextError(KimiChatError):
+    """The prompt (plus the requested ``max_tokens``) does not fit the engine's context."""
+
+
+@dataclass
+class Prepared:
+    """A request ready to generate."""
+
+    request: Any
+    """The :class:`kimi_chat.servers.contract.ChatRequest`."""
+    prompt_ids: list[int]
+    constraint: Any
+    """A :class:`kimi_chat.grammar.Constraint`, GBNF text, or ``None`` (unconstrained)."""
+    max_tokens: int
+    sampling: Sampling
+    options: dict[str, Any]
+    """The render options (the parser reads the output with the same)."""
+
+
+@dataclass
+class Outcome:
+    """How a generation ended."""
+
+    message: dict[str, Any]
+    """The OpenAI ``ChatCompletionMessage``-shaped message."""
+    finish_reason: str
+    """``stop``, ``tool_calls``, ``length`` (``max_tokens`` reached) or ``cancelled``."""
+    completion_ids: list[int]
+
+
+def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
+    """The request's constraint: :func:`kimi_chat.grammar.constraint` (llguidance: the dialect's whole
+    output format, the tool choice, the tools' and the ``response_format`` schemas; every request, so a
+    reply is always a well-formed turn), or, without llguidance, the GBNF tool-call grammar when it
+    declares tools (request level or in a system message) and does not say ``none``."""
+    tools = request.callable_tools
+    # (a dialect whose prompt writes the tool choice / response format has them among the render options too)
+    rest = {k: v for k, v in options.items() if k not in ("tool_choice", "response_format")}
+    try:
+        from ...grammar.constraint import constraint
+    except ImportError:
+        constraint = None
+    if constraint is not None:
+        rf = request.response_format
+        return constraint(tools, dialect=engine.dialect, tool_choice=request.tool_choice or "auto",
+                          parallel_tool_calls=request.parallel_tool_calls,
+                          response_format=None if rf is None or rf.get("type") == "text" else rf, **rest)
+    if not tools or request.tool_choice == "none":
+        return None
+    from ...grammar import tool_call_grammar
+
+    return tool_call_grammar(tools, tool_choice=request.tool_choice,
+                             parallel_tool_calls=request.parallel_tool_calls, dialect=engine.dialect,
+                             token_markers=engine.token_markers(), **rest)
+
+
+def prepare(engine: Engine, request: Any) -> Prepared:
+    """Render, tokenize and constrain ``request`` for ``engine``. Raises what rendering raises for input
+    the official machinery refuses (:class:`~kimi_chat.errors.KimiChatError` subclasses naming index and
+    field), :class:`~kimi_chat.grammar.GrammarError`, and :class:`ContextError`."""
+    options = dict(request.render_options)
+    ids = render_tokens(request.messages, tokenizer=engine.tokenizer(), tools=request.tools, dialect=engine.dialect,
+                        special_tokens="text", **options).ids
+    room = engine.n_ctx - len(ids)
+    if request.max_tokens is not None and request.max_tokens > room:
+        raise ContextError(f"max_tokens: the prompt has {len(ids)} tokens and the context {engine.n_ctx}: at most "
+                           f"{max(room, 0)} can be generated, not {request.max_tokens}")
+    if room < 1:
+        raise ContextError(f"messages: the prompt has {len(ids)} tokens, more than the context ({engine.n_ctx})")
+    max_tokens = request.max_tokens if request.max_tokens is not None else min(DEFAULT_MAX_TOKENS, room)
+    sampling = Sampling(temperature=0.6 if request.temperature is None else float(request.temperature),
+                        top_p=1.0 if request.top_p is None else float(request.top_p), seed=request.seed)
+    return Prepared(request, list(ids), _constraint(engine, request, options), max_tokens, sampling, options)
+
+
+def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator[Delta | Outcome]:
+    """Generate ``prepared`` on ``engine`` (blocking: run it on the engine's worker thread); yield the
+    parser's deltas as it decides them, then the :class:`Outcome`. ``cancel`` stops the generation at the
+    next token (the outcome's finish reason is then ``cancelled``). The request's ``stop`` sequences end
+    the content before the first of them (finish reason ``stop``)."""
+    request = prepared.request
+    parser = StreamParser(engine.dialect, tools=request.callable_tools, tokenizer=engine.tokenizer(),
+                          **prepared.options)
+    tok = engine.tokenizer()
+    stops = StopText(request.stop)
+
+    def released(deltas: list[Delta]) -> Iterator[Delta]:
+        for d in deltas:
+            if d.content is not None and stops.stops:
+                d = replace(d, content=stops.feed(d.content) or None)
+                if not d.to_openai():
+                    continue
+            yield d
+
+    end_of_turn = format_for(engine.dialect).end_of_turn_ids
+    out: list[int] = []
+    ended = False
+    for tid in engine.generate(prepared.prompt_ids, constraint=prepared.constraint, max_tokens=prepared.max_tokens,
+                               sampling=prepared.sampling, cancel=cancel):
+        out.append(tid)
+        if engine.is_eog(tid):
+            ended = True
+            if tid in end_of_turn:  # the parser sees the end of the turn; another end of generation is not text
+                yield from released(parser.feed(tok.id_to_bytes(tid), (tid,)))
+            break
+        yield from released(parser.feed(tok.id_to_bytes(tid), (tid,)))
+        if stops.hit:
+            break
+    rest = list(released(parser.finish()))
+    if not stops.hit:
+        yield from rest
+        held = stops.finish()
+        if held:
+            yield Delta(content=held)
+    parsed = parser.message
+    if prepared.constraint is not None:  # a schema the constraint enforces only in part: its calls validated here
+        from ...engines.constrain import check_arguments
+
+        parsed = check_arguments(prepared.constraint, parsed)
+    message = parsed.to_openai()
+    if stops.hit:
+        content = "".join(stops.sent)
+        message["content"] = content if content.strip() else None  # (the parser's rule for an empty content)
+        finish = "stop"
+    elif cancel.is_set():
+        finish = "cancelled"
+    elif ended:
+        finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
+    else:
+        finish = "length"
+    yield Outcome(message, finish, out)

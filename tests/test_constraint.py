@@ -1,0 +1,354 @@
+"""kimi_chat.grammar.constraint (issue 25), K2 family and the parts every family shares: official-format
+outputs (what the renderer writes for an assistant turn) are accepted, malformed ones and typed markers
+rejected; on the schema corpus (tests/data/constraint_schemas.json), under ``exact`` no invalid instance
+is accepted and every valid one is (``json.dumps``' default spacing and compact), a non-exact constraint
+names its notes and ``validate`` flags the violating call; texts sampled from a constraint parse into ok
+calls that satisfy the schema; every schema Moonshot's vendor check would send builds. K3:
+tests/test_constraint_k3.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import jsonschema
+import llguidance
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kimi_chat import markers as M
+from kimi_chat.grammar import GrammarError
+from kimi_chat.grammar.constraint import Constraint, ConstraintNote, byte_tokenizer, constraint, llg_tokenizer
+from kimi_chat.grammar.schemas import prepare
+from kimi_chat.output import ToolCallStatus, parse
+
+from conftest import REFERENCE_MISSING
+from constraint_support import CORPUS, assistant, completion, sample, tool
+
+K2 = "kimi-k2-instruct"
+SB, SE = M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text
+CB, AB, CE = M.TOOL_CALL_BEGIN.text, M.TOOL_CALL_ARGUMENT_BEGIN.text, M.TOOL_CALL_END.text
+END = M.IM_END.text
+
+WEATHER = tool({"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                                 "unit": {"type": "string", "enum": ["c", "f"]},
+                                                 "days": {"type": "integer", "minimum": 1, "maximum": 10}},
+                "required": ["city"], "additionalProperties": False}, "get_weather")
+SEARCH = tool({"type": "object", "properties": {"query": {"type": "string"}, "exact": {"type": "boolean"}},
+               "required": ["query", "exact"]}, "search")
+TOOLS = [WEATHER, SEARCH]
+
+
+def call(name: str, index: int, args: dict | str, compact: bool = False) -> str:
+    a = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False,
+                                                      separators=(",", ":") if compact else None)
+    return f"{CB}functions.{name}:{index}{AB}{a}{CE}"
+
+
+def section(*calls: str) -> str:
+    return SB + "".join(calls) + SE
+
+
+def byte_accepts(c: Constraint, data: bytes) -> bool:
+    """Whether the constraint's matcher takes ``data`` as plain bytes (no special token at all)."""
+    tok, _ = byte_tokenizer(c.dialect)
+    m = c.matcher(tok)
+    return m.consume_tokens(list(data)) and m.is_accepting()
+
+
+# ------------------------------------------------------------------------------ official outputs
+
+RENDERED = [
+    ("required", {}, assistant(None, None, ("get_weather", {"city": "Paris"}))),
+    ("required", {}, assistant(None, None, ("get_weather", {"city": "Oslo", "unit": "c", "days": 10}))),
+    ("required", {}, assistant(None, None, ("search", {"query": "kimi <b> [1]", "exact": False}),
+                               ("get_weather", {"city": "Zürich"}))),
+    ("required", {"compact": True}, assistant(None, None, ("get_weather", {"city": "Rome", "days": 3}),
+                                              compact=True)),
+    ("auto", {}, assistant("Let me check.", None, ("get_weather", {"city": "Paris"}))),
+    ("auto", {}, assistant("Just an answer: 2 < 3 and [x].", None)),
+    ("none", {}, assistant("Plain text.", None)),
+    ({"type": "function", "function": {"name": "search"}}, {}, assistant(None, None, ("search", {"query": "q",
+                                                                                               "exact": True}))),
+]
+
+
+@pytest.mark.parametrize("dialect", [K2, "kimi-k2-instruct-0905", "kimi-k2-thinking"])
+@pytest.mark.parametrize("choice, options, message", RENDERED)
+def test_accepts_what_the_renderer_writes(dialect, choice, options, message):
+    c = constraint(TOOLS, dialect=dialect, tool_choice=choice)
+    out = completion(message, TOOLS, dialect).removesuffix(END)
+    assert c.accepts(out) and c.accepts(out + END), out
+    msg = c.validate(parse(out, dialect=dialect, tools=TOOLS))
+    assert [x.status for x in msg.tool_calls] == [ToolCallStatus.OK] * len(message.get("tool_calls", []))
+
+
+def test_reasoning_dialects():
+    body = section(call("get_weather", 0, {"city": "Paris"}))
+    t = constraint(TOOLS, dialect="kimi-k2-thinking", tool_choice="required")
+    assert t.accepts(body) and t.accepts("<think>Let me think: a < b.</think>" + body)
+    assert not t.accepts("<think>a <think> b</think>" + body)
+    assert not constraint(TOOLS, dialect="kimi-k2-thinking", tool_choice="required",
+                          reasoning=False).accepts("<think>x</think>" + body)
+    k25 = constraint(TOOLS, dialect="kimi-k2.5", tool_choice="required")  # the prompt opened <think>
+    assert k25.accepts("plan</think>" + body) and not k25.accepts(body)
+    assert constraint(TOOLS, dialect="kimi-k2.5", tool_choice="required", thinking=False).accepts(body)
+    assert '"<think>"' in constraint(TOOLS, dialect="kimi-k2-thinking").lark  # text in K2-Thinking
+    assert '"<think>"' not in constraint(TOOLS, dialect="kimi-k2.5").lark  # a special token in K2.5
+
+
+@pytest.mark.parametrize(
+    "out, why",
+    [
+        ("Sure.", "no call"),
+        ("", "no call"),
+        (section(), "empty section"),
+        ("I will call it. " + section(call("get_weather", 0, {"city": "Paris"})), "content before the calls"),
+        (section(call("get_weather", 1, {"city": "Paris"})), "first index is 0"),
+        (section(call("get_weather", 0, {"city": "Paris"}), call("search", 0, {"query": "q", "exact": True})),
+         "indices count up"),
+        (section(call("nope", 0, {})), "unknown tool"),
+        (section(call("get_weather", 0, {})), "missing required property"),
+        (section(call("get_weather", 0, {"city": "Paris", "unit": "k"})), "not in the enum"),
+        (section(call("get_weather", 0, {"city": "a much too long city"})), "maxLength"),
+        (section(call("get_weather", 0, {"city": "Paris", "days": 11})), "maximum"),
+        (section(call("get_weather", 0, {"city": "Paris", "days": 663300605086031})), "maximum (issue 25)"),
+        (section(call("get_weather", 0, {"city": "Paris", "days": 0})), "minimum"),
+        (section(call("get_weather", 0, {"city": "Paris", "days": 1.5})), "integer"),
+        (section(call("get_weather", 0, {"unit": "c", "city": "Paris"})), "declaration order"),
+        (section(call("get_weather", 0, {"city": "Paris", "extra": 1})), "additionalProperties false"),
+        (section(call("get_weather", 0, '{"city":  "Paris"}')), "spacing Kimi does not write"),
+        (section(call("get_weather", 0, '{\n"city": "Paris"}')), "a newline in the arguments"),
+        (section(call("get_weather", 0, {"city": "Paris"})) + "done", "text after the section"),
+        (section(call("get_weather", 0, {"city": "Paris"})) + END + "x", "text after the end of turn"),
+        (section(call("get_weather", 0, {"city": "P" + END})), "marker inside a string"),
+        (CB + "functions.get_weather:0" + AB + '{"city": "Paris"}' + CE, "no section begin"),
+    ],
+)
+def test_required_rejects(out, why):
+    assert not constraint(TOOLS, dialect=K2, tool_choice="required").accepts(out), why
+
+
+def test_choices_and_parallel_calls():
+    one = call("get_weather", 0, {"city": "P"})
+    auto = constraint(TOOLS, dialect=K2)
+    assert auto.accepts("") and auto.accepts("Hello, 2 < 3 and [x] is fine.\n") and auto.accepts("ok" + section(one))
+    assert not auto.accepts("a" + section(one) + section(call("get_weather", 1, {"city": "Q"})))
+    none = constraint(TOOLS, dialect=K2, tool_choice="none")
+    assert none.accepts("text") and not none.accepts(section(one))
+    assert constraint(None, dialect=K2).lark == none.lark  # auto without tools is none
+    named = constraint(TOOLS, dialect=K2, tool_choice={"type": "function", "function": {"name": "search"}})
+    assert not named.accepts(section(one))
+    single = constraint(TOOLS, dialect=K2, tool_choice="required", parallel_tool_calls=False)
+    assert single.accepts(section(one)) and not single.accepts(section(one, call("get_weather", 1, {"city": "Q"})))
+    capped = constraint(TOOLS, dialect=K2, tool_choice="required", max_calls=2)
+    three = [call("get_weather", i, {"city": "P"}) for i in range(3)]
+    assert capped.accepts(section(*three[:2])) and not capped.accepts(section(*three))
+    shifted = constraint(TOOLS, dialect=K2, tool_choice="required", first_index=5)
+    assert shifted.accepts(section(call("get_weather", 5, {"city": "P"}), call("search", 6, {"query": "",
+                                                                                             "exact": False})))
+    assert not shifted.accepts(section(one))
+    forced = constraint(TOOLS, dialect=K2, tool_choice="required", content=True)
+    assert forced.accepts("Calling. " + section(one))
+
+
+@pytest.mark.parametrize("marker", [END, "[EOS]", CB, SB, "<|im_user|>", "<|reserved_token_163700|>"])
+def test_markers_cannot_be_typed_or_spelled(marker):
+    """A marker in free text: as its special token the grammar does not allow it there (the end of turn
+    only at the end), and spelled as plain bytes the text avoids it (the parser would read a marker)."""
+    auto = constraint(TOOLS, dialect=K2)
+    assert not auto.accepts("text " + marker + " more")
+    assert not byte_accepts(auto, ("text " + marker).encode())
+    assert byte_accepts(auto, b"text <| im_end |>")  # not a marker spelling
+    # forced call: the section begin written as bytes never satisfies the special token
+    req = constraint(TOOLS, dialect=K2, tool_choice="required")
+    assert not byte_accepts(req, section(call("get_weather", 0, {"city": "P"})).encode())
+
+
+def test_response_format_constrains_the_content():
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}, "required": ["n"],
+              "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    c = constraint(None, dialect=K2, response_format=rf)
+    assert c.accepts('{"n": 3}') and c.accepts('{"n":3}' + END)
+    assert not c.accepts('{"n": 4}') and not c.accepts("hello") and not c.accepts("")
+    obj = constraint(None, dialect=K2, response_format={"type": "json_object"})
+    assert obj.accepts('{"any": [1, {"x": null}]}') and not obj.accepts("[1]")
+    assert constraint(None, dialect=K2, response_format={"type": "text"}).accepts("hello")
+    with_tools = constraint(TOOLS, dialect=K2, response_format=rf)  # auto: the JSON reply, or a call
+    assert with_tools.accepts('{"n": 1}') and with_tools.accepts(section(call("get_weather", 0, {"city": "P"})))
+    assert not with_tools.accepts("free text")
+    assert any(n.path == "response_format" for n in c.gbnf_notes)
+    with pytest.raises(GrammarError, match="response_format"):
+        constraint(None, dialect=K2, response_format={"type": "xml"})
+
+
+def test_errors_name_the_field():
+    with pytest.raises(GrammarError, match="not a declared function tool"):
+        constraint(TOOLS, dialect=K2, tool_choice={"type": "function", "function": {"name": "nope"}})
+    with pytest.raises(GrammarError, match="required"):
+        constraint(None, dialect=K2, tool_choice="required")
+    with pytest.raises(GrammarError, match=r"^tools\[0\]\.function\.parameters: a false schema"):
+        constraint([tool(False)], dialect=K2, tool_choice="required")
+
+
+# ------------------------------------------------------------------------------ the schema corpus
+
+def _k2_texts(value, index: int = 0) -> list[str]:
+    return [section(call("f", index, value)), section(call("f", index, value, compact=True))]
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c["name"] for c in CORPUS])
+def test_corpus_exact_means_exact(case):
+    tools = [tool(case["schema"])]
+    c = constraint(tools, dialect=K2, tool_choice="required", parallel_tool_calls=False)
+    assert c.exact == (not c.notes)
+    check = jsonschema.Draft202012Validator(case["schema"], format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for value in case["valid"]:  # exact or a superset: always accepted
+        assert all(c.accepts(t) for t in _k2_texts(value)), value
+    for value in case["invalid"]:
+        texts = _k2_texts(value)
+        accepted = [t for t in texts if c.accepts(t)]
+        if c.exact:
+            assert not accepted, value
+        for t in accepted:  # only where the constraint says it is not exact: validate flags the call
+            msg = c.validate(parse(t, dialect=K2, tools=tools))
+            assert [x.status for x in msg.tool_calls] == [ToolCallStatus.SCHEMA_MISMATCH], value
+            assert not check.is_valid(value)
+            assert msg.to_openai()["invalid_tool_calls"][0]["status"] == "schema_mismatch"
+
+
+NOT_EXACT = {  # corpus schema -> the notes' paths (K2): what llguidance does not enforce, named
+    "one_of_overlapping": ["tools[0].function.parameters.properties.id.oneOf"],
+    "unique_items": ["tools[0].function.parameters.properties.tags.uniqueItems"],
+    "not_const": ["tools[0].function.parameters.properties.n.not"],
+    "dependent_required": ["tools[0].function.parameters.dependentRequired"],
+}
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c["name"] for c in CORPUS])
+def test_corpus_notes_name_the_path(case):
+    c = constraint([tool(case["schema"])], dialect=K2, tool_choice="required")
+    assert [n.path for n in c.notes] == NOT_EXACT.get(case["name"], [])
+    assert all(isinstance(n, ConstraintNote) and n.reason for n in c.notes)
+
+
+def test_exact_at_least_where_llguidance_compiles_the_schema_alone():
+    """Every corpus schema llguidance compiles as it is gives an exact constraint, and the ones it
+    refuses are exactly the non-exact ones (their notes name what is dropped)."""
+    refused = set()
+    for case in CORPUS:
+        is_error, _ = llguidance.LLMatcher.validate_grammar_with_warnings(
+            llguidance.LLMatcher.grammar_from_json_schema(case["schema"]))
+        c = constraint([tool(case["schema"])], dialect=K2, tool_choice="required")
+        if is_error:
+            refused.add(case["name"])
+        else:
+            assert c.exact, case["name"]
+    assert refused == set(NOT_EXACT)
+
+
+def test_prepare_bundles_references_and_drops_only_annotations():
+    schema = next(c["schema"] for c in CORPUS if c["name"] == "id_relative_ref")
+    p = prepare(schema, "p")
+    assert p.exact and "$id" not in json.dumps(p.schema) and set(p.schema["$defs"]) == {"kc0"}
+    item = {**p.schema["properties"]["item"], "$defs": p.schema["$defs"]}  # a sub-schema stands alone (K3)
+    assert llguidance.LLMatcher.validate_grammar_with_warnings(
+        llguidance.LLMatcher.grammar_from_json_schema(item)) == (False, [])
+    annotated = next(c["schema"] for c in CORPUS if c["name"] == "annotated")
+    q = prepare(annotated, "p")
+    assert q.exact and "description" not in json.dumps(q.schema) and q.schema["properties"]["limit"]["maximum"] == 50
+    remote = prepare({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}}, "p")
+    assert not remote.exact and remote.notes[0].path == "p.properties.a.$ref"
+    lookaround = prepare({"type": "string", "pattern": "^(?!x)"}, "p")
+    assert not lookaround.exact and lookaround.notes[0].path == "p.pattern" and "pattern" not in lookaround.schema
+
+
+def test_gbnf_export_has_its_own_exactness():
+    c = constraint(TOOLS, dialect=K2, tool_choice="required")
+    assert c.gbnf.startswith("root ::=") and not c.gbnf_exact
+    assert "tools[0].function.parameters.properties.days.maximum" in [n.path for n in c.gbnf_notes]
+    simple = constraint([tool({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+                               "additionalProperties": False})], dialect=K2, tool_choice="required")
+    assert simple.gbnf_exact and simple.exact
+
+
+# ------------------------------------------------------------------------------ property: sampled texts
+
+EXACT_CASES = [c for c in CORPUS if not NOT_EXACT.get(c["name"])]
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=st.sampled_from(EXACT_CASES), seed=st.integers(0, 2**32 - 1),
+       dialect=st.sampled_from([K2, "kimi-k2-thinking", "kimi-k2.5"]), choice=st.sampled_from(["required", "auto"]))
+def test_sampled_texts_parse_into_calls_that_satisfy_the_schema(case, seed, dialect, choice):
+    tools = [tool(case["schema"])]
+    c = constraint(tools, dialect=dialect, tool_choice=choice, max_calls=2)
+    text = sample(c, random.Random(seed))
+    if text is None:
+        return  # the walk did not end within its budget: nothing sampled
+    assert c.accepts(text)
+    msg = parse(text, dialect=dialect, tools=tools)
+    assert msg.warnings == [], (msg.warnings, text)
+    check = jsonschema.Draft202012Validator(case["schema"], format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    for x in msg.tool_calls:
+        assert x.status is ToolCallStatus.OK, text
+        assert check.is_valid(json.loads(x.arguments)), text
+    assert c.validate(msg) is msg
+
+
+# ------------------------------------------------------------------------------ Moonshot's vendor check
+
+KVV = Path(__file__).resolve().parent.parent.parent / "shared" / "kvv" / "tests" / "tool_call_json_schema"
+
+
+def _kvv_schemas():
+    for case in CORPUS:
+        yield case["name"], case["schema"]
+        for key, sub in case["schema"].get("properties", {}).items():
+            yield f"{case['name']}.{key}", sub
+
+
+@pytest.mark.skipif(not (KVV / "validator.py").is_file(), reason=f"Moonshot's vendor check not found at {KVV}")
+@pytest.mark.parametrize("dialect", [K2, "kimi-k3"])
+def test_every_schema_the_vendor_check_sends_builds(dialect):
+    """The vendor check wraps each case schema as a tool's ``value`` property and forces a call
+    (validator.classify_case); the case files are not shipped, so the corpus schemas and their property
+    schemas stand in for them. Each builds, and a value valid for the case validates."""
+    sys.path.insert(0, str(KVV))
+    try:
+        import validator as kvv
+    finally:
+        sys.path.remove(str(KVV))
+    built = 0
+    for name, schema in _kvv_schemas():
+        params, _ = kvv.classify_case(kvv.ValidatorCase("corpus", "valid", 0, json.dumps(schema)))
+        if params is None:
+            continue
+        c = constraint([tool(params, kvv.TOOL_NAME)], dialect=dialect, tool_choice="required")
+        assert isinstance(c, Constraint) and c.lark.startswith("start:"), name
+        built += 1
+    assert built >= len(CORPUS)
+
+
+# ------------------------------------------------------------------------------ the real vocabulary
+
+@pytest.mark.skipif(REFERENCE_MISSING is not None, reason=REFERENCE_MISSING or "")
+def test_matcher_over_the_kimi_tokenizer():
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k2")
+    assert llg_tokenizer(tok) is llg_tokenizer(tok)  # cached
+    c = constraint(TOOLS, dialect=K2, tool_choice="required")
+    good = section(call("get_weather", 0, {"city": "Paris", "days": 3}))
+    m = c.matcher(tok)
+    assert m.consume_tokens(tok.encode(good)) and m.is_accepting()
+    assert m.consume_token(tok.special_tokens[END]) and m.is_stopped()
+    typed = c.matcher(tok)  # the markers typed as text: never the special tokens
+    assert not (typed.consume_tokens(tok.encode(good, allow_special=False)) and typed.is_accepting())
+    bad = c.matcher(tok)
+    assert not (bad.consume_tokens(tok.encode(section(call("get_weather", 0, {"city": "Paris", "days": 11}))))
+                and bad.is_accepting())
