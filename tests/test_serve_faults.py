@@ -92,10 +92,12 @@ def test_a_full_queue_answers_429_at_once(tokenizer):
 
         running = threading.Thread(target=post)
         running.start()
-        assert wait_for(engine.started.is_set)
+        ready = wait_for(engine.started.is_set)
+        assert ready
         waiting = threading.Thread(target=post)
         waiting.start()
-        assert wait_for(lambda: s.server.config.app.state.server.scheduler.held == 2)
+        ready = wait_for(lambda: s.server.config.app.state.server.scheduler.held == 2)
+        assert ready
         refused = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)  # gate closed: no hang
         gate.set()
         running.join(60)
@@ -112,7 +114,8 @@ def test_client_disconnect_mid_stream_cancels_the_generation(tokenizer):
             events = sse_events(r.iter_lines())
             first = [next(events) for _ in range(3)]  # the role chunk, then content
         # the connection is closed: the engine is told to stop long before its 400 words
-        assert wait_for(lambda: engine.endings == ["cancelled"])
+        ready = wait_for(lambda: engine.endings == ["cancelled"])
+        assert ready
         after = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY), timeout=60)
     assert first[0]["choices"][0]["delta"]["role"] == "assistant"
     assert after.status_code == 200
@@ -124,7 +127,8 @@ def test_client_disconnect_while_waiting_cancels_the_queued_request(tokenizer):
     with serve(engine, queue=4) as s:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=0.5)  # the client gives up
-        assert wait_for(lambda: engine.endings == ["cancelled"])
+        ready = wait_for(lambda: engine.endings == ["cancelled"])
+        assert ready
         gate.set()
         after = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60)
     assert after.status_code == 200
@@ -135,7 +139,8 @@ def test_timeout_answers_504_and_stops_the_engine(tokenizer):
     engine = ScriptedEngine(tokenizer, gate=gate)
     with serve(engine, timeout=0.3) as s:
         r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
-        assert wait_for(lambda: engine.endings == ["cancelled"])
+        ready = wait_for(lambda: engine.endings == ["cancelled"])
+        assert ready
         streamed = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
     assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
     errors = [e for e in sse_events(iter(streamed.text.splitlines())) if "error" in e]
