@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import re
 import warnings
-import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
 
+from .caches import PerTokenizer
 from .dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .errors import RenderError
 from .lint import unterminated_last_turn
@@ -287,14 +287,11 @@ class _Info:
         return None if best is None else best[1]
 
 
-_INFO: "weakref.WeakKeyDictionary[KimiTokenizer, _Info]" = weakref.WeakKeyDictionary()
+_INFO: PerTokenizer[_Info] = PerTokenizer("tokens.special_names")
 
 
 def _info(tok: KimiTokenizer) -> _Info:
-    info = _INFO.get(tok)
-    if info is None:
-        info = _INFO[tok] = _Info(tok)
-    return info
+    return _INFO.get(tok, _Info)
 
 
 # --------------------------------------------------------------------------------------------------

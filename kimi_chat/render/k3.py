@@ -32,13 +32,13 @@ tool result whose tool name cannot be resolved, a tool call without a name...), 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from typing_extensions import TypedDict, Unpack
 
 from kimi_chat import markers as M
+from kimi_chat.caches import PerTokenizer
 from kimi_chat.errors import RenderError
 from kimi_chat.render.k3_inputs import (
     TYPE_NAMES,
@@ -567,23 +567,23 @@ def render_k3_segments(
 
 _CACHE_MAX_LEN = 48
 _CACHE_MAX_ENTRIES = 1 << 16
-_TEXT_CACHES: "weakref.WeakKeyDictionary[Any, tuple[dict[str, int], dict[str, list[int]]]]" = weakref.WeakKeyDictionary()
+_TEXT_CACHES: PerTokenizer[tuple[dict[str, int], dict[str, list[int]]]] = PerTokenizer("k3.tokenizer_ids")
+"""Per K3 tokenizer: its marker ids and the ids of short text pieces (at most ``_CACHE_MAX_ENTRIES``)."""
+
+
+def _build_caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
+    specials = tokenizer.special_tokens
+    missing = [m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG) if m.text not in specials]
+    if missing:
+        raise ValueError(
+            f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
+            "use KimiTokenizer.from_reference('k3')"
+        )
+    return {m.text: specials[m.text] for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG)}, {}
 
 
 def _caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
-    cached = _TEXT_CACHES.get(tokenizer)
-    if cached is None:
-        specials = tokenizer.special_tokens
-        missing = [m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG) if m.text not in specials]
-        if missing:
-            raise ValueError(
-                f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
-                "use KimiTokenizer.from_reference('k3')"
-            )
-        ids = {m.text: specials[m.text] for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG)}
-        cached = (ids, {})
-        _TEXT_CACHES[tokenizer] = cached
-    return cached
+    return _TEXT_CACHES.get(tokenizer, _build_caches)
 
 
 def _ids(
