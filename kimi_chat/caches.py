@@ -59,18 +59,21 @@ def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
 
 
 class LRUCache(Generic[V]):
-    """A bounded, thread-safe least-recently-used map, registered in :data:`REGISTRY` as ``name``."""
+    """A bounded, thread-safe least-recently-used map, registered in :data:`REGISTRY` as ``name``
+    (``name=None``: not registered, for a cache held by a registered one, e.g. one per tokenizer in
+    a :class:`PerTokenizer`, cleared with it)."""
 
     __slots__ = ("name", "maxsize", "_data", "_lock", "__weakref__")
 
-    def __init__(self, name: str, maxsize: int = 64) -> None:
-        if name in REGISTRY:
+    def __init__(self, name: str | None, maxsize: int = 64) -> None:
+        if name is not None and name in REGISTRY:
             raise ValueError(f"a cache named {name!r} exists already")
         self.name = name
         self.maxsize = maxsize
         self._data: OrderedDict[Hashable, V] = OrderedDict()
         self._lock = threading.Lock()
-        REGISTRY[name] = self
+        if name is not None:
+            REGISTRY[name] = self
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The value of ``key`` (now the most recently used), or ``default``."""

@@ -60,6 +60,7 @@ from .messages import normalize_messages, to_plain
 from .render import Layout, render_layout
 from .surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .tokenizer import KimiTokenizer, cut_points
+from .tokens_first_turn import encode_whole as _encode_whole
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
 
@@ -392,7 +393,7 @@ def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tup
     if structural is None:
         names = tok._special_names
         if len(bounds) == 2 and start == 0:
-            return enc.encode(text, allowed_special=names, disallowed_special=())
+            return _encode_whole(tok, text)
         for a, b in zip(bounds, bounds[1:]):
             out += enc.encode(text[a:b], allowed_special=names, disallowed_special=())
         return out
