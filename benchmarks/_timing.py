@@ -32,3 +32,22 @@ def per_call(fn: Callable[[], object], repeat: int, budget: float = 0.02) -> flo
             fn()
         best = min(best, (time.perf_counter() - t) / number)
     return best
+
+
+def per_call_pair(a: Callable[[], object], b: Callable[[], object], repeat: int,
+                  budget: float = 0.02) -> tuple[float, float]:
+    """Seconds per call of ``a`` and of ``b`` (:func:`per_call`), their batches interleaved, so that a
+    change of the machine's load falls on both sides of the ratio alike."""
+    numbers = []
+    for fn in (a, b):
+        t = time.perf_counter()
+        fn()
+        numbers.append(max(1, int(budget / max(time.perf_counter() - t, 1e-7))))
+    best = [float("inf"), float("inf")]
+    for _ in range(repeat):
+        for k, fn in enumerate((a, b)):
+            t = time.perf_counter()
+            for _ in range(numbers[k]):
+                fn()
+            best[k] = min(best[k], (time.perf_counter() - t) / numbers[k])
+    return best[0], best[1]

@@ -26,7 +26,7 @@ import sys
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from _timing import per_call  # noqa: E402
+from _timing import per_call, per_call_pair  # noqa: E402
 from kimi_chat import render  # noqa: E402
 from kimi_chat.dialects import K2_DIALECTS  # noqa: E402
 
@@ -87,8 +87,8 @@ def k2_table(repeat: int, sizes: tuple[int, ...] = SIZES) -> int:
             if ours != render_official(msgs, tools=TOOLS, dialect=dialect):
                 print(f"{dialect}: outputs differ!", file=sys.stderr)
                 return 1
-            t_ours = per_call(lambda: render(msgs, tools=TOOLS, dialect=dialect), repeat)
-            t_hf = per_call(lambda: render_official(msgs, tools=TOOLS, dialect=dialect), repeat)
+            t_ours, t_hf = per_call_pair(lambda: render(msgs, tools=TOOLS, dialect=dialect),
+                                         lambda: render_official(msgs, tools=TOOLS, dialect=dialect), repeat)
             print(f"{dialect:<24}{n:>9}{t_ours / n * 1e6:>18.2f}{t_hf / n * 1e6:>21.2f}{t_hf / t_ours:>9.1f}x")
             if n <= SHORT:
                 worst = min(worst, (t_hf / t_ours, f"{dialect} at {n}"))
@@ -122,10 +122,10 @@ def k3_table(repeat: int, sizes: tuple[int, ...] = SIZES) -> int:
             print(f"MISMATCH (ids) at n={n}", file=sys.stderr)
             return 1
         rep = repeat if n < 1000 else max(2, repeat // 2)
-        t_off = per_call(lambda: official_text(msgs), rep) / n * 1e6
-        t_ours = per_call(lambda: render_k3(msgs, TOOLS), rep) / n * 1e6
-        t_off_ids = per_call(lambda: official_tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True), rep) / n * 1e6
-        t_ids = per_call(lambda: render_k3_ids(msgs, tok, TOOLS), rep) / n * 1e6
+        t_off, t_ours = (t / n * 1e6 for t in per_call_pair(lambda: official_text(msgs), lambda: render_k3(msgs, TOOLS), rep))
+        t_off_ids, t_ids = (t / n * 1e6 for t in per_call_pair(
+            lambda: official_tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True),
+            lambda: render_k3_ids(msgs, tok, TOOLS), rep))
         t_floor = per_call(lambda: tok.encode(render_k3(msgs, TOOLS)), rep) / n * 1e6
         worst_text = min(worst_text, t_off / t_ours)
         if n <= SHORT:
