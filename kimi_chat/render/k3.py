@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from typing_extensions import TypedDict, Unpack
 
 from kimi_chat import markers as M
-from kimi_chat.caches import PerTokenizer
+from kimi_chat.caches import PerTokenizer, content_key
 from kimi_chat.errors import RenderError
 from kimi_chat.render.k3_inputs import (
     TYPE_NAMES,
@@ -289,9 +289,9 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
             )
 
 
-def _declare(parts: list[str], tools: Any, body_head: str, index: int | None) -> None:
+def _declare(parts: list[str], tools: Any, body_head: str, index: int | None, key: bytes | None = None) -> None:
     parts += _TOOL_DECLARE_OPEN
-    parts.append(body_head + tools_json(tools, index, "tools") + "\n```")
+    parts.append(body_head + tools_json(tools, index, "tools", key) + "\n```")
     parts += _MSG_END
 
 
@@ -332,9 +332,11 @@ def _build(
     track = marks is not None
 
     if tools:
-        if isinstance(tools, (list, tuple)):
+        # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
+        key = content_key(tools) if type(tools) is list else None
+        if key is None and isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(parts, tools, _TOOLS_BODY, None)
+        _declare(parts, tools, _TOOLS_BODY, None, key)
     if thinking and thinking_effort is not None:
         parts += _EFFORT_MESSAGES[thinking_effort]
 

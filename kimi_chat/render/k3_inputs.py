@@ -266,11 +266,12 @@ def _tools_key(tools: Any) -> bytes | None:
     return content_key(tools, _TOOLS_JSON_MAX_KEY)
 
 
-def tools_json(tools: Any, index: int | None, field: str) -> str:
+def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = None) -> str:
     """The compact JSON of ``tools`` with every dict's keys sorted (``_json_compact(deep_sort_dict(tools))``).
 
     Servers declare the same tools on every request: the result is cached (thread-safe, bounded LRU) by
     an exact content key (:func:`_tools_key`; it tells apart what JSON would not, tuples from lists, ``1``
-    from ``"1"`` keys, and so what the encoder's sort treats differently)."""
+    from ``"1"`` keys, and so what the encoder's sort treats differently). ``key``: ``_tools_key(tools)``,
+    when the caller has it."""
     return _TOOLS_JSON.get_or_compute(
-        _tools_key(tools), lambda: dumps(sorted_keys(tools, index, field), index, field, compact=True))
+        key if key is not None else _tools_key(tools), lambda: dumps(sorted_keys(tools, index, field), index, field, compact=True))
