@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
+from .caches import LRUCache, hand_key, handed_key
 from .errors import KimiChatError
 
 __all__ = [
@@ -431,9 +432,11 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
     out = [t if type(t) is dict else to_plain(t, index=i, what=what) for i, t in enumerate(items)]
     try:
-        marshal.dumps(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
+        key = marshal.dumps(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
     except ValueError:
         out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
+    else:
+        hand_key(out, key)  # the request's caches key on it (kimi_chat.caches): serialised once
     return out
 
 
@@ -574,25 +577,6 @@ def renderable_fast(msgs: list[Any]) -> bool:
     return True
 
 
-def tools_fast(tools: list[Any]) -> bool:
-    """Whether the tools schema (``_TOOLS``, strict) certainly accepts ``tools`` (as
-    :func:`renderable_fast` for messages): ``True`` only where the validation passes."""
-    for t in tools:
-        if type(t) is not dict or not _str_keys(t) or type(t.get("type")) is not str:
-            return False
-        if "function" in t:
-            fn = t["function"]
-            if type(fn) is not dict or not _str_keys(fn) or type(fn.get("name")) is not str:
-                return False
-            if "description" in fn and fn["description"] is not None and type(fn["description"]) is not str:
-                return False
-            if "parameters" in fn:
-                params = fn["parameters"]
-                if params is not None and (type(params) is not dict or not _str_keys(params)):
-                    return False
-    return True
-
-
 def schema_problems(msgs: list[dict[str, Any]]) -> list[tuple[int | None, str, str, str]]:
     """Where normalised messages (:func:`normalize_messages`) leave the OpenAI schema:
     ``(message_index, field, kind, problem)`` with ``kind`` one of ``"unknown-role"``,
@@ -626,10 +610,17 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
     plain = plain_items(tools, "tools")
-    if tools_fast(plain):
+    key = handed_key(plain)
+    if key is not None and _VALID_TOOLS.get(key):  # these very tools validated before: the same result
         return plain
     try:
         _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:
         raise InvalidToolsError(_errors_of(e, plain)) from e
+    if key is not None:
+        _VALID_TOOLS.put(key, True)
     return plain
+
+
+_VALID_TOOLS: LRUCache[bool] = LRUCache("messages.valid_tools", 64)
+"""Exact content keys of tool lists that validated (servers send the same tools on every request)."""

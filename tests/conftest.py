@@ -88,12 +88,13 @@ def cache_state(request):
 
 @pytest.fixture(scope="module", params=["fast path", "validated"])
 def message_paths(request):
-    """Run a module's tests with the plain-dict fast path of :mod:`kimi_chat.messages` on (the default)
-    and off (every input through the pydantic validation): the results and errors must be the same."""
-    from kimi_chat import messages
+    """Run a module's tests with the plain-dict fast path of :mod:`kimi_chat.messages` and its
+    validated-tools cache on (the default) and off (every input through the pydantic validation): the
+    results and errors must be the same."""
+    from kimi_chat import caches, messages
 
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "validated":
             mp.setattr(messages, "renderable_fast", lambda msgs: False)
-            mp.setattr(messages, "tools_fast", lambda tools: False)
+            mp.setattr(messages, "_VALID_TOOLS", caches.LRUCache(None, 0))  # keeps nothing: tools validated
         yield request.param

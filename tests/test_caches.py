@@ -125,7 +125,7 @@ def test_registry_is_complete():
                     found[value.name] = value
     assert found and all(caches.REGISTRY.get(n) is v for n, v in found.items())
     assert {"k2.tool_declarations", "k3.tools_json", "k3.tokenizer_ids", "tokens.special_names",
-            "tokens.first_turn_ids"} <= set(caches.REGISTRY)
+            "tokens.first_turn_ids", "messages.valid_tools"} <= set(caches.REGISTRY)
     # caches of loaded data, not of requests: files, compiled templates and grammars, per dialect or path
     known = {"tokenizer.py": 2, "oracle.py": 1, "verify/rendering.py": 1, "verify/identify.py": 1,
              "formats/k2.py": 1, "formats/k3.py": 1, "testing/strategies.py": 2, "testing/strategies_k3.py": 1,

@@ -1,6 +1,7 @@
-"""The plain-dict fast path of message and tool normalisation (issue 22): well-formed plain dicts skip
-the pydantic round trip, and every input gets the same result and the same error (exception class and
-message) as through the validation. ``tests/test_messages.py`` runs every test both ways too
+"""The plain-dict fast path of message normalisation and the validated-tools cache (issue 22):
+well-formed plain dicts skip the pydantic round trip, tools already validated (same exact content)
+are not validated again, and every input gets the same result and the same error (exception class
+and message) as through the validation. ``tests/test_messages.py`` runs every test both ways too
 (the ``message_paths`` fixture)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kimi_chat import messages as MSG
+from kimi_chat.caches import LRUCache
 from kimi_chat.testing.strategies import defective_requests, odd_requests, requests
 
 
@@ -20,7 +22,7 @@ def validated_only():
     """The fast paths off: every input through the pydantic validation (the reference behaviour)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(MSG, "renderable_fast", lambda msgs: False)
-        mp.setattr(MSG, "tools_fast", lambda tools: False)
+        mp.setattr(MSG, "_VALID_TOOLS", LRUCache(None, 0))  # keeps nothing: every tool list validated
         yield
 
 
@@ -96,11 +98,16 @@ def test_ordinary_plain_messages_take_the_fast_path(msgs):
     assert MSG.renderable_fast(MSG.normalize_messages(msgs))
 
 
-def test_tools_of_a_server_take_the_fast_path():
+def test_tools_validated_once_per_content(monkeypatch):
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
-              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
-             {"type": "function", "function": {"name": "f", "description": None, "parameters": None}}]
-    assert MSG.tools_fast(MSG.normalize_tools(tools))
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    MSG._VALID_TOOLS.clear()
+    MSG.normalize_tools(tools)
+    calls = []
+    monkeypatch.setattr(MSG, "_TOOLS", type("Spy", (), {"validate_python": lambda self, *a, **k: calls.append(a)})())
+    assert MSG.normalize_tools(tools) == tools and not calls  # the same content: not validated again
+    tools[0]["function"]["name"] = 5  # changed in place: a new key, validated again
+    assert MSG.normalize_tools(tools) == tools and len(calls) == 1
 
 
 @pytest.mark.parametrize("msgs", [

@@ -31,7 +31,7 @@ from ..errors import RenderError
 from ..messages import to_plain
 from ..nesting import too_deep_error
 from ..nesting import deep_sort_dict
-from ..caches import LRUCache, content_key
+from ..caches import LRUCache, handed_key
 from .writer import Writer
 
 __all__ = ["render_k2"]
@@ -176,7 +176,7 @@ def _declaration(d: Dialect, tool_list: list[dict[str, Any]]) -> tuple[bool, str
     written after ``d.tools_prefix``; else the K2.5 / K2.6 TypeScript one). Servers declare the same
     tools on every request: cached by exact content (:func:`kimi_chat.caches.content_key`), unless
     the TypeScript encoding warns (the warning is then given on every render, as without a cache)."""
-    key = content_key(tool_list)
+    key = handed_key(tool_list)  # normalize_tools serialised them already: the same key
     settings = (d.sort_tool_keys, d.tools_typescript, d.tools_prefix, d.tools_separators)
     if key is not None:
         hit = _DECLARATIONS.get((settings, key))
