@@ -33,7 +33,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _timing import best_of  # noqa: E402
+from _timing import per_call_pair  # noqa: E402
 from render import TOOLS, conversation  # noqa: E402
 
 from kimi_chat.dialects import get_dialect  # noqa: E402
@@ -60,8 +60,8 @@ def _row(label: str, n: int, ours, theirs, p_ours, p_theirs, repeat: int) -> flo
     if _ids(ours, msgs, p_ours) != _ids(theirs, msgs, p_theirs):
         raise SystemExit(f"{label} n={n}: the two renderers' ids differ")
     rep = max(2, repeat if n < 1000 else repeat // 2)
-    t_ours = best_of(lambda: ours.render_chat([msgs], p_ours), rep)
-    t_theirs = best_of(lambda: theirs.render_chat([msgs], p_theirs), rep)
+    t_ours, t_theirs = per_call_pair(lambda: ours.render_chat([msgs], p_ours),
+                                     lambda: theirs.render_chat([msgs], p_theirs), rep)
     ratio = t_theirs / t_ours
     print(f"{label:<22} {n:>5} | {1 / t_theirs:>10.1f} {1 / t_ours:>10.1f} | {ratio:>6.1f}x")
     return ratio

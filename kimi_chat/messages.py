@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
+from .caches import LRUCache, hand_key, handed_key
 from .errors import KimiChatError
 
 __all__ = [
@@ -432,9 +433,11 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
     out = [t if type(t) is dict else to_plain(t, index=i, what=what) for i, t in enumerate(items)]
     try:
-        marshal.dumps(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
+        key = marshal.dumps(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
     except ValueError:
         out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
+    else:
+        hand_key(out, key)  # the request's caches key on it (kimi_chat.caches): serialised once
     return out
 
 
@@ -500,6 +503,8 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             if not isinstance(m, dict):
                 raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
         out.append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
+    if renderable_fast(out):  # well-formed plain dicts: what the validation below accepts, without it
+        return out
     try:
         _RENDERABLE.validate_python(out, strict=True)
     except ValidationError as e:
@@ -512,6 +517,65 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             raise InvalidMessagesError(_errors_of(e2, plain)) from e
         return plain
     return out
+
+
+def _str_keys(d: dict[Any, Any]) -> bool:
+    for k in d:
+        if type(k) is not str:
+            return False
+    return True
+
+
+def _content_fast(content: Any) -> bool:
+    """Whether ``content`` is a ``str`` or a list of dicts with ``str`` keys (exact types)."""
+    if type(content) is str:
+        return True
+    if type(content) is not list:
+        return False
+    for part in content:
+        if type(part) is not dict or not _str_keys(part):
+            return False
+    return True
+
+
+_ASSISTANT_STR_FIELDS = ("name", "reasoning_content", "reasoning", "thinking")
+
+
+def renderable_fast(msgs: list[Any]) -> bool:
+    """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs``, checked in
+    plain Python: exact ``dict`` / ``list`` / ``str`` where the schema wants them, ``str`` keys.
+    ``True`` only where the validation passes (a ``False`` sends the input through the validation,
+    which accepts it or names the errors): the same result and the same errors, without the pydantic
+    round trip for the well-formed plain dicts of every request."""
+    for m in msgs:
+        if type(m) is not dict or not _str_keys(m):
+            return False
+        role = m.get("role")
+        if type(role) is not str:
+            return False
+        if "content" in m and not _content_fast(m["content"]):
+            return False
+        if role != "assistant":
+            if "name" in m and type(m["name"]) is not str:
+                return False
+            continue
+        for key in _ASSISTANT_STR_FIELDS:
+            if key in m and type(m[key]) is not str:
+                return False
+        if "tool_calls" in m:
+            calls = m["tool_calls"]
+            if type(calls) is not list:
+                return False
+            for call in calls:
+                if type(call) is not dict or not _str_keys(call):
+                    return False
+                if ("id" in call and type(call["id"]) is not str) or ("type" in call and type(call["type"]) is not str):
+                    return False
+                fn = call.get("function")
+                if (type(fn) is not dict or not _str_keys(fn) or type(fn.get("name")) is not str
+                        or "arguments" not in fn):
+                    return False
+    return True
 
 
 def schema_problems(msgs: list[dict[str, Any]]) -> list[tuple[int | None, str, str, str]]:
@@ -547,8 +611,17 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
     plain = plain_items(tools, "tools")
+    key = handed_key(plain)
+    if key is not None and _VALID_TOOLS.get(key):  # these very tools validated before: the same result
+        return plain
     try:
         _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:
         raise InvalidToolsError(_errors_of(e, plain)) from e
+    if key is not None:
+        _VALID_TOOLS.put(key, True)
     return plain
+
+
+_VALID_TOOLS: LRUCache[bool] = LRUCache("messages.valid_tools", 64)
+"""Exact content keys of tool lists that validated (servers send the same tools on every request)."""

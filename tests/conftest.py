@@ -67,3 +67,34 @@ def pytest_configure(config: pytest.Config) -> None:
             f"CI=true: {REFERENCE_MISSING}; refusing to let the oracle tests skip "
             f"(a run meant to have no reference data sets {WITHOUT_REFERENCE_VAR}=1)"
         )
+
+
+@pytest.fixture(scope="module", params=["caches cold", "caches warm"])
+def cache_state(request):
+    """Run a module's tests twice (issue 22: caches must not change any output): ``caches cold``,
+    with every cache of :data:`kimi_chat.caches.REGISTRY` emptied and every lookup a miss (each
+    example computes everything), then ``caches warm``, emptied once and used as a server uses them
+    (examples that repeat a tool list hit). Module-scoped: hypothesis refuses function-scoped
+    fixtures. Use with ``pytestmark = pytest.mark.usefixtures("cache_state")``."""
+    from kimi_chat import caches
+
+    caches.clear_all()
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "caches cold":
+            mp.setattr(caches.LRUCache, "get", lambda self, key, default=None: default)
+        yield request.param
+    caches.clear_all()
+
+
+@pytest.fixture(scope="module", params=["fast path", "validated"])
+def message_paths(request):
+    """Run a module's tests with the plain-dict fast path of :mod:`kimi_chat.messages` and its
+    validated-tools cache on (the default) and off (every input through the pydantic validation): the
+    results and errors must be the same."""
+    from kimi_chat import caches, messages
+
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "validated":
+            mp.setattr(messages, "renderable_fast", lambda msgs: False)
+            mp.setattr(messages, "_VALID_TOOLS", caches.LRUCache(None, 0))  # keeps nothing: tools validated
+        yield request.param

@@ -27,7 +27,7 @@ pytest.importorskip("transformers", reason="the official K3 tokenizer needs tran
 from kimi_chat.families.k3.oracle import official_k3_ids, official_k3_render, official_k3_segments  # noqa: E402
 from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
 
-pytestmark = [pytest.mark.oracle, needs_reference]
+pytestmark = [pytest.mark.oracle, needs_reference, pytest.mark.usefixtures("cache_state")]
 
 
 @pytest.fixture(scope="module")

@@ -75,16 +75,17 @@ def test_bounded_least_recently_used():
     hot = [tool("hot")]
     K.tools_json(hot, None, "tools")
     hot_key = K._tools_key(hot)
-    for i in range(K._TOOLS_JSON_MAX * 2):
+    for i in range(K._TOOLS_JSON.maxsize * 2):
         K.tools_json([tool(f"t{i}")], None, "tools")
         K.tools_json(hot, None, "tools")  # used all along: stays
-        assert len(K._TOOLS_JSON) <= K._TOOLS_JSON_MAX
-    assert hot_key in K._TOOLS_JSON
-    assert K._tools_key([tool("t0")]) not in K._TOOLS_JSON  # the least recently used went
+        assert len(K._TOOLS_JSON) <= K._TOOLS_JSON.maxsize
+    assert K._TOOLS_JSON.get(hot_key) == uncached(hot)
+    assert K._TOOLS_JSON.get(K._tools_key([tool("t0")])) is None  # the least recently used went
 
 
 def test_big_tools_are_not_kept():
     big = [tool("big", x={"description": "x" * K._TOOLS_JSON_MAX_KEY})]
     assert K._tools_key(big) is None
+    K._TOOLS_JSON.clear()
     assert K.tools_json(big, None, "tools") == uncached(big)
-    assert all(len(k) <= K._TOOLS_JSON_MAX_KEY for k in K._TOOLS_JSON)
+    assert len(K._TOOLS_JSON) == 0

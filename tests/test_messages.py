@@ -13,6 +13,7 @@ from kimi_chat.messages import normalize_messages
 
 from conftest import needs_reference
 
+pytestmark = pytest.mark.usefixtures("message_paths")  # every test with the plain-dict fast path and without
 
 def test_missing_field_names_index_and_field_under_strict():
     msgs = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}]

@@ -177,10 +177,12 @@ def test_byte_splits_inside_multibyte_characters(text, kw, cuts):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(soup, mutated()), configs, st.integers(0, 3), st.data())
-def test_long_chunks_scanned_sparsely_give_the_same_result(text, kw, seed, data):
-    """Long chunks with few marker start characters take the lexer's str.find path; the result is
-    the same as one character at a time (always the regex path)."""
-    filler = ("lorem ipsum dolor sit amet, consectetur " * 40)[: 1200 + 37 * seed]
+def test_long_chunks_scanned_per_start_character_give_the_same_result(text, kw, seed, data):
+    """Long chunks take the lexer's per-start-character search path (with marker start characters
+    in plain text, rare or frequent); the result is the same as one character at a time (always the
+    single-regex path)."""
+    words = data.draw(st.sampled_from(["lorem ipsum dolor sit amet, consectetur ", "a <b> [c] <| d </x [EO "]))
+    filler = (words * 60)[: 1200 + 37 * seed]
     pieces = [filler, text, filler]
     if data.draw(st.booleans()):
         pieces.insert(2, data.draw(st.sampled_from(ALL_SPELLINGS)) + filler)
@@ -188,10 +190,10 @@ def test_long_chunks_scanned_sparsely_give_the_same_result(text, kw, seed, data)
     check_stream_equals_parse(text, list(text), kw)
 
 
-def test_the_sparse_scan_is_exercised(monkeypatch):
+def test_the_long_scan_is_exercised(monkeypatch):
     calls = []
-    orig = MarkerLexer._scan_sparse
-    monkeypatch.setattr(MarkerLexer, "_scan_sparse", lambda self, t, h, *cb: calls.append(h) or orig(self, t, h, *cb))
+    orig = MarkerLexer._scan_long
+    monkeypatch.setattr(MarkerLexer, "_scan_long", lambda self, t, h, *cb: calls.append(h) or orig(self, t, h, *cb))
     text = "x" * 1000 + SB + CB + "functions.f:0" + AB + "{}" + CE + SE + "y" * 1000 + "<" + END + "tail"
     msg = parse(text)
     assert calls and msg.content == "x" * 1000 + "y" * 1000 + "<"

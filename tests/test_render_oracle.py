@@ -17,7 +17,7 @@ from kimi_chat.testing.strategies import DEFECTS, defective_requests, odd_reques
 
 from conftest import needs_reference
 
-pytestmark = [pytest.mark.oracle, needs_reference]
+pytestmark = [pytest.mark.oracle, needs_reference, pytest.mark.usefixtures("cache_state")]
 
 
 def _official_or_error(req, dialect):

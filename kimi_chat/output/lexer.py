@@ -46,7 +46,7 @@ class MarkerLexer:
     """
 
     __slots__ = ("table", "pending", "start0", "start1", "_classes", "_prefixes", "_window", "_starts",
-                 "_search", "_match")
+                 "_search", "_by_start")
 
     def __init__(self, table: MarkerTable) -> None:
         self.table = table
@@ -59,7 +59,7 @@ class MarkerLexer:
         self.start0 = table.start_chars[0] if len(table.start_chars) <= 2 else ""
         self.start1 = table.start_chars[-1]
         self._search = table.pattern.search
-        self._match = table.pattern.match
+        self._by_start = [p.search for p in table.by_start]
 
     def may_start(self, text: str) -> bool:
         """Whether ``text`` must be scanned (something is pending, or a marker may start in it)."""
@@ -106,11 +106,10 @@ class MarkerLexer:
             i = text.rfind(ch, lo)
             if i >= 0 and i < hold and text[i:] in self._prefixes:
                 hold = i
-        s0, s1 = self.start0, self.start1
         if real is not None:
             pos = self._scan_ids(text, hold, on_text, on_marker, real, base)
-        elif hold > 256 and (text.count(s0, 0, hold) + text.count(s1, 0, hold)) * 128 < hold:
-            pos = self._scan_sparse(text, hold, on_text, on_marker)
+        elif hold > 256:
+            pos = self._scan_long(text, hold, on_text, on_marker)
         else:
             pos = self._scan_dense(text, hold, on_text, on_marker)
         if pos < 0:  # stopped after the marker ending at -pos - 1
@@ -158,33 +157,31 @@ class MarkerLexer:
             m = search(text, m.end(), hold)
         return pos
 
-    def _scan_sparse(self, text: str, hold: int, on_text: OnText, on_marker: OnMarker) -> int:
-        """The same tokens, found by ``str.find`` of the start characters and an anchored match at
-        each (marker start characters are rare: a long chunk is skipped at memchr speed)."""
-        s0, s1 = self.start0, self.start1
-        match = self._match
+    def _scan_long(self, text: str, hold: int, on_text: OnText, on_marker: OnMarker) -> int:
+        """The same tokens as :meth:`_scan_dense`, for a long text: one search per start character
+        (``table.by_start``, each a C-speed literal-prefix scan, so plain text costs no Python work
+        however many start characters it holds), the leftmost match taken at each step."""
+        searches = self._by_start
         classes = self._classes
-        find = text.find
-        i = find(s0, 0, hold)
-        j = find(s1, 0, hold)
+        found = [search(text, 0, hold) for search in searches]
         pos = 0
-        while i >= 0 or j >= 0:
-            k = i if j < 0 or 0 <= i < j else j
-            m = match(text, k, hold)
+        while True:
+            m = None
+            for f in found:
+                if f is not None and (m is None or f.start() < m.start()):
+                    m = f
             if m is None:
-                nxt = k + 1
-            else:
-                if k > pos:
-                    on_text(text[pos:k])
-                spelling = m.group()
-                pos = nxt = m.end()
-                if on_marker(classes[spelling], spelling):
-                    return -pos - 1
-            if 0 <= i < nxt:
-                i = find(s0, nxt, hold)
-            if 0 <= j < nxt:
-                j = find(s1, nxt, hold)
-        return pos
+                return pos
+            s = m.start()
+            if s > pos:
+                on_text(text[pos:s])
+            spelling = m.group()
+            pos = m.end()
+            if on_marker(classes[spelling], spelling):
+                return -pos - 1
+            for k, f in enumerate(found):
+                if f is not None and f.start() < pos:
+                    found[k] = searches[k](text, pos, hold)
 
 
 class Utf8Chunks:

@@ -305,6 +305,10 @@ class State:
         return f"<State {self.id} {self.name}>"
 
 
+def _alternation(spellings: Iterable[str]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True)))
+
+
 @dataclass(frozen=True)
 class MarkerTable:
     """The marker spellings a lexer recognises, and their terminal classes.
@@ -324,6 +328,9 @@ class MarkerTable:
     """The characters spellings start with, sorted."""
     pattern: re.Pattern[str]
     """A regex matching any spelling (longest first)."""
+    by_start: tuple[re.Pattern[str], ...]
+    """Per start character (in :attr:`start_chars` order), a regex matching the spellings that start
+    with it: their common first character makes each a C-speed literal-prefix search over plain text."""
 
     @classmethod
     def build(cls, classes: Mapping[str, str]) -> MarkerTable:
@@ -343,7 +350,8 @@ class MarkerTable:
             prefixes=frozenset(s[:k] for s in classes for k in range(1, len(s))),
             max_len=max(map(len, classes)),
             start_chars="".join(sorted(starts)),
-            pattern=re.compile("|".join(re.escape(s) for s in sorted(classes, key=len, reverse=True))),
+            pattern=_alternation(classes),
+            by_start=tuple(_alternation([s for s in classes if s[0] == c]) for c in sorted(starts)),
         )
 
 

@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import re
 import warnings
-import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
 
+from ..caches import PerTokenizer
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError
 from ..checks.lint import unterminated_last_turn
@@ -60,6 +60,7 @@ from ..messages import normalize_messages, to_plain
 from ..prompt import Layout, render_layout
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .tokenizer import KimiTokenizer, cut_points
+from .first_turn import encode_whole as _encode_whole
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
 
@@ -287,14 +288,11 @@ class _Info:
         return None if best is None else best[1]
 
 
-_INFO: "weakref.WeakKeyDictionary[KimiTokenizer, _Info]" = weakref.WeakKeyDictionary()
+_INFO: PerTokenizer[_Info] = PerTokenizer("tokens.special_names")
 
 
 def _info(tok: KimiTokenizer) -> _Info:
-    info = _INFO.get(tok)
-    if info is None:
-        info = _INFO[tok] = _Info(tok)
-    return info
+    return _INFO.get(tok, _Info)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -395,7 +393,7 @@ def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tup
     if structural is None:
         names = tok._special_names
         if len(bounds) == 2 and start == 0:
-            return enc.encode(text, allowed_special=names, disallowed_special=())
+            return _encode_whole(tok, text)
         for a, b in zip(bounds, bounds[1:]):
             out += enc.encode(text[a:b], allowed_special=names, disallowed_special=())
         return out

@@ -31,6 +31,7 @@ from ...errors import RenderError
 from ...messages import to_plain
 from ...nesting import too_deep_error
 from ...nesting import deep_sort_dict
+from ...caches import LRUCache, handed_key
 from ...prompt.writer import Writer
 
 __all__ = ["render_k2"]
@@ -166,6 +167,36 @@ def _tool_result_header(d: Dialect, msg: Mapping[str, Any], w: Writer) -> None:
     w.emit(d.tool_result_header)  # type: ignore[arg-type]
 
 
+_DECLARATIONS: LRUCache[tuple[bool, str]] = LRUCache("k2.tool_declarations", 64)
+"""The tools' declaration text, per dialect settings and exact tool content (:func:`_declaration`)."""
+
+
+def _declaration(d: Dialect, tool_list: list[dict[str, Any]]) -> tuple[bool, str]:
+    """``(json, text)``: the tools' declaration of dialect ``d`` (``json``: the JSON declaration,
+    written after ``d.tools_prefix``; else the K2.5 / K2.6 TypeScript one). Servers declare the same
+    tools on every request: cached by exact content (:func:`kimi_chat.caches.content_key`), unless
+    the TypeScript encoding warns (the warning is then given on every render, as without a cache)."""
+    key = handed_key(tool_list)  # normalize_tools serialised them already: the same key
+    settings = (d.sort_tool_keys, d.tools_typescript, d.tools_prefix, d.tools_separators)
+    if key is not None:
+        hit = _DECLARATIONS.get((settings, key))
+        if hit is not None:
+            return hit
+    sorted_list = deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list
+    declared = None
+    cacheable = key is not None
+    if d.tools_typescript:
+        from .tools_ts import typescript_or_none
+
+        # "" (no function tool) and a failed encoding both leave the template its JSON declaration
+        declared = typescript_or_none(sorted_list, warned := []) or None
+        cacheable = cacheable and not warned  # a warning is given on every render, as without a cache
+    result = (True, _json(sorted_list, d.tools_separators, "tools")) if declared is None else (False, declared)
+    if cacheable:
+        _DECLARATIONS.put((settings, key), result)
+    return result
+
+
 def render_k2(
     w: Writer,
     d: Dialect,
@@ -186,19 +217,11 @@ def render_k2(
 
     # -- tool declarations
     if tool_list:
-        if d.sort_tool_keys:
-            tool_list = deep_sort_dict(tool_list)
         w.mark(-1, False)
-        declared = None
-        if d.tools_typescript:
-            from .tools_ts import typescript_or_none
-
-            # "" (no function tool) and a failed encoding both leave the template its JSON declaration
-            declared = typescript_or_none(tool_list) or None
         emit(_TOOL_DECLARE)
-        if declared is None:
+        json_prefix, declared = _declaration(d, tool_list)
+        if json_prefix:
             emit(d.tools_prefix)
-            declared = _json(tool_list, d.tools_separators, "tools")
         emit_text(declared)
         emit(_IM_END)
 

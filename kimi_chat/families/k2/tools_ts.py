@@ -552,27 +552,31 @@ def _encode_function(function: dict, ctx: _Ctx) -> str:
     return "\n".join(x for x in ("\n".join(interfaces), desc or "", type_def) if x)
 
 
-def typescript_or_none(tools: Union[list[dict[str, Any]], None]) -> str | None:
+def typescript_or_none(tools: Union[list[dict[str, Any]], None], warned: list[str] | None = None) -> str | None:
     """The ``tools_ts_str`` the official K2.5 / K2.6 tokenizer hands its template: :func:`tools_to_typescript`,
     or ``None`` where the official encoder fails (:class:`ToolSchemaError`): its ``apply_chat_template``
     catches any exception of the encoder and the template then declares the tools as JSON (what
-    :func:`kimi_chat.render` writes; :func:`kimi_chat.lint` reports it as ``tools-not-typescript``)."""
+    :func:`kimi_chat.render` writes; :func:`kimi_chat.lint` reports it as ``tools-not-typescript``).
+    ``warned``: a list the warnings' messages are appended to (they are emitted too)."""
     try:
-        return tools_to_typescript(tools)
+        return tools_to_typescript(tools, warned)
     except ToolSchemaError:
         return None
 
 
-def tools_to_typescript(tools: Union[list[dict[str, Any]], None]) -> str:
+def tools_to_typescript(tools: Union[list[dict[str, Any]], None], warned: list[str] | None = None) -> str:
     """The ``tools_ts_str`` the Kimi-K2.5 and Kimi-K2.6 tokenizer computes from an OpenAI ``tools`` list.
 
     Returns ``""`` when there is no function tool. Raises :class:`ToolSchemaError` (naming the tool
     and a JSON pointer into its entry) for a declaration the official encoder cannot encode; emits a
-    :class:`UserWarning` for each ``false`` sub-schema (encoded as ``null``).
+    :class:`UserWarning` for each ``false`` sub-schema (encoded as ``null``; its message is appended
+    to ``warned`` if given).
     """
     text, pending = _encode(tools)
     for message in pending:
         warnings.warn(message, UserWarning, stacklevel=2)
+    if warned is not None:
+        warned.extend(pending)
     return text
 
 

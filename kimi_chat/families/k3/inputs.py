@@ -13,12 +13,10 @@ index and field where the official encoder raises.
 from __future__ import annotations
 
 import json
-import marshal
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from kimi_chat.caches import MAX_KEY_BYTES, LRUCache, content_key
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import plain_messages as messages_of
 from kimi_chat.nesting import too_deep_error
@@ -255,45 +253,25 @@ def sorted_keys(value: Any, index: int | None, field: str) -> Any:
 # -------------------------------------------------------------------------------------------- the pass
 
 
-_TOOLS_JSON: OrderedDict[bytes, str] = OrderedDict()
+_TOOLS_JSON: LRUCache[str] = LRUCache("k3.tools_json", 64)
 """``tools_json``'s cache: exact key (:func:`_tools_key`) -> text, least recently used first."""
-_TOOLS_JSON_MAX = 64
-"""Entries kept (the least recently used is dropped)."""
-_TOOLS_JSON_MAX_KEY = 1 << 16
+_TOOLS_JSON_MAX_KEY = MAX_KEY_BYTES
 """Tools whose key is longer (bytes) are not cached: each entry's memory is bounded (key and text)."""
-_TOOLS_JSON_LOCK = threading.Lock()
 
 
 def _tools_key(tools: Any) -> bytes | None:
-    """The cache key of ``tools``: ``marshal.dumps``, which serialises only plain data of exact types
-    (dict, list, tuple, str, int, float, bool, None; no subclasses, no other objects) in order, and which
-    ``marshal.loads`` inverts, so equal keys are equal values of equal types and key order: the same
-    text. ``None`` (not cached): not plain data, or too big."""
-    try:
-        key = marshal.dumps(tools)
-    except ValueError:  # an object marshal does not take (a Mapping class, a pydantic model...), too deep
-        return None
-    return key if len(key) <= _TOOLS_JSON_MAX_KEY else None
+    """The cache key of ``tools``: :func:`kimi_chat.caches.content_key` (``marshal.dumps``: plain data
+    of exact types in order, so equal keys are equal values of equal types and key order: the same
+    text). ``None`` (not cached): not plain data, or too big."""
+    return content_key(tools, _TOOLS_JSON_MAX_KEY)
 
 
-def tools_json(tools: Any, index: int | None, field: str) -> str:
+def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = None) -> str:
     """The compact JSON of ``tools`` with every dict's keys sorted (``_json_compact(deep_sort_dict(tools))``).
 
     Servers declare the same tools on every request: the result is cached (thread-safe, bounded LRU) by
     an exact content key (:func:`_tools_key`; it tells apart what JSON would not, tuples from lists, ``1``
-    from ``"1"`` keys, and so what the encoder's sort treats differently)."""
-    key = _tools_key(tools)
-    if key is not None:
-        with _TOOLS_JSON_LOCK:
-            hit = _TOOLS_JSON.get(key)
-            if hit is not None:
-                _TOOLS_JSON.move_to_end(key)
-                return hit
-    text = dumps(sorted_keys(tools, index, field), index, field, compact=True)
-    if key is not None:
-        with _TOOLS_JSON_LOCK:
-            _TOOLS_JSON[key] = text
-            _TOOLS_JSON.move_to_end(key)
-            while len(_TOOLS_JSON) > _TOOLS_JSON_MAX:
-                _TOOLS_JSON.popitem(last=False)
-    return text
+    from ``"1"`` keys, and so what the encoder's sort treats differently). ``key``: ``_tools_key(tools)``,
+    when the caller has it."""
+    return _TOOLS_JSON.get_or_compute(
+        key if key is not None else _tools_key(tools), lambda: dumps(sorted_keys(tools, index, field), index, field, compact=True))

@@ -32,13 +32,13 @@ tool result whose tool name cannot be resolved, a tool call without a name...), 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from typing_extensions import TypedDict, Unpack
 
 from kimi_chat import markers as M
+from kimi_chat.caches import PerTokenizer, content_key
 from kimi_chat.errors import RenderError
 from kimi_chat.families.k3.inputs import (
     TYPE_NAMES,
@@ -289,9 +289,9 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
             )
 
 
-def _declare(parts: list[str], tools: Any, body_head: str, index: int | None) -> None:
+def _declare(parts: list[str], tools: Any, body_head: str, index: int | None, key: bytes | None = None) -> None:
     parts += _TOOL_DECLARE_OPEN
-    parts.append(body_head + tools_json(tools, index, "tools") + "\n```")
+    parts.append(body_head + tools_json(tools, index, "tools", key) + "\n```")
     parts += _MSG_END
 
 
@@ -332,9 +332,11 @@ def _build(
     track = marks is not None
 
     if tools:
-        if isinstance(tools, (list, tuple)):
+        # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
+        key = content_key(tools) if type(tools) is list else None
+        if key is None and isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(parts, tools, _TOOLS_BODY, None)
+        _declare(parts, tools, _TOOLS_BODY, None, key)
     if thinking and thinking_effort is not None:
         parts += _EFFORT_MESSAGES[thinking_effort]
 
@@ -567,23 +569,23 @@ def render_k3_segments(
 
 _CACHE_MAX_LEN = 48
 _CACHE_MAX_ENTRIES = 1 << 16
-_TEXT_CACHES: "weakref.WeakKeyDictionary[Any, tuple[dict[str, int], dict[str, list[int]]]]" = weakref.WeakKeyDictionary()
+_TEXT_CACHES: PerTokenizer[tuple[dict[str, int], dict[str, list[int]]]] = PerTokenizer("k3.tokenizer_ids")
+"""Per K3 tokenizer: its marker ids and the ids of short text pieces (at most ``_CACHE_MAX_ENTRIES``)."""
+
+
+def _build_caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
+    specials = tokenizer.special_tokens
+    missing = [m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG) if m.text not in specials]
+    if missing:
+        raise ValueError(
+            f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
+            "use KimiTokenizer.from_reference('k3')"
+        )
+    return {m.text: specials[m.text] for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG)}, {}
 
 
 def _caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
-    cached = _TEXT_CACHES.get(tokenizer)
-    if cached is None:
-        specials = tokenizer.special_tokens
-        missing = [m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG) if m.text not in specials]
-        if missing:
-            raise ValueError(
-                f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
-                "use KimiTokenizer.from_reference('k3')"
-            )
-        ids = {m.text: specials[m.text] for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG)}
-        cached = (ids, {})
-        _TEXT_CACHES[tokenizer] = cached
-    return cached
+    return _TEXT_CACHES.get(tokenizer, _build_caches)
 
 
 def _ids(

@@ -1,0 +1,182 @@
+"""The caches of the per-request path, in one place: bounded, thread-safe, keyed exactly on content.
+
+Servers render short conversations with the same tools on every request; what depends only on the
+tools (their sorted JSON, the TypeScript declaration of K2.5 / K2.6, K3's declare block) is computed
+once per distinct tool list and reused. Every cache here:
+
+* is bounded: an :class:`LRUCache` keeps at most ``maxsize`` entries (the least recently used goes),
+  and :func:`content_key` refuses (``None``: not cached) a value whose key is longer than
+  ``max_key_bytes``, so each entry's memory is bounded too;
+* is thread-safe: its operations hold a lock (a value computed twice by two threads at once is the
+  same value: the second ``put`` replaces the first);
+* never changes an output: a key is the exact content (:func:`content_key`), so a hit returns what
+  the computation returns for that input; exceptions are never cached (the input is computed again,
+  and raises again);
+* is listed in :data:`REGISTRY` (by name), so tests can clear every cache (:func:`clear_all`) and run
+  with the caches cold as well as warm.
+
+:class:`PerTokenizer` holds data computed from a tokenizer (e.g. its marker ids and the ids of short
+text pieces), dropped with the tokenizer (weak keys).
+"""
+
+from __future__ import annotations
+
+import marshal
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["LRUCache", "PerTokenizer", "content_key", "hand_key", "handed_key", "clear_all", "REGISTRY",
+           "MAX_KEY_BYTES"]
+
+V = TypeVar("V")
+
+MAX_KEY_BYTES = 1 << 16
+"""Default bound of a key's length (bytes): bigger content is not cached."""
+
+REGISTRY: dict[str, "LRUCache[Any] | PerTokenizer[Any]"] = {}
+"""Every cache of kimi_chat, by name (each registers itself when created, at import)."""
+
+_MISSING: Any = object()
+
+
+def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
+    """An exact key of plain data ``value``: ``marshal.dumps``, or ``None`` (do not cache).
+
+    marshal serialises only plain data of exact types (dict, list, tuple, str, int, float, bool,
+    None, bytes; no subclasses, no other objects) with each value's type written (``1``, ``1.0`` and
+    ``True`` are three keys; a tuple is not a list), dicts in their key order, and ``marshal.loads``
+    inverts it: equal keys are equal values of equal types in equal order (two equal values may still
+    get different keys, e.g. when one shares a sub-object: a miss, never a wrong hit). ``None`` for
+    anything else (an object, a subclass, a value nested too deeply) and for keys longer than
+    ``max_key_bytes``."""
+    try:
+        key = marshal.dumps(value)
+    except (ValueError, RecursionError):  # not plain data, or nested too deeply for marshal
+        return None
+    return key if len(key) <= max_key_bytes else None
+
+
+_HANDED = threading.local()
+
+
+def hand_key(value: Any, key: bytes) -> None:
+    """Record ``key = marshal.dumps(value)`` just computed for the new list ``value`` (this thread),
+    for :func:`handed_key` further down the same render: one serialisation serves every cache of
+    the request. Only for a list the caller has just built (nobody else holds it yet)."""
+    _HANDED.pair = (value, key)
+
+
+def handed_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
+    """:func:`content_key` of ``value``, taken from :func:`hand_key` when ``value`` is the very list
+    last handed on this thread (computed otherwise)."""
+    pair = getattr(_HANDED, "pair", None)
+    if pair is not None and pair[0] is value:
+        key: bytes = pair[1]
+        return key if len(key) <= max_key_bytes else None
+    return content_key(value, max_key_bytes)
+
+
+class LRUCache(Generic[V]):
+    """A bounded, thread-safe least-recently-used map, registered in :data:`REGISTRY` as ``name``
+    (``name=None``: not registered, for a cache held by a registered one, e.g. one per tokenizer in
+    a :class:`PerTokenizer`, cleared with it)."""
+
+    __slots__ = ("name", "maxsize", "_data", "_lock", "__weakref__")
+
+    def __init__(self, name: str | None, maxsize: int = 64) -> None:
+        if name is not None and name in REGISTRY:
+            raise ValueError(f"a cache named {name!r} exists already")
+        self.name = name
+        self.maxsize = maxsize
+        self._data: OrderedDict[Hashable, V] = OrderedDict()
+        self._lock = threading.Lock()
+        if name is not None:
+            REGISTRY[name] = self
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The value of ``key`` (now the most recently used), or ``default``."""
+        with self._lock:
+            value = self._data.get(key, _MISSING)
+            if value is _MISSING:
+                return default
+            self._data.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        """Store ``value`` under ``key``; drop the least recently used entries beyond ``maxsize``."""
+        with self._lock:
+            data = self._data
+            data[key] = value
+            data.move_to_end(key)
+            while len(data) > self.maxsize:
+                data.popitem(last=False)
+
+    def get_or_compute(self, key: Hashable | None, compute: Callable[[], V]) -> V:
+        """``compute()``, cached under ``key`` (``None``: not cached, computed every time). An
+        exception of ``compute`` propagates and nothing is stored."""
+        if key is None:
+            return compute()
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            value = compute()
+            self.put(key, value)
+        return value
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"<LRUCache {self.name}: {len(self._data)}/{self.maxsize}>"
+
+
+class PerTokenizer(Generic[V]):
+    """Data computed once per tokenizer object (weakly keyed: it goes with the tokenizer), registered
+    in :data:`REGISTRY` as ``name``. ``get(tokenizer, build)`` returns ``build(tokenizer)``, built on
+    the first call for that tokenizer (under a lock: built once)."""
+
+    __slots__ = ("name", "_data", "_lock")
+
+    def __init__(self, name: str) -> None:
+        if name in REGISTRY:
+            raise ValueError(f"a cache named {name!r} exists already")
+        self.name = name
+        self._data: weakref.WeakKeyDictionary[Any, V] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        REGISTRY[name] = self
+
+    def get(self, tokenizer: Any, build: Callable[[Any], V]) -> V:
+        """The data of ``tokenizer``, built by ``build(tokenizer)`` on first use (an exception of
+        ``build`` propagates and nothing is stored)."""
+        value = self._data.get(tokenizer, _MISSING)
+        if value is _MISSING:
+            with self._lock:
+                value = self._data.get(tokenizer, _MISSING)
+                if value is _MISSING:
+                    value = build(tokenizer)
+                    self._data[tokenizer] = value
+        return value
+
+    def clear(self) -> None:
+        """Drop the data of every tokenizer."""
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"<PerTokenizer {self.name}: {len(self._data)} tokenizers>"
+
+
+def clear_all() -> None:
+    """Empty every cache of :data:`REGISTRY` (tests run with the caches cold this way)."""
+    for cache in list(REGISTRY.values()):
+        cache.clear()

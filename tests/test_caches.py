@@ -1,0 +1,239 @@
+"""The per-request caches (issue 22, :mod:`kimi_chat.caches`): exact content keys, bounded LRU,
+thread-safe, complete registry, and outputs that never depend on whether a cache is warm or cold.
+Every expected value is the same computation with the caches empty (the oracle modules run their
+properties both ways: the ``cache_state`` fixture)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import kimi_chat
+from kimi_chat import caches, render
+from kimi_chat.dialects import K2_DIALECTS
+from kimi_chat.testing.strategies import requests
+
+from conftest import needs_reference
+
+PACKAGE = Path(kimi_chat.__file__).parent
+
+
+def tool(name: str, **properties) -> dict:
+    return {"type": "function", "function": {"name": name, "description": f"{name}.",
+                                             "parameters": {"type": "object", "properties": properties}}}
+
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+def cold(fn):
+    caches.clear_all()
+    return fn()
+
+
+# ------------------------------------------------------------------------------------------ keys
+
+
+def test_content_key_tells_types_and_order_apart():
+    values = [1, 1.0, True, "1", [1], (1,), {"a": 1, "b": 2}, {"b": 2, "a": 1}, {1: "a"}, {"1": "a"}, None, 0.0, -0.0]
+    keys = [caches.content_key(v) for v in values]
+    assert None not in keys and len(set(keys)) == len(values)
+
+
+def test_content_key_refuses_objects_subclasses_and_big_values():
+    class S(str):
+        pass
+
+    assert caches.content_key([S("a")]) is None
+    assert caches.content_key([object()]) is None
+    assert caches.content_key("x" * 100, max_key_bytes=50) is None
+
+
+# ------------------------------------------------------------------------------------------ LRU
+
+
+def test_lru_is_bounded_and_drops_the_least_recently_used():
+    c = caches.LRUCache(None, 3)
+    for k in "abc":
+        c.put(k, k.upper())
+    assert c.get("a") == "A"  # a is now the most recently used
+    c.put("d", "D")
+    assert len(c) == 3 and c.get("b") is None and c.get("a") == "A" and c.get("d") == "D"
+
+
+def test_get_or_compute_does_not_store_exceptions():
+    c = caches.LRUCache(None, 4)
+    calls = []
+
+    def boom():
+        calls.append(1)
+        raise ValueError("no")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            c.get_or_compute("k", boom)
+    assert len(calls) == 2 and len(c) == 0
+    assert c.get_or_compute(None, lambda: 5) == 5 and len(c) == 0  # None: not cached
+
+
+def test_lru_under_threads_stays_bounded_and_consistent():
+    c = caches.LRUCache(None, 8)
+
+    def work(t: int) -> None:
+        for i in range(2000):
+            k = (t + i) % 20
+            c.put(k, k * 10)
+            v = c.get(k)
+            assert v is None or v == k * 10
+
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(work, range(4)))
+    assert len(c) <= 8
+
+
+# ------------------------------------------------------------------------------------ registry
+
+
+def _import_all() -> None:
+    for info in pkgutil.walk_packages([str(PACKAGE)], "kimi_chat."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ImportError:  # an optional engine or server (vllm, sglang, llama_cpp) not installed here
+            continue
+
+
+def test_registry_is_complete():
+    """Every cache object of the package is registered, and no module keeps a per-request cache of its
+    own beside kimi_chat.caches (the caches that hold loaded files or compiled grammars, keyed on a
+    path or a dialect, are listed)."""
+    _import_all()
+    found = {}
+    for name, mod in list(__import__("sys").modules.items()):
+        if name.startswith("kimi_chat.") and mod is not None:
+            for value in vars(mod).values():
+                if isinstance(value, (caches.LRUCache, caches.PerTokenizer)) and value.name is not None:
+                    found[value.name] = value
+    assert found and all(caches.REGISTRY.get(n) is v for n, v in found.items())
+    assert {"k2.tool_declarations", "k3.tools_json", "k3.tokenizer_ids", "tokens.special_names",
+            "tokens.first_turn_ids", "messages.valid_tools"} <= set(caches.REGISTRY)
+    # caches of loaded data, not of requests: files, compiled templates and grammars, per dialect or path
+    known = {"tokenizer.py": 2, "oracle.py": 1, "verify/rendering.py": 1, "verify/identify.py": 1,
+             "formats/k2.py": 1, "formats/k3.py": 1, "testing/strategies.py": 2, "testing/strategies_k3.py": 1,
+             "integrations/family.py": 1, "integrations/vllm/__init__.py": 1}
+    pattern = re.compile(r"WeakKeyDictionary\(|OrderedDict\(|@lru_cache|@functools\.lru_cache|_CACHE: dict|cache: dict")
+    seen = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel == "caches.py":
+            continue
+        n = len(pattern.findall(path.read_text(encoding="utf-8")))
+        if n:
+            seen[rel] = n
+    assert seen == known, "a new cache: build it on kimi_chat.caches (LRUCache / PerTokenizer) so tests can clear it"
+
+
+def test_clear_all_empties_every_cache():
+    render(USER, tools=[tool("f")], dialect="kimi-k2-instruct-0905")
+    render(USER, tools=[tool("f")], dialect="kimi-k3")
+    assert len(caches.REGISTRY["k2.tool_declarations"]) and len(caches.REGISTRY["k3.tools_json"])
+    caches.clear_all()
+    assert all(len(c) == 0 for c in caches.REGISTRY.values())
+
+
+# ------------------------------------------------------------------------- outputs warm = cold
+
+
+@pytest.mark.parametrize("dialect", [*K2_DIALECTS, "kimi-k3"])
+def test_tool_declarations_warm_equal_cold(dialect):
+    variants = [[tool("f", x={"default": 1})], [tool("f", x={"default": True})], [tool("f", x={"default": 1.0})],
+                [tool("f", x={"type": "string"}), tool("g")], [tool("g"), tool("f", x={"type": "string"})],
+                [tool("f", x={"enum": ({"b": 1, "a": 2},)})], [tool("f", x={"enum": [{"b": 1, "a": 2}]})]]
+    expected = [cold(lambda t=t: render(USER, tools=t, dialect=dialect)) for t in variants]
+    for _ in range(2):  # warm, and warm in another order
+        assert [render(USER, tools=t, dialect=dialect) for t in variants] == expected
+        variants.reverse()
+        expected.reverse()
+
+
+def test_mutated_tools_are_a_new_key():
+    tools = [tool("f", x={"type": "string"})]
+    first = render(USER, tools=tools, dialect="kimi-k2.6")
+    tools[0]["function"]["description"] = "changed."
+    second = render(USER, tools=tools, dialect="kimi-k2.6")
+    assert second != first and second == cold(lambda: render(USER, tools=tools, dialect="kimi-k2.6"))
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2.5", "kimi-k2.6"])
+def test_typescript_warning_given_on_every_render(dialect):
+    tools = [tool("f", x=False)]  # the boolean schema false: encoded as null, with a warning
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            render(USER, tools=tools, dialect=dialect)
+        assert any("boolean schema false" in str(w.message) for w in caught)
+
+
+def test_concurrent_renders_equal_single_threaded(monkeypatch):
+    """Threads rendering many tool lists at once, through caches small enough to evict all the time."""
+    for c in caches.REGISTRY.values():
+        if isinstance(c, caches.LRUCache):
+            monkeypatch.setattr(c, "maxsize", 3)
+    jobs = [(d, [tool(f"t{i}", x={"type": "string"}), tool("common")])
+            for d in [*K2_DIALECTS, "kimi-k3"] for i in range(6)]
+    caches.clear_all()
+    expected = [render(USER, tools=t, dialect=d) for d, t in jobs]
+    caches.clear_all()
+    barrier = threading.Barrier(4)
+
+    def work(k: int) -> list[str]:
+        barrier.wait()
+        order = jobs[k:] + jobs[:k]
+        out = [render(USER, tools=t, dialect=d) for d, t in order * 3]
+        return (out[len(jobs) - k:] + out[:len(jobs) - k])[:len(jobs)]
+
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(work, range(4)))
+    assert all(r == expected for r in results)
+
+
+@needs_reference
+@pytest.mark.oracle
+@pytest.mark.parametrize("dialect", list(K2_DIALECTS))
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_render_tokens_warm_equal_cold(dialect, data):
+    """The ids with the first turn's body cached equal a cold render's."""
+    from kimi_chat import render_tokens
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    req = data.draw(requests(dialect))
+    tok = KimiTokenizer.from_reference("k2.6")  # loaded once (cached); every K2 marker
+    kw = dict(tools=req["tools"], dialect=dialect, add_generation_prompt=req["add_generation_prompt"], **req["options"])
+    first = cold(lambda: render_tokens(req["messages"], tokenizer=tok, **kw).ids)
+    again = render_tokens(req["messages"], tokenizer=tok, **kw).ids
+    assert first == again
+
+
+@needs_reference
+def test_first_turn_ids_equal_encode_of_the_whole_text():
+    from kimi_chat import render_tokens
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k2")
+    tools = [tool(f"t{i}", x={"type": "string", "description": "words " * 20}) for i in range(3)]
+    msgs = [{"role": "system", "content": "You are helpful. " * 30}, *USER]
+    for t in (tools, None):
+        text = render(msgs, tools=t, dialect="kimi-k2-instruct-0905")
+        whole = tok.encode(text)
+        assert cold(lambda: render_tokens(msgs, tokenizer=tok, tools=t, dialect="kimi-k2-instruct-0905").ids) == whole
+        assert render_tokens(msgs, tokenizer=tok, tools=t, dialect="kimi-k2-instruct-0905").ids == whole
