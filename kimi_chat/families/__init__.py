@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..markers import Marker
+    from ..grammar.translate import FormatTranslator
     from ..output.format import OutputFormat
 
 __all__ = ["Family", "REGISTRY", "family_of", "family_names"]
@@ -42,6 +43,10 @@ class Family:
     output_format: OutputFormat
 
     # -- prompt, tokens, grammar, output --
+    format_markers: tuple[Marker, ...]
+    """The markers with a special-token id that the output format writes (:func:`kimi_chat.grammar.format_markers`)."""
+    grammar_translator: type[FormatTranslator]
+    """The GBNF translation of ``output_format.grammar`` (:func:`kimi_chat.grammar.tool_call_grammar`)."""
 
     # -- servers --
 

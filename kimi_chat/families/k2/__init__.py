@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ... import markers as M
 from .. import Family
-from .format import FORMAT
+from .format import FORMAT, TOKEN_CLASSES
+from .grammar import _K2Translator
 
 FAMILY = Family(
     name="k2",
@@ -18,6 +19,8 @@ FAMILY = Family(
     markers=tuple(M.MARKERS),
     output_format=FORMAT,
     # -- prompt, tokens, grammar, output --
+    format_markers=tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None),
+    grammar_translator=_K2Translator,
 
     # -- servers --
 
