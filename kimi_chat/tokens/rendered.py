@@ -35,12 +35,10 @@ typed-text check over the input parts and the attribution (per-piece token count
 :func:`_attribute`). ``assistant_mask``, ``message_index`` and ``spans`` are built from the per-piece
 counts on first access (~0.02 ms each). :func:`extend_tokens` tokenizes only the new turn.
 
-**Segment-wise families** (Kimi-K3, ``dialect="kimi-k3"`` with ``KimiTokenizer.from_reference("k3")``; the
-family record's ``segment_wise``): the official tokenizer encodes segment by segment, so the ids are *not*
-``encode(render(...))`` but the official ``apply_chat_template(tokenize=True)``; that encoding, and what the
-three policies mean there, is :mod:`kimi_chat.tokens.segments`. A tokenizer whose special tokens are not the
-dialect family's (a K2 tokenizer for K3, or the other way round) is refused with a
-:class:`~kimi_chat.errors.RenderError` (:mod:`kimi_chat.tokens.vocabulary`).
+**Segment-wise families** (the record's ``segment_wise``: Kimi-K3, with ``KimiTokenizer.from_reference("k3")``):
+the ids are the official segment-by-segment ``apply_chat_template(tokenize=True)``, *not* ``encode(render(...))``
+(:mod:`kimi_chat.tokens.segments`, with what the policies mean there). A tokenizer without the dialect family's
+special tokens is refused with a :class:`~kimi_chat.errors.RenderError` (:mod:`kimi_chat.tokens.vocabulary`).
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ import re
 import warnings
 import weakref
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
@@ -579,26 +577,22 @@ def render_tokens(
 
 
 def _segment_tokens(
-    messages: Sequence[Any], tok: KimiTokenizer, tools: Sequence[Any] | None, d: Dialect,
-    add_generation_prompt: bool | None, continue_final_message: bool, policy: SpecialTokensPolicy,
-    options: dict[str, Any], strict: bool,
+    messages: Sequence[Any], tok: KimiTokenizer, tools: Sequence[Any] | None, d: Dialect, add_generation_prompt: bool
+    | None, continue_final_message: bool, policy: SpecialTokensPolicy, options: dict[str, Any], strict: bool,
 ) -> RenderedTokens:
     """:func:`render_tokens` of a segment-wise family: each part of the layout encoded on its own
     (:mod:`kimi_chat.tokens.segments`), so every token belongs to one part (no straddling token)."""
     w = Writer(marked=True)
-    add_generation_prompt = write_prompt(w, messages, tools, d, add_generation_prompt, continue_final_message,
-                                         options, strict)
-    lay = w.layout()
-    if policy == "strict":
-        typed = typed_special(lay, _info(tok).first)
-        if typed is not None:
-            raise_typed(typed, messages, tools, options)
-    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, options, stacklevel=3)
-    marks = lay.marks
+    agp = write_prompt(w, messages, tools, d, add_generation_prompt, continue_final_message, options, strict)
+    lay, marks = w.layout(), w.marks or []
+    typed = typed_special(lay, _info(tok).first) if policy == "strict" else None
+    if typed is not None:
+        raise_typed(typed, messages, tools, options)
+    warn_lone_surrogates(lay.parts, marks, messages, tools, options, stacklevel=3)
     ids, ends = encode_parts(lay, tok, [m[0] for m in marks[1:]] + [len(lay.parts)], policy == "special")
     counts = [e - s for s, e in zip([0, *ends], ends)]
     return RenderedTokens(ids, ([m[1] for m in marks], [m[2] for m in marks], counts), None, lay.text, tok,
-                          list(messages), tools, d, add_generation_prompt, dict(options), policy, False, False)
+                          list(messages), tools, d, agp, dict(options), policy, False, False)
 
 
 def _k2_ids(

@@ -102,35 +102,26 @@ K3_CONFIG: Final[Mapping[str, Any]] = {
 
 
 class ReferenceTokenizer(NamedTuple):
-    """A tokenizer of the reference data, as :meth:`KimiTokenizer.from_reference` loads it: ``name`` (the
-    ``config`` argument), its ``config`` (a path relative to the reference directory, or the config itself
-    where the official file was not found), ``num_special`` (the number of special ids, ``None``: the
-    default) and ``eos`` (the model's eos token where it is not the config's ``eos_token``)."""
-
+    """A tokenizer :meth:`KimiTokenizer.from_reference` loads: ``name``, ``config`` (a path in the reference
+    directory, or the config itself), ``num_special`` (``None``: the default), ``eos`` (the model's eos)."""
     name: str
     config: str | Mapping[str, Any]
     num_special: int | None = None
     eos: str | None = None
 
 
+_K26_CONFIG = "unverified/Kimi-K2.6-derived.tokenizer_config.json"
 REFERENCE_TOKENIZERS: Final[Mapping[str, ReferenceTokenizer]] = {ref.name: ref for ref in (
-    ReferenceTokenizer("k2", "Kimi-K2-Instruct/tokenizer_config.json"),
-    ReferenceTokenizer("k2.5", "unverified/Kimi-K2.6-derived.tokenizer_config.json"),
-    ReferenceTokenizer("k2.6", "unverified/Kimi-K2.6-derived.tokenizer_config.json", eos=IM_END.text),
-    ReferenceTokenizer("k3", K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL, eos=_M.K3_END_OF_MSG.text),
-)}
+    ReferenceTokenizer("k2", "Kimi-K2-Instruct/tokenizer_config.json"), ReferenceTokenizer("k2.5", _K26_CONFIG),
+    ReferenceTokenizer("k2.6", _K26_CONFIG, eos=IM_END.text),
+    ReferenceTokenizer("k3", K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL, eos=_M.K3_END_OF_MSG.text))}
 """Every tokenizer :meth:`KimiTokenizer.from_reference` loads, by name."""
-
-REFERENCE_CONFIGS: Final[Mapping[str, str]] = {
-    ref.name: ref.config for ref in REFERENCE_TOKENIZERS.values() if isinstance(ref.config, str)
-}
-"""Configs of the reference directory loadable by :meth:`KimiTokenizer.from_reference`: ``"k2"`` is
-the July-2025 Kimi-K2-Instruct config; ``"k2.5"`` and ``"k2.6"`` the (unverified) K2.6-derived one
-with the media and ``<think>`` tokens (K2.6's tokenizer files are byte-identical to K2.5's; only
-the eos differs, see :data:`REFERENCE_EOS`)."""
-REFERENCE_EOS: Final[Mapping[str, str]] = {
-    ref.name: ref.eos for ref in REFERENCE_TOKENIZERS.values() if ref.eos is not None
-}
+REFERENCE_CONFIGS: Final[Mapping[str, str]] = {r.name: r.config for r in REFERENCE_TOKENIZERS.values()
+                                               if isinstance(r.config, str)}
+"""Configs of the reference directory loadable by :meth:`KimiTokenizer.from_reference`: ``"k2"`` is the July-2025
+Kimi-K2-Instruct config; ``"k2.5"`` and ``"k2.6"`` the (unverified) K2.6-derived one with the media and ``<think>``
+tokens (K2.6's tokenizer files are byte-identical to K2.5's; only the eos differs, see :data:`REFERENCE_EOS`)."""
+REFERENCE_EOS: Final[Mapping[str, str]] = {r.name: r.eos for r in REFERENCE_TOKENIZERS.values() if r.eos is not None}
 """The eos token of a reference config where the model's ``eos_token_id`` is not the config's
 ``eos_token``: Kimi-K2.6 ends generation at ``<|im_end|>`` (163586), K2.5 and K2 at ``[EOS]`` (163585).
 Kimi-K3 ends generation at ``<|end_of_msg|>`` (163586, the end of every message; ``eos_token_id`` of
@@ -560,8 +551,8 @@ class KimiTokenizer:
         ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"``, ``"k2.5"`` or ``"k2.6"``; or ``"k3"``:
         the Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
         config was not found. The directory is ``reference_dir`` or
-        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
-        (163586) for ``"k2.6"`` and ``<|end_of_msg|>`` (163586) for ``"k3"`` (:data:`REFERENCE_EOS`)."""
+        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``). ``eos_id`` is the model's eos
+        (:data:`REFERENCE_EOS`; the records: :data:`REFERENCE_TOKENIZERS`)."""
         ref = REFERENCE_TOKENIZERS.get(config)
         if ref is None:
             raise ValueError(f"unknown reference config {config!r}; choose one of {sorted(REFERENCE_TOKENIZERS)}")
@@ -569,10 +560,7 @@ class KimiTokenizer:
         if d is None:
             raise ReferenceDataError(_missing_reason())
         cfg = d / ref.config if isinstance(ref.config, str) else ref.config
-        if ref.num_special is None:
-            tok = cls.from_files(d / _REFERENCE_TIKTOKEN, cfg)
-        else:
-            tok = cls.from_files(d / _REFERENCE_TIKTOKEN, cfg, num_special=ref.num_special)
+        tok = cls.from_files(d / _REFERENCE_TIKTOKEN, cfg, num_special=ref.num_special or NUM_RESERVED_SPECIAL + 2)
         if ref.eos is not None:
             tok.eos_id = tok.token_to_id(ref.eos)
         return tok
