@@ -577,13 +577,13 @@ def render_tokens(
 
 
 def _segment_tokens(
-    messages: Sequence[Any], tok: KimiTokenizer, tools: Sequence[Any] | None, d: Dialect, add_generation_prompt: bool
-    | None, continue_final_message: bool, policy: SpecialTokensPolicy, options: dict[str, Any], strict: bool,
+    messages: Sequence[Any], tok: KimiTokenizer, tools: Sequence[Any] | None, d: Dialect, agp: bool | None,
+    continue_final_message: bool, policy: SpecialTokensPolicy, options: dict[str, Any], strict: bool,
 ) -> RenderedTokens:
     """:func:`render_tokens` of a segment-wise family: each part of the layout encoded on its own
     (:mod:`kimi_chat.tokens.segments`), so every token belongs to one part (no straddling token)."""
     w = Writer(marked=True)
-    agp = write_prompt(w, messages, tools, d, add_generation_prompt, continue_final_message, options, strict)
+    agp = write_prompt(w, messages, tools, d, agp, continue_final_message, options, strict)
     lay, marks = w.layout(), w.marks or []
     typed = typed_special(lay, _info(tok).first) if policy == "strict" else None
     if typed is not None:
