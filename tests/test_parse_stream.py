@@ -1,6 +1,6 @@
 """Streaming input and output: mixed bytes/str chunks and incomplete UTF-8 (issue 11 item 19), the
 incremental ``StreamParser.message`` (item 17), the marker lexer object, and the layout rule that
-``kimi_chat.output.peg`` and ``kimi_chat.parse`` name no family's markers."""
+``kimi_chat.output.peg`` and the parser (``kimi_chat.output``) name no family's markers."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def test_peg_names_no_marker():
 
 
 def test_parse_code_names_no_marker():
-    code = "\n".join(line for line in _source("kimi_chat.parse").splitlines()
+    code = "\n".join(line for line in _source("kimi_chat.output").splitlines()
                      if not line.lstrip().startswith((">>>", "#")))
     imports = re.findall(r"^from (\S+) import", code, re.M)
     assert not [i for i in imports if i.endswith("markers")], imports
