@@ -95,15 +95,22 @@ _ATTR_END = ('"', _SEP)
 
 
 class _Run(NamedTuple):
-    """A constant run of encoder segments: its ``pieces`` and the offsets of those that are text (all but
-    the markers)."""
+    """A constant run of encoder segments: its ``pieces`` and the offsets of the markers among them (the
+    template literals; the other pieces are text)."""
 
     pieces: tuple[str, ...]
-    texts: tuple[int, ...]
+    literals: tuple[int, ...]
 
 
 def _run(pieces: tuple[str, ...]) -> _Run:
-    return _Run(pieces, tuple(k for k, p in enumerate(pieces) if p not in _CONTROL))
+    return _Run(pieces, tuple(k for k, p in enumerate(pieces) if p in _CONTROL))
+
+
+class _Out(NamedTuple):
+    """Where the pass writes single pieces: ``emit_text`` (text) and ``emit`` (a literal: an image prompt)."""
+
+    emit_text: Any
+    emit: Any
 
 
 def _join(pieces: tuple[str, ...]) -> tuple[str, ...]:
@@ -343,22 +350,28 @@ def _build(
     (user, user_named, system, system_named, assistant, assistant_named, attr_end, msg_end, think_open,
      think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
      json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _SPLIT if w.marks is not None else _JOINED
+    marked = w
     parts = w.parts
-    app = w.emit_text
+    app = parts.append  # text; a marked writer's text parts are all but the literals recorded in `lits`
     track = w.marks is not None
     mark = w.mark
+    lits: list[int] = []
     if track:
-        texts = w.texts
-        assert texts is not None
 
         def put(run: _Run) -> None:
             n = len(parts)
             parts.extend(run.pieces)
-            texts.extend([n + k for k in run.texts])
+            lits.extend([n + k for k in run.literals])
 
+        def literal(piece: str) -> None:
+            lits.append(len(parts))
+            app(piece)
+
+        w = _Out(app, literal)  # type: ignore[assignment]
         conv: Any = _run
     else:
         put = parts.extend  # type: ignore[assignment]
+        w = _Out(app, app)  # type: ignore[assignment]
         conv = _join
 
     if tools:
@@ -502,6 +515,11 @@ def _build(
         put(conv(_MSG_END))
     if add_generation_prompt:
         put(conv(_GEN_THINK if thinking else _GEN_RESPONSE))
+    if track:
+        texts = marked.texts
+        assert texts is not None
+        literals = set(lits)
+        texts.extend([k for k in range(len(parts)) if k not in literals])
     if images is not None and images.next != len(images.prompts):
         raise RenderError(
             f"{len(images.prompts)} image_prompts given but {images.next} images / placeholders rendered",
