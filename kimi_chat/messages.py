@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import marshal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
@@ -56,6 +56,7 @@ __all__ = [
     "normalize_tools",
     "schema_problems",
     "to_plain",
+    "string_paths",
     "plain_items",
     "plain_messages",
 ]
@@ -625,3 +626,23 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
 
 _VALID_TOOLS: LRUCache[bool] = LRUCache("messages.valid_tools", 64)
 """Exact content keys of tool lists that validated (servers send the same tools on every request)."""
+def string_paths(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(field path, string) for every string in a message / tool (plain data, :func:`to_plain`), dict keys
+    included; consecutive text parts of a content list also joined (the renderer writes them back to
+    back). What names the field of a finding in the rendered prompt (typed special-token text, a lone
+    surrogate)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str):
+                yield f"{path}.<key>" if path else "<key>", k
+            yield from string_paths(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, (list, tuple)):
+        for j, v in enumerate(value):
+            yield from string_paths(v, f"{path}[{j}]")
+        texts = [p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        if len(texts) > 1:
+            yield path, "".join(texts)
+    elif value is not None and not isinstance(value, (bool, int, float)):
+        yield path, str(value)

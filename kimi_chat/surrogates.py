@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import LoneSurrogateWarning
-from .messages import to_plain
+from .messages import string_paths, to_plain
 
 __all__ = ["warn_lone_surrogates", "utf8_len"]
 
@@ -49,12 +49,10 @@ def warn_lone_surrogates(parts: Sequence[str], marks: Sequence[tuple[int, int, b
         pos += len(part)
         if pos > at:
             break
-    from .tokens.rendered import _walk  # the field paths strict mode names too
-
     sources = [("", messages[owner])] if owner >= 0 else [("tools", tools), *options.items()]
     path = None
     for root, value in sources:
-        path = next((p for p, v in _walk(to_plain(value), root) if _first_surrogate(v) is not None), None)
+        path = next((p for p, v in string_paths(to_plain(value), root) if _first_surrogate(v) is not None), None)
         if path is not None:
             break
     why = (f"lone surrogate U+{ord(text[at]):04X} (not Unicode text) is encoded as the official tokenizer "

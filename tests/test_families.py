@@ -57,6 +57,21 @@ def test_segments_cut_exactly_the_rendered_text(family: str, dialect: str) -> No
 
 
 @pytest.mark.parametrize("family, dialect", FAMILY_DIALECTS)
+def test_the_layout_is_the_segments_attribution(family: str, dialect: str) -> None:
+    """``render_layout`` works for every family: its parts are the rendered text, and its pieces carry the
+    attribution ``render_segments`` gives (characterwise), the input text among the non-literal pieces."""
+    from kimi_chat.prompt import render_layout
+
+    lay = render_layout(CONVERSATION, tools=TOOLS, dialect=dialect)
+    segments = render_segments(CONVERSATION, tools=TOOLS, dialect=dialect)
+    assert lay.text == render(CONVERSATION, tools=TOOLS, dialect=dialect)
+    by_char = [(p.message_index, p.trainable) for p in lay.pieces() for _ in p.text]
+    assert by_char == [(s.message_index, s.trainable) for s in segments for _ in s.text]
+    texts = "".join(p.text for p in lay.pieces() if not p.literal)
+    assert "Sunny, 21 C." in texts and "And tomorrow?" in texts
+
+
+@pytest.mark.parametrize("family, dialect", FAMILY_DIALECTS)
 def test_the_generation_prompt_is_appended_scaffolding(family: str, dialect: str) -> None:
     with_prompt = render(CONVERSATION, tools=TOOLS, dialect=dialect, add_generation_prompt=True)
     without = render(CONVERSATION, tools=TOOLS, dialect=dialect, add_generation_prompt=False)

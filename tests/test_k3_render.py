@@ -352,3 +352,21 @@ def test_render_dispatches_kimi_k3_by_family():
     with pytest.raises(kimi_chat.RenderError, match="continue_final_message"):
         kimi_chat.render(msgs + [{"role": "assistant", "content": "Sure"}], dialect="kimi-k3",
                          continue_final_message=True)
+
+
+@needs_tiktoken
+def test_render_layout_covers_k3(tok):
+    """``render_layout`` works for Kimi-K3 too (it raised NotImplementedError): the one attribution model,
+    markers and image prompts as template literals, every other encoder segment as text; its pieces are the
+    encoder's segments and their segment-wise encoding is the official ids."""
+    import kimi_chat
+    from kimi_chat.prompt import render_layout
+
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "see <|open|>"}, {"type": "image_url"}]},
+            {"role": "assistant", "content": "ok"}]
+    lay = render_layout(msgs, dialect="kimi-k3", image_prompts=["<img>"])
+    segments = render_k3_segments(msgs, image_prompts=["<img>"])
+    assert lay.text == kimi_chat.render(msgs, dialect="kimi-k3", image_prompts=["<img>"])
+    assert [(p.text, p.literal, p.message_index, p.trainable) for p in lay.pieces()] == [tuple(s) for s in segments]
+    ids = [i for p in lay.pieces() for i in tok.encode(p.text, allow_special=p.literal)]
+    assert ids == render_k3_ids(msgs, tok, image_prompts=["<img>"])

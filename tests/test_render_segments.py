@@ -107,11 +107,15 @@ def test_layout_flags_input_text_and_template_literals():
 
 
 def test_a_family_is_one_renderer_entry(monkeypatch):
-    """Dispatch by Dialect.family: a new family's renderer is one entry of RENDERERS, and every view
-    (render, render_segments, render_layout) goes through it, after the shared validation."""
+    """Dispatch by Dialect.family: a new template family is one registry entry whose record's write_prompt
+    wraps its renderer (template_writer), and every view (render, render_segments, render_layout) goes
+    through it, after the shared validation."""
     import dataclasses
+    import sys
+    import types
 
-    from kimi_chat.prompt import RENDERERS
+    from kimi_chat.families import REGISTRY, family_of
+    from kimi_chat.prompt.template import template_writer
 
     def fake(w, d, msgs, tools, add_generation_prompt, options):
         for i, m in enumerate(msgs):
@@ -122,7 +126,10 @@ def test_a_family_is_one_renderer_entry(monkeypatch):
             w.mark(-1, False)
             w.emit("<|open|>assistant<|sep|>")
 
-    monkeypatch.setitem(RENDERERS, "kx", fake)
+    module = types.ModuleType("kx_family")
+    module.FAMILY = dataclasses.replace(family_of("k2"), name="kx", write_prompt=template_writer(fake))
+    monkeypatch.setitem(sys.modules, "kx_family", module)
+    monkeypatch.setitem(REGISTRY, "kx", "kx_family")
     d = dataclasses.replace(DIALECTS["kimi-k2-thinking@rev1"], name="fake-kx", family="kx")  # a made-up family
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     assert render(msgs, dialect=d) == "<|open|>user<|sep|>hi<|open|>assistant<|sep|>yo<|open|>assistant<|sep|>"

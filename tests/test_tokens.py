@@ -422,6 +422,6 @@ def test_tokens_use_no_private_renderer_name():
     import kimi_chat.tokens.rendered as mod
 
     tree = ast.parse(open(mod.__file__, encoding="utf-8").read())
-    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and "render" in (n.module or "")
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and "prompt" in (n.module or "")
                 for a in n.names]
     assert imported and not [n for n in imported if n.startswith("_")]

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..markers import Marker
+    from ..grammar.translate import FormatTranslator
     from ..output.format import OutputFormat
+    from ..prompt.template import PromptWriter
 
 __all__ = ["Family", "REGISTRY", "family_of", "family_names"]
 
@@ -42,6 +44,22 @@ class Family:
     output_format: OutputFormat
 
     # -- prompt, tokens, grammar, output --
+    format_markers: tuple[Marker, ...]
+    """The markers with a special-token id that the output format writes (:func:`kimi_chat.grammar.format_markers`)."""
+    grammar_translator: type[FormatTranslator]
+    """The GBNF translation of ``output_format.grammar`` (:func:`kimi_chat.grammar.tool_call_grammar`)."""
+    write_prompt: PromptWriter
+    """Writes the prompt into a :class:`~kimi_chat.prompt.writer.Writer`: template literals (markers) and input
+    text apart, with the attribution marks (:func:`kimi_chat.prompt.write_prompt`; a template family's:
+    :func:`kimi_chat.prompt.template.template_writer` around its renderer)."""
+    segment_wise: bool
+    """The token-encoding policy: ``False``, the official tokenizer encodes the whole prompt text with the
+    markers special (K2); ``True``, segment by segment, each part the writer wrote on its own (K3,
+    :mod:`kimi_chat.tokens.segments`; :func:`kimi_chat.prompt.render_segments` then gives those parts)."""
+    vocabulary: tuple[Marker, ...]
+    """Special tokens a tokenizer must have to encode the family's prompts (:mod:`kimi_chat.tokens.vocabulary`)."""
+    reference_tokenizer: str
+    """The name of the family's tokenizer in the reference data (``KimiTokenizer.from_reference(name)``)."""
 
     # -- servers --
     serving: str

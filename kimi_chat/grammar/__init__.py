@@ -5,10 +5,10 @@
 * :mod:`~kimi_chat.grammar.json_schema`: JSON schema -> GBNF (:func:`json_schema_to_gbnf`);
 * :mod:`~kimi_chat.grammar.vocabulary`: the marker spellings free text must avoid
   (:func:`forbidden_text`) and those written as special tokens (:func:`default_token_markers`);
-* :mod:`~kimi_chat.families.k2.grammar`: :func:`tool_call_grammar`, the grammar of one request's
-  assistant output, translated from the output format the parser runs (K2 family;
-  :mod:`~kimi_chat.families.k3.grammar` for Kimi-K3, on the walk of
-  :mod:`~kimi_chat.grammar.translate` both share);
+* :mod:`~kimi_chat.grammar.tool_calls`: :func:`tool_call_grammar`, the grammar of one request's
+  assistant output, translated from the output format the parser runs by the family's translator
+  (:mod:`~kimi_chat.families.k2.grammar`, :mod:`~kimi_chat.families.k3.grammar`), on the walk of
+  :mod:`~kimi_chat.grammar.translate` they share;
 * :mod:`~kimi_chat.grammar.constraint`: :func:`constraint`, the llguidance constraint of one request
   (Lark, schemas by llguidance; needs the ``constraints`` extra, imported on first use).
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from .gbnf import GrammarError
 from .json_schema import json_schema_to_gbnf
-from ..families.k2.grammar import CALL_ID_PREFIX, tool_call_grammar
+from .tool_calls import CALL_ID_PREFIX, tool_call_grammar
 from .vocabulary import RESERVED_TOKEN_PREFIX, default_token_markers, forbidden_text, format_markers
 
 _LAZY = ("constraint", "Constraint", "ConstraintNote", "llg_tokenizer")

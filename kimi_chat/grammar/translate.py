@@ -25,7 +25,7 @@ from typing import Any
 
 from ..output import peg as F
 from ..dialects import Dialect
-from ..families.k2.calls import normalise_tools
+from ..output.tools import normalise_tools
 from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional, slug
 from .json_schema import JsonSchemaTranslator
 from .vocabulary import default_token_markers, forbidden_spellings, output_machine

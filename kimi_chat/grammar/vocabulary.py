@@ -1,6 +1,6 @@
 """Which marker spellings a grammar must keep out of free text, and which it may write as special
-tokens: both read from the output format the parser runs (:mod:`kimi_chat.families.k2.format`,
-:mod:`kimi_chat.families.k3.format`)."""
+tokens: both read from the output format the parser runs (the family record's ``output_format`` and
+``format_markers``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..output import peg as F
-from ..families.k2.format import TOKEN_CLASSES
-from ..families.k3.format import TAGS, TOKEN_CLASSES as K3_TOKEN_CLASSES
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..families import family_of
 from ..output import StreamParser
 
 __all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine",
@@ -39,15 +38,10 @@ def forbidden_text(dialect: str | Dialect = DEFAULT_DIALECT, **options: Any) -> 
 
 
 def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, ...]:
-    """The markers with a special-token id that the output format of ``dialect``'s family writes: K2,
-    every marker of :data:`kimi_chat.families.k2.format.TOKEN_CLASSES`; K3, the tag markers (``<|open|>``,
-    ``<|close|>``, ``<|sep|>``) and ``<|end_of_msg|>``."""
-    d = get_dialect(dialect)
-    if d.family == "k3":
-        tags = tuple(M.K3_BY_TEXT[t] for t in (TAGS.open, TAGS.close, TAGS.sep))
-        ends = tuple(m for ms in K3_TOKEN_CLASSES.values() for m in ms if isinstance(m, M.Marker))
-        return tags + ends
-    return tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None)
+    """The markers with a special-token id that the output format of ``dialect``'s family writes (its
+    record's ``format_markers``): K2, every marker of :data:`kimi_chat.families.k2.format.TOKEN_CLASSES`;
+    K3, the tag markers (``<|open|>``, ``<|close|>``, ``<|sep|>``) and ``<|end_of_msg|>``."""
+    return family_of(get_dialect(dialect)).format_markers
 
 
 def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:

@@ -11,8 +11,8 @@ The package, along the seams a second format family needs (the format itself is 
 
 * :mod:`~kimi_chat.output.types`: the result types (:class:`ParsedMessage`, :class:`Delta`, ...);
 * :mod:`~kimi_chat.output.lexer`: :class:`MarkerLexer`, markers out of text chunks, with hold-back;
-* :mod:`~kimi_chat.families.k2.calls`: :func:`normalise_tools` (the one reading of ``tools``), call
-  headers, name inference, arguments;
+* :mod:`~kimi_chat.output.tools`: :func:`normalise_tools`, the one reading of ``tools`` every family shares;
+* :mod:`~kimi_chat.families.k2.calls`: K2's call headers, name inference, arguments;
 * :mod:`~kimi_chat.output.buffers`: the text fields and the delta buffer;
 * :mod:`~kimi_chat.families.k3.tags` / :mod:`~kimi_chat.families.k3.calls`: K3's tags and their tool calls;
 * :mod:`~kimi_chat.output.fields`: where each field's text and each group's events go, per family;
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .lexer import MarkerLexer
 from .stream import StreamParser, parse
-from ..families.k2.calls import normalise_tools
+from .tools import normalise_tools
 from .types import Delta, ParsedMessage, ParsedToolCall, ParseWarning, StopReason, ToolCallDelta, ToolCallStatus
 
 __all__ = [

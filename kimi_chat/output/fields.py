@@ -7,9 +7,10 @@ are dropped (or, K3's text outside any channel, kept) with a warning, and how th
   tool-call section, inside a section or a call outside its parts, K3 text outside any channel),
   and :meth:`Runs.leave`, which reports a run when the state leaves its field;
 * :class:`Turn`: ended / ignoring the rest / truncated, the text after the end, the stop reason;
-* :func:`family_parts`: the compiled machine, the lexer and the call assembler of a format;
-* :func:`event_tables`: field -> sink and (enter|exit, group) -> handler, per call assembler family
-  (K2's :class:`~kimi_chat.families.k2.calls.ToolCalls`, K3's :class:`~kimi_chat.families.k3.calls.TagCalls`).
+* :func:`family_parts`: the compiled machine, the lexer and the call assembler of a format (its ``reader``);
+* :func:`event_tables`: field -> sink and (enter|exit, group) -> handler; the call assembler of the format
+  (K2's :class:`~kimi_chat.families.k2.calls.ToolCalls`, K3's :class:`~kimi_chat.families.k3.calls.TagCalls`)
+  adds the fields and groups of its own.
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ from typing import Any, Callable
 from .peg import EOF, Machine
 from .lexer import MarkerLexer
 from .buffers import DecidedCalls, DeltaBuffer, HeldWhitespace, TextField, TextRun, joined
-from ..families.k3.calls import TagCalls
-from ..families.k3.tags import TagLexer
-from ..families.k2.calls import ToolCalls, Warn, index_tools
-from .types import ParseWarning, StopReason
+from .types import ParseWarning, StopReason, Warn
 
-__all__ = ["Runs", "Turn", "event_tables", "family_parts"]
+__all__ = ["Runs", "Turn", "event_tables", "family_parts", "nothing"]
 
 Sink = Callable[[str], None]
 Handler = Callable[[bool, str, str, int], None]
@@ -40,7 +38,7 @@ class Runs:
                  "after_tools")
 
     def __init__(self, content: TextField, where: Callable[[], int], warn: Warn, content_after: bool,
-                 calls: ToolCalls | TagCalls) -> None:
+                 calls: Any) -> None:
         self.content, self.where, self.warn, self.content_after = content, where, warn, content_after
         self.calls = calls
         self.after = HeldWhitespace()  # a fresh one per after-section run
@@ -157,26 +155,12 @@ def family_parts(
     fmt: Any, d: Any, tools: Sequence[Any] | None, out: DeltaBuffer | DecidedCalls, warn: Warn,
     thinking_prefilled: bool | None, reasoning: bool | None, options: Mapping[str, Any],
     where: Callable[[], int] = lambda: 0,
-) -> tuple[Machine, MarkerLexer | TagLexer, ToolCalls | TagCalls]:
+) -> tuple[Machine, MarkerLexer, Any]:
     """The compiled machine, the lexer and the call assembler of a parse of dialect ``d``'s format
-    ``fmt``: K2 (markers; ``<think>`` a marker as the dialect or ``reasoning`` says, reasoning
-    pre-filled as the dialect's ``prefills_think(**options)`` or ``thinking_prefilled`` says) or a
-    format of tags, K3 (the think channel pre-filled unless ``thinking=False``, then the response one;
-    its think tags are always markup: ``reasoning=True`` is what it does, ``reasoning=False`` a ``TypeError``).
-    ``where()``: the parser's offset (where the tag lexer's repairs are warned)."""
-    if fmt.tags is None:
-        prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
-        think = d.reasoning if reasoning is None else bool(reasoning)
-        m = fmt.machine(prefilled=prefilled, think=think)
-        return m, MarkerLexer(m.markers), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)
-    if reasoning is not None and not reasoning:  # K2's reasoning=False: <think> is text. K3 has no such reading
-        raise TypeError(f"dialect {d.name}: reasoning=False has no meaning for the {fmt.name} format (its think "
-                        "channel is always markup); for output with thinking off pass thinking=False "
-                        "(or thinking_prefilled=False): the response channel is pre-filled")
-    think = (options.get("thinking", True) is not False if thinking_prefilled is None else bool(thinking_prefilled))
-    m = fmt.machine(prefilled=think, think=think)
-    lexer = TagLexer(m.markers, fmt.tags, lambda kind, message, text: warn(kind, message, where(), text))
-    return m, lexer, TagCalls(tools, fmt.tool_call_id_prefix, out, warn, lexer)
+    ``fmt``, as the format's ``reader`` builds them (K2: markers, ``<think>`` a marker as the dialect or
+    ``reasoning`` says; K3: tags, see :attr:`~kimi_chat.output.format.OutputFormat.reader`).
+    ``where()``: the parser's offset (where a lexer's repairs are warned)."""
+    return fmt.reader(fmt, d, tools, out, warn, thinking_prefilled, reasoning, options, where)  # type: ignore[no-any-return]
 
 
 def event_tables(
@@ -184,7 +168,8 @@ def event_tables(
 ) -> tuple[dict[str | None, Sink | None], dict[tuple[str, str], Handler]]:
     """The parser's two tables: where text goes in each field of the grammar (``sinks``), and what
     each group's enter/exit event does (``handlers``); the K2 call assembler's fields and groups, or
-    the K3 one's (tags: channels, typed arguments, the message close)."""
+    the K3 one's (tags: channels, typed arguments, the message close): the call assembler adds its own
+    (``calls.add_events(sinks, handlers, turn, runs, truncates)``)."""
     calls = runs.calls
     sinks: dict[str | None, Sink | None] = {
         None: None,
@@ -213,14 +198,6 @@ def event_tables(
     def enter_end(c: bool, tok: str, s: str, o: int) -> None:
         turn.ended = turn.raw = True
 
-    def enter_close(c: bool, tok: str, s: str, o: int) -> None:
-        turn.ended = True  # the message is closed; its end-of-message marker may follow
-
-    def enter_trailing(c: bool, tok: str, s: str, o: int) -> None:
-        turn.raw = True
-        if s:
-            turn.ignore(s, o)
-
     handlers: dict[tuple[str, str], Handler] = {
         ("enter", "reasoning"): lambda c, tok, s, o: content.reset(),  # leading ws is not content
         ("exit", "reasoning"): truncates,
@@ -228,38 +205,16 @@ def event_tables(
         ("exit", "section"): exit_section,
         ("enter", "call"): lambda c, tok, s, o: calls.begin(o, s),
         ("exit", "call"): exit_call,
-        ("enter", "header"): _nothing,
+        ("enter", "header"): nothing,
         ("exit", "header"): lambda c, tok, s, o: calls.header_end(tok == EOF),
         ("enter", "arguments"): lambda c, tok, s, o: calls.arguments_begin(s),
-        ("exit", "arguments"): _nothing,
+        ("exit", "arguments"): nothing,
         ("enter", "end"): enter_end,
-        ("exit", "end"): _nothing,
+        ("exit", "end"): nothing,
     }
-    if isinstance(calls, ToolCalls):
-        sinks.update(header=calls.header_text, arguments=calls.arguments_text)
-        return sinks, handlers
-    tc = calls
-    sinks.update(outside=runs.outside_text, call_between=runs.call_between, value=tc.value_text, json=tc.json_text)
-    def exit_tools(c: bool, tok: str, s: str, o: int) -> None:
-        runs.after_tools = True
-        truncates(c, tok, s, o)
-
-    handlers.update({
-        ("enter", "response"): _nothing,
-        ("exit", "response"): truncates,
-        ("enter", "tools"): _nothing,
-        ("exit", "tools"): exit_tools,
-        ("enter", "argument"): lambda c, tok, s, o: tc.argument_begin(s, o),
-        ("exit", "argument"): lambda c, tok, s, o: tc.argument_end(s if c else None, tok == EOF),
-        ("enter", "json"): lambda c, tok, s, o: tc.json_begin(s),
-        ("exit", "json"): lambda c, tok, s, o: tc.json_end(s if c else None),
-        ("enter", "close"): enter_close,
-        ("exit", "close"): _nothing,
-        ("enter", "trailing"): enter_trailing,
-        ("exit", "trailing"): _nothing,
-    })
+    calls.add_events(sinks, handlers, turn, runs, truncates)
     return sinks, handlers
 
 
-def _nothing(consumed: bool, tok: str, spelling: str, offset: int) -> None:
-    pass
+def nothing(consumed: bool, tok: str, spelling: str, offset: int) -> None:
+    """The handler of a group event that does nothing."""

@@ -5,8 +5,9 @@ generic machinery: :mod:`kimi_chat.output.peg` compiles its grammar, :mod:`kimi_
 table over the lexer's tokens, :mod:`kimi_chat.grammar` derives GBNF from the same rules. Neither
 names a family's markers; everything family-specific is in the record.
 
-The interface a family provides, as ``FORMAT`` in its module, listed in :data:`FAMILIES` (``k2.py``;
-``k3.py``, the Kimi-K3 XTML tags ``<|open|>NAME attrs<|sep|>`` / ``<|close|>NAME<|sep|>``):
+The interface a family provides, as the ``output_format`` of its :class:`~kimi_chat.families.Family` record
+(:mod:`kimi_chat.families.k2.format`; :mod:`kimi_chat.families.k3.format`, the Kimi-K3 XTML tags
+``<|open|>NAME attrs<|sep|>`` / ``<|close|>NAME<|sep|>``):
 
 * ``token_classes``: terminal class -> the marker spellings that are that terminal (any other special
   token of the family, passed to :func:`kimi_chat.output.peg.compile_machine` as ``markers``, is ``STRAY``);
@@ -20,7 +21,8 @@ The interface a family provides, as ``FORMAT`` in its module, listed in :data:`F
 * ``end_of_turn_ids``: token ids that end the turn (a relay may strip their text but pass the ids);
 * ``tool_call_id_prefix``: the prefix of a call header that names the function (``functions.`` in
   ``functions.NAME:IDX``; ``""`` where the name comes from elsewhere);
-* ``compile(start_rule, think=...)``: the cached compiled :class:`~kimi_chat.output.peg.Machine`.
+* ``compile(start_rule, think=...)``: the cached compiled :class:`~kimi_chat.output.peg.Machine`;
+* ``reader``: the lexer and the call assembler of one parse (see :attr:`OutputFormat.reader`).
 
 A family whose terminals are tags (K3) sets ``tags`` (its tag classes have no spellings of their
 own: :class:`kimi_chat.families.k3.tags.TagLexer` builds them out of the tag markers) and adds its groups
@@ -30,10 +32,11 @@ groups mean the same (``reasoning``, ``call``, ``end``).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..families import REGISTRY, family_of
 
 if TYPE_CHECKING:
     from .peg import Expr, Machine
@@ -54,6 +57,11 @@ class OutputFormat:
     tool_call_id_prefix: str
     fields: Mapping[str, str]
     compile: Callable[..., Machine]
+    reader: Callable[..., tuple[Machine, Any, Any]]
+    """The family's reader: ``reader(fmt, dialect, tools, out, warn, thinking_prefilled, reasoning, options,
+    where)`` -> ``(machine, lexer, call assembler)`` of one parse (:func:`kimi_chat.output.fields.family_parts`):
+    which start rule the options pick, the lexer of its terminals (markers, or K3's tags), the call
+    assembler (which adds its fields and groups to the parser's tables, ``add_events``)."""
     tags: Any = None
     """A family whose terminals are tags (K3): its :class:`kimi_chat.families.k3.format.TagSet`, read by the
     tag lexer (:mod:`kimi_chat.families.k3.tags`); ``None``: the terminals are the marker spellings."""
@@ -65,18 +73,19 @@ class OutputFormat:
         return self.compile(self.start_rules[case], think=prefilled or think)
 
 
-FAMILIES: dict[str, str] = {"k2": "kimi_chat.families.k2.format", "k3": "kimi_chat.families.k3.format"}
-"""Dialect family (``Dialect.family``; ``k2`` when a dialect has none) -> the module whose ``FORMAT``
-is its :class:`OutputFormat`. Adding a family is adding its module and a line here."""
+FAMILIES = REGISTRY
+"""The family registry (:data:`kimi_chat.families.REGISTRY`), under its former name: each family's
+:class:`~kimi_chat.families.Family` record carries its ``output_format``."""
 
 
 def format_for(dialect: object) -> OutputFormat:
-    """The output format of ``dialect`` (a :class:`~kimi_chat.dialects.Dialect`), by its family.
-    ``NotImplementedError`` names a family that has no output format yet."""
-    family = getattr(dialect, "family", "k2")
-    module = FAMILIES.get(family)
-    if module is None:
+    """The output format of ``dialect`` (a :class:`~kimi_chat.dialects.Dialect`): its family record's
+    ``output_format`` (:func:`kimi_chat.families.family_of`). ``NotImplementedError`` names a family that is
+    not registered."""
+    try:
+        family = family_of(dialect)
+    except KeyError:
         name = getattr(dialect, "name", dialect)
-        raise NotImplementedError(f"dialect {name}: no output format for the {family!r} family yet "
-                                  f"(formats: {', '.join(FAMILIES)})")
-    return importlib.import_module(module).FORMAT  # type: ignore[no-any-return]
+        raise NotImplementedError(f"dialect {name}: no output format for the {getattr(dialect, 'family', 'k2')!r} "
+                                  f"family yet (formats: {', '.join(REGISTRY)})") from None
+    return family.output_format

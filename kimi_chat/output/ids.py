@@ -41,7 +41,7 @@ from typing import Any
 from .. import markers as M
 from .peg import MarkerTable
 from .lexer import Utf8Chunks
-from ..families.k2.calls import Warn
+from .types import Warn
 
 __all__ = ["TokenMarkers", "token_bytes"]
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable
 
 __all__ = [
+    "Warn",
     "StopReason",
     "ToolCallStatus",
     "ParseWarning",
@@ -15,6 +16,9 @@ __all__ = [
     "ToolCallDelta",
     "Delta",
 ]
+
+Warn = Callable[..., None]
+"""Where a parser's warnings go: ``warn(kind, message, offset, text="")``."""
 
 
 class StopReason(str, Enum):

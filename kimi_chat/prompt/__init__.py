@@ -1,13 +1,12 @@
 """The formatter: OpenAI-style messages + tools + dialect -> the exact prompt text.
 
-One renderer per format family, picked by the dialect's ``family`` (:data:`RENDERERS`; the K2 family:
-:mod:`kimi_chat.families.k2.render`). This module does what every family shares: it validates and normalises
-the input (:mod:`kimi_chat.messages`), keeps the template kwargs the dialect reads (the others are
-ignored, as the template ignores them), applies ``strict=True`` (:func:`kimi_chat.checks.lint.check_strict`:
-lint errors raise), and implements ``continue_final_message``
-the way transformers does. For every dialect the output is byte-identical to what the official
-tokenizer's ``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)``
-returns with that dialect's oracle template.
+One prompt writer per format family, the ``write_prompt`` of the dialect's family record
+(:func:`kimi_chat.families.family_of`; a family whose official machinery is a chat template builds it
+with :func:`kimi_chat.prompt.template.template_writer` around its renderer, :mod:`kimi_chat.families.k2.render`;
+Kimi-K3's is :func:`kimi_chat.families.k3.render.write_k3`, the encoder's own input handling). This module
+checks what every family shares (token-id options refused, the flags bools) and gives the three views of one
+render, for every family. For every dialect the output is byte-identical to what the official tokenizer's
+``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)`` returns.
 
 Three views of one render: :func:`render` (the text), :func:`render_segments` (the text cut by message
 and trainability) and :func:`render_layout` (every part, flagged template literal or input text: what
@@ -16,32 +15,17 @@ and trainability) and :func:`render_layout` (every part, flagged template litera
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..errors import RenderError, UnsupportedOptionError
-from ..checks.lint import check_strict
-from ..messages import normalize_messages, normalize_tools
-from ..families.k2.render import render_k2
-from ..families.k3.render import render_k3, render_k3_segments
+from ..errors import UnsupportedOptionError
+from ..families import family_of
+from .template import check_bool
 from .writer import Layout, Piece, Segment, Writer
 
-__all__ = ["render", "render_segments", "render_layout", "Segment", "Piece", "Layout", "RENDERERS", "TOKENIZING_OPTIONS"]
-
-FamilyRenderer = Callable[
-    [Writer, Dialect, "list[dict[str, Any]]", "list[dict[str, Any]] | None", bool, Mapping[str, Any]], None
-]
-
-RENDERERS: dict[str, FamilyRenderer] = {"k2": render_k2}
-"""Format family (``Dialect.family``) -> its renderer ``(writer, dialect, messages, tools,
-add_generation_prompt, options)``; adding a family is adding an entry. The K3 family is not here yet:
-its renderer (:mod:`kimi_chat.families.k3.render`) builds the official encoder's own segments, with the
-encoder's own input handling, and :func:`render` / :func:`render_segments` call it directly."""
-
-# what transformers appends to the message it continues, then cuts the prompt at
-_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
-
+__all__ = ["render", "render_segments", "render_layout", "write_prompt", "Segment", "Piece", "Layout",
+           "TOKENIZING_OPTIONS"]
 
 TOKENIZING_OPTIONS = ("tokenize", "return_dict", "return_assistant_tokens_mask")
 """``apply_chat_template`` arguments that ask for token ids (or a dict of them) instead of the text:
@@ -61,49 +45,7 @@ def check_tokenizing_options(options: Mapping[str, Any]) -> None:
                 "assistant mask (.assistant_mask) and per-message spans (.spans)", option=key)
 
 
-def _check_bool(name: str, value: Any) -> None:
-    if type(value) is not bool:
-        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
-
-
-def _tag_final_message(msgs: list[dict[str, Any]]) -> str:
-    """Append the continuation tag to the final message's text, as transformers does; return the
-    text that was tagged (which must appear in the prompt)."""
-    index = len(msgs) - 1
-    last = msgs[index]
-    content = last.get("content")
-    if content is None:
-        raise RenderError('continue_final_message is set but the final message has no "content" to continue',
-                          message_index=index, field="content")
-    if isinstance(content, str):
-        msgs[index] = {**last, "content": content + _CONTINUE_TAG}
-        return content
-    for j in range(len(content) - 1, -1, -1):
-        part = content[j]
-        if "text" in part:
-            text = part["text"]
-            if not isinstance(text, str):
-                raise RenderError("continue_final_message: the last text part's text is not a string",
-                                  message_index=index, field=f"content[{j}].text")
-            content = [*content[:j], {**part, "text": text + _CONTINUE_TAG}, *content[j + 1 :]]
-            msgs[index] = {**last, "content": content}
-            return text
-    raise RenderError("continue_final_message is set but the final message has no text part to continue",
-                      message_index=index, field="content")
-
-
-def _cut_at_tag(w: Writer, final: str, index: int) -> None:
-    """Cut the prompt where the continuation tag starts (transformers' ``continue_final_message``)."""
-    text = "".join(w.parts)
-    tag = _CONTINUE_TAG.strip()
-    if final.strip() not in text or tag not in text:
-        raise RenderError("continue_final_message is set but the dialect's template does not write the final "
-                          "message's text, so there is nothing to continue", message_index=index, field="content")
-    at = text.rindex(tag)
-    w.cut(at if text.startswith(_CONTINUE_TAG, at) else len(text[:at].rstrip()))
-
-
-def _render(
+def write_prompt(
     w: Writer,
     messages: Sequence[Any],
     tools: Sequence[Any] | None,
@@ -113,60 +55,15 @@ def _render(
     options: Mapping[str, Any],
     strict: bool = False,
 ) -> bool:
-    """Render into ``w``; return the ``add_generation_prompt`` used."""
+    """Render into ``w`` (the arguments are :func:`render`'s) by the dialect's family's prompt writer;
+    return the ``add_generation_prompt`` used."""
     d = get_dialect(dialect)
     if options:
         check_tokenizing_options(options)
-    _check_bool("strict", strict)
-    _check_bool("continue_final_message", continue_final_message)
-    if add_generation_prompt is None:
-        add_generation_prompt = not continue_final_message
-    _check_bool("add_generation_prompt", add_generation_prompt)
-    if continue_final_message and add_generation_prompt:
-        raise RenderError("continue_final_message and add_generation_prompt are not compatible (as in "
-                          "transformers): continue the final message, or open a new assistant turn")
-    msgs = normalize_messages(messages)
-    if not msgs:
-        raise RenderError("cannot render an empty conversation (the official tokenizer refuses it too)")
-    tool_list = normalize_tools(tools)
-    if strict:
-        check_strict(d, msgs, tool_list, add_generation_prompt, options)
-    final = _tag_final_message(msgs) if continue_final_message else None
-    # template kwargs the dialect's template does not read are ignored, as the template ignores them
-    read = options if options.keys() <= set(d.options) else {k: v for k, v in options.items() if k in d.options}
-    RENDERERS[d.family](w, d, msgs, tool_list, add_generation_prompt, read)
-    if final is not None:
-        _cut_at_tag(w, final, len(msgs) - 1)
-    return add_generation_prompt
-
-
-def _k3_call(
-    dialect: str | Dialect,
-    add_generation_prompt: bool | None,
-    continue_final_message: bool,
-    options: Mapping[str, Any],
-    messages: Sequence[Any] = (),
-    strict: bool = False,
-    tools: Sequence[Any] | None = None,
-) -> dict[str, Any] | None:
-    """For a K3-family dialect, the keyword arguments of :mod:`kimi_chat.families.k3.render`'s functions
-    (the XTML renderer builds its own segments, not through a :class:`Writer`); ``None`` for K2."""
-    d = get_dialect(dialect)
-    if d.family != "k3":
-        return None
-    if options:
-        check_tokenizing_options(options)
-    _check_bool("strict", strict)
-    _check_bool("continue_final_message", continue_final_message)
-    if strict:
-        check_strict(d, messages, tools, True if add_generation_prompt is None else add_generation_prompt, options)
-    if continue_final_message:
-        raise RenderError(f"continue_final_message is not supported by {d.name}: the official K3 tokenizer "
-                          "has no such option")
-    if add_generation_prompt is None:
-        add_generation_prompt = True
-    # kwargs the official encoder does not read are ignored by it (apply_chat_template(**kwargs))
-    return {"add_generation_prompt": add_generation_prompt, **{k: v for k, v in options.items() if k in d.options}}
+    check_bool("strict", strict)
+    check_bool("continue_final_message", continue_final_message)
+    return family_of(d).write_prompt(w, d, messages, tools, add_generation_prompt, continue_final_message,
+                                     options, strict)
 
 
 def render(
@@ -206,11 +103,8 @@ def render(
     ``return_dict=True`` or ``return_assistant_tokens_mask=True`` (this returns text: token ids come from
     :func:`~kimi_chat.render_tokens`) and ``TypeError`` for a non-bool flag.
     """
-    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict, tools)
-    if k3 is not None:
-        return render_k3(messages, tools, **k3)
     w = Writer(marked=False)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
+    write_prompt(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return "".join(w.parts)
 
 
@@ -226,12 +120,13 @@ def render_segments(
 ) -> list[Segment]:
     """:func:`render`, cut into :class:`Segment` pieces that say which message each piece belongs
     to and whether a model produced it; ``"".join(s.text for s in segments) == render(...)``.
-    ``strict`` and the other arguments are :func:`render`'s."""
-    k3 = _k3_call(dialect, add_generation_prompt, continue_final_message, options, messages, strict, tools)
-    if k3 is not None:
-        return [Segment(g.text, g.message_index, g.trainable) for g in render_k3_segments(messages, tools, **k3)]
+    Neighbours differ in attribution, except for a family whose official tokenizer encodes the prompt
+    segment by segment (its record's ``segment_wise``: Kimi-K3), which gets one :class:`Segment` per
+    encoder segment. ``strict`` and the other arguments are :func:`render`'s."""
     w = Writer(marked=True)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
+    write_prompt(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
+    if family_of(get_dialect(dialect)).segment_wise:
+        return [Segment(p.text, p.message_index, p.trainable) for p in w.layout().pieces()]
     return w.segments()
 
 
@@ -249,9 +144,6 @@ def render_layout(
     the parts that are input text (all others are template literals); ``layout.text == render(...)``
     and ``layout.pieces()`` yields :class:`Piece` records. One render: what token ids are built from.
     ``strict`` and the other arguments are :func:`render`'s."""
-    if get_dialect(dialect).family not in RENDERERS:
-        raise NotImplementedError(f"render_layout covers the families of RENDERERS; for {get_dialect(dialect).name} "
-                                  "use kimi_chat.families.k3.render.render_k3_segments / render_k3_ids")
     w = Writer(marked=True)
-    _render(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
+    write_prompt(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
     return w.layout()

@@ -1,6 +1,7 @@
 """What every family's renderer writes into: the prompt as parts, with marks that attribute them.
 
-A renderer (``render/k2.py``, and one per format family) gets a :class:`Writer` and calls
+A family's prompt writer (:mod:`kimi_chat.families.k2.render`, :mod:`kimi_chat.families.k3.render`; the
+record's ``write_prompt``) gets a :class:`Writer` and calls
 
 * ``emit(s)`` for template literals (markers, role headers, fixed scaffolding: text the template
   writes whatever the input says),
@@ -11,7 +12,10 @@ A renderer (``render/k2.py``, and one per format family) gets a :class:`Writer` 
 In plain mode (:func:`~kimi_chat.prompt.render`) ``emit_text`` is ``emit`` and ``mark`` does nothing;
 in marked mode the writer records which parts are input text and where each mark starts, from which
 :class:`Segment` pieces (attribution) and :class:`Layout` (attribution + literal/text flags, what
-:mod:`kimi_chat.tokens` builds token ids from) are made.
+:mod:`kimi_chat.tokens` builds token ids from) are made. A family whose official tokenizer encodes the
+prompt segment by segment (Kimi-K3) writes one part per encoder segment: the markers (and image prompts)
+as literals, every other segment as text, its tag names and attribute syntax included (the encoder
+encodes them as ordinary text; they hold no special-token text).
 """
 
 from __future__ import annotations

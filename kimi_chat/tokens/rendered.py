@@ -35,11 +35,10 @@ typed-text check over the input parts and the attribution (per-piece token count
 :func:`_attribute`). ``assistant_mask``, ``message_index`` and ``spans`` are built from the per-piece
 counts on first access (~0.02 ms each). :func:`extend_tokens` tokenizes only the new turn.
 
-**Kimi-K3** (``dialect="kimi-k3"``, with ``KimiTokenizer.from_reference("k3")``): the official K3
-tokenizer encodes segment by segment, so the ids are *not* ``encode(render(...))`` but the official
-``apply_chat_template(tokenize=True)``; the K3 path, and what the three policies mean there, is
-:mod:`kimi_chat.families.k3.tokens`. A tokenizer whose special tokens are not the dialect family's (a K2
-tokenizer for K3, or the other way round) is refused with a :class:`~kimi_chat.errors.RenderError`.
+**Segment-wise families** (the record's ``segment_wise``: Kimi-K3, with ``KimiTokenizer.from_reference("k3")``):
+the ids are the official segment-by-segment ``apply_chat_template(tokenize=True)``, *not* ``encode(render(...))``
+(:mod:`kimi_chat.tokens.segments`, with what the policies mean there). A tokenizer without the dialect family's
+special tokens is refused with a :class:`~kimi_chat.errors.RenderError` (:mod:`kimi_chat.tokens.vocabulary`).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ from __future__ import annotations
 import re
 import warnings
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
@@ -56,11 +55,15 @@ from ..caches import PerTokenizer
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError
 from ..checks.lint import unterminated_last_turn
-from ..messages import normalize_messages, to_plain
-from ..prompt import Layout, render_layout
+from ..messages import normalize_messages, string_paths, to_plain
+from ..families import family_of
+from ..prompt import Layout, render_layout, write_prompt
+from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
+from .segments import encode_parts, raise_typed, typed_special
 from .tokenizer import KimiTokenizer, cut_points
 from .first_turn import encode_whole as _encode_whole
+from .vocabulary import check_vocabulary
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
 
@@ -330,26 +333,6 @@ def _structure(info: _Info, lay: Layout, text: str) -> tuple[list[tuple[int, int
     return (None if first_typed is None else structural), first_typed
 
 
-def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """(field path, string) for every string in a message / tool, dict keys included; consecutive
-    text parts of a content list also joined (the renderer writes them back to back)."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            if isinstance(k, str):
-                yield f"{path}.<key>" if path else "<key>", k
-            yield from _walk(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(value, (list, tuple)):
-        for j, v in enumerate(value):
-            yield from _walk(v, f"{path}[{j}]")
-        texts = [p["text"] for p in value if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-        if len(texts) > 1:
-            yield path, "".join(texts)
-    elif value is not None and not isinstance(value, (bool, int, float)):
-        yield path, str(value)
-
-
 def _check_policy(policy: str) -> None:
     if policy not in _POLICIES:
         raise ValueError(f"special_tokens must be one of {', '.join(map(repr, _POLICIES))}, got {policy!r}")
@@ -368,7 +351,7 @@ def _raise_strict(lay: Layout, text: str, at: tuple[int, int], messages: Sequenc
         if pos > at[0]:
             break
     value = to_plain(messages[owner]) if owner >= 0 else to_plain(tools)
-    path = next((p for p, s in _walk(value, "" if owner >= 0 else "tools") if name in s), None)
+    path = next((p for p, s in string_paths(value, "" if owner >= 0 else "tools") if name in s), None)
     why = (
         f"contains the special-token text {name!r}; special_tokens='strict' refuses it "
         "(the default 'text' encodes it as ordinary text, 'special' as the special token)"
@@ -567,19 +550,17 @@ def render_tokens(
     not a :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`.
 
     For ``dialect="kimi-k3"`` the ids equal the official K3 ``apply_chat_template(tokenize=True)``
-    (segment by segment, see :mod:`kimi_chat.families.k3.tokens`); ``tokenizer`` must then be a K3 tokenizer
+    (segment by segment, see :mod:`kimi_chat.tokens.segments`); ``tokenizer`` must then be a K3 tokenizer
     (``KimiTokenizer.from_reference("k3")``): a tokenizer without the family's special tokens raises
     :class:`~kimi_chat.errors.RenderError`.
     """
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    from ..families.k3.tokens import check_vocabulary, render_tokens_k3
-
     check_vocabulary(tokenizer, d)
-    if d.family == "k3":
-        return render_tokens_k3(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
-                                special_tokens, options, strict=strict)
+    if family_of(d).segment_wise:
+        return _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
+                               special_tokens, options, strict)
     lay, info, structural, ids = _k2_ids(messages, tokenizer, tools, d, add_generation_prompt,
                                          continue_final_message, special_tokens, strict, options)
     if add_generation_prompt is None:
@@ -591,6 +572,25 @@ def render_tokens(
             warnings.warn(str(finding), UserWarning, stacklevel=2)
     return _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
                   continue_final_message, dict(options), special_tokens)
+
+
+def _segment_tokens(
+    messages: Sequence[Any], tok: KimiTokenizer, tools: Sequence[Any] | None, d: Dialect, agp: bool | None,
+    continue_final_message: bool, policy: SpecialTokensPolicy, options: dict[str, Any], strict: bool,
+) -> RenderedTokens:
+    """:func:`render_tokens` of a segment-wise family: each part of the layout encoded on its own
+    (:mod:`kimi_chat.tokens.segments`), so every token belongs to one part (no straddling token)."""
+    w = Writer(marked=True)
+    agp = write_prompt(w, messages, tools, d, agp, continue_final_message, options, strict)
+    lay, marks = w.layout(), w.marks or []
+    typed = typed_special(lay, _info(tok).first) if policy == "strict" else None
+    if typed is not None:
+        raise_typed(typed, messages, tools, options)
+    warn_lone_surrogates(lay.parts, marks, messages, tools, options, stacklevel=3)
+    ids, ends = encode_parts(lay, tok, [m[0] for m in marks[1:]] + [len(lay.parts)], policy == "special")
+    counts = [e - s for s, e in zip([0, *ends], ends)]
+    return RenderedTokens(ids, ([m[1] for m in marks], [m[2] for m in marks], counts), None, lay.text, tok,
+                          list(messages), tools, d, agp, dict(options), policy, False, False)
 
 
 def _k2_ids(
@@ -625,13 +625,11 @@ def render_ids(
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    if d.family == "k3":
+    if family_of(d).segment_wise:
         return render_tokens(messages, tokenizer=tokenizer, tools=tools, dialect=d,
                              add_generation_prompt=add_generation_prompt,
                              continue_final_message=continue_final_message, special_tokens=special_tokens,
                              strict=strict, **options).ids
-    from ..families.k3.tokens import check_vocabulary
-
     check_vocabulary(tokenizer, d)
     return _k2_ids(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message, special_tokens,
                    strict, options)[3]
@@ -669,13 +667,15 @@ def extend_tokens(
     tools = previous.tools if tools is _SAME else tools
     opts = {**previous.options, **options}
     d = previous._dialect
-    if d.family == "k3":
-        from ..families.k3.tokens import extend_tokens_k3
-
-        return extend_tokens_k3(previous, completion_ids, new_messages, tools, add_generation_prompt, opts)
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
+    if family_of(d).segment_wise:  # the full render, when it starts with the previous ids and the completion
+        full = _segment_tokens(messages, tok, tools, d, add_generation_prompt, False, policy, opts, False)
+        n = len(previous.ids)
+        if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:
+            return None
+        return full
     lay = render_layout(messages, tools=tools, dialect=d, add_generation_prompt=add_generation_prompt, **opts)
     text = lay.text
     prev_text = previous.text

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Union
+from typing import Any, Final, NamedTuple, Union
 
 from ..errors import ReferenceDataError
 from .. import markers as _M
@@ -88,22 +88,6 @@ MAX_NO_WHITESPACES_CHARS: Final = 25_000
 TIKTOKEN_MODEL_FILE: Final = "tiktoken.model"
 TOKENIZER_CONFIG_FILE: Final = "tokenizer_config.json"
 
-REFERENCE_CONFIGS: Final[Mapping[str, str]] = {
-    "k2": "Kimi-K2-Instruct/tokenizer_config.json",
-    "k2.5": "unverified/Kimi-K2.6-derived.tokenizer_config.json",
-    "k2.6": "unverified/Kimi-K2.6-derived.tokenizer_config.json",
-}
-"""Configs of the reference directory loadable by :meth:`KimiTokenizer.from_reference`: ``"k2"`` is
-the July-2025 Kimi-K2-Instruct config; ``"k2.5"`` and ``"k2.6"`` the (unverified) K2.6-derived one
-with the media and ``<think>`` tokens (K2.6's tokenizer files are byte-identical to K2.5's; only
-the eos differs, see :data:`REFERENCE_EOS`)."""
-REFERENCE_EOS: Final[Mapping[str, str]] = {"k2.6": IM_END.text, "k3": _M.K3_END_OF_MSG.text}
-"""The eos token of a reference config where the model's ``eos_token_id`` is not the config's
-``eos_token``: Kimi-K2.6 ends generation at ``<|im_end|>`` (163586), K2.5 and K2 at ``[EOS]`` (163585).
-Kimi-K3 ends generation at ``<|end_of_msg|>`` (163586, the end of every message; ``eos_token_id`` of
-its ``config.json`` / ``generation_config.json``, PROVENANCE.md): its official ``tokenization_kimi.py``
-takes ``eos_id`` from the config's ``eos_token`` (constructor default ``[EOS]``; K3's
-``tokenizer_config.json`` was not found), so, as for K2.6, ``eos_id`` is the model's eos."""
 _REFERENCE_TIKTOKEN = "tokenizer/tiktoken.model"
 
 K3_CONFIG: Final[Mapping[str, Any]] = {
@@ -115,6 +99,35 @@ K3_CONFIG: Final[Mapping[str, Any]] = {
 }
 """The Kimi-K3 tokenizer config as PROVENANCE.md's oracle recipe builds it (the official
 ``tokenizer_config.json`` was not found); load with ``num_special=K3_NUM_RESERVED_SPECIAL``."""
+
+
+class ReferenceTokenizer(NamedTuple):
+    """A tokenizer :meth:`KimiTokenizer.from_reference` loads: ``name``, ``config`` (a path in the reference
+    directory, or the config itself), ``num_special`` (``None``: the default), ``eos`` (the model's eos)."""
+    name: str
+    config: str | Mapping[str, Any]
+    num_special: int | None = None
+    eos: str | None = None
+
+
+_K26_CONFIG = "unverified/Kimi-K2.6-derived.tokenizer_config.json"
+REFERENCE_TOKENIZERS: Final[Mapping[str, ReferenceTokenizer]] = {ref.name: ref for ref in (
+    ReferenceTokenizer("k2", "Kimi-K2-Instruct/tokenizer_config.json"), ReferenceTokenizer("k2.5", _K26_CONFIG),
+    ReferenceTokenizer("k2.6", _K26_CONFIG, eos=IM_END.text),
+    ReferenceTokenizer("k3", K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL, eos=_M.K3_END_OF_MSG.text))}
+"""Every tokenizer :meth:`KimiTokenizer.from_reference` loads, by name."""
+REFERENCE_CONFIGS: Final[Mapping[str, str]] = {r.name: r.config for r in REFERENCE_TOKENIZERS.values()
+                                               if isinstance(r.config, str)}
+"""Configs of the reference directory loadable by :meth:`KimiTokenizer.from_reference`: ``"k2"`` is the July-2025
+Kimi-K2-Instruct config; ``"k2.5"`` and ``"k2.6"`` the (unverified) K2.6-derived one with the media and ``<think>``
+tokens (K2.6's tokenizer files are byte-identical to K2.5's; only the eos differs, see :data:`REFERENCE_EOS`)."""
+REFERENCE_EOS: Final[Mapping[str, str]] = {r.name: r.eos for r in REFERENCE_TOKENIZERS.values() if r.eos is not None}
+"""The eos token of a reference config where the model's ``eos_token_id`` is not the config's
+``eos_token``: Kimi-K2.6 ends generation at ``<|im_end|>`` (163586), K2.5 and K2 at ``[EOS]`` (163585).
+Kimi-K3 ends generation at ``<|end_of_msg|>`` (163586, the end of every message; ``eos_token_id`` of
+its ``config.json`` / ``generation_config.json``, PROVENANCE.md): its official ``tokenization_kimi.py``
+takes ``eos_id`` from the config's ``eos_token`` (constructor default ``[EOS]``; K3's
+``tokenizer_config.json`` was not found), so, as for K2.6, ``eos_id`` is the model's eos."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -538,21 +551,18 @@ class KimiTokenizer:
         ``config``, a key of :data:`REFERENCE_CONFIGS`: ``"k2"``, ``"k2.5"`` or ``"k2.6"``; or ``"k3"``:
         the Kimi-K3 tokenizer, 256 special ids named by :data:`~kimi_chat.markers.K3_MARKERS`, as K3's
         config was not found. The directory is ``reference_dir`` or
-        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``). ``eos_id`` is the model's eos: ``[EOS]`` (163585), but ``<|im_end|>``
-        (163586) for ``"k2.6"`` and ``<|end_of_msg|>`` (163586) for ``"k3"`` (:data:`REFERENCE_EOS`)."""
-        if config not in REFERENCE_CONFIGS and config != "k3":
-            known = sorted([*REFERENCE_CONFIGS, "k3"])
-            raise ValueError(f"unknown reference config {config!r}; choose one of {known}")
+        :func:`kimi_chat.reference.reference_dir` (``$KIMI_CHAT_REFERENCE_DIR``). ``eos_id`` is the model's eos
+        (:data:`REFERENCE_EOS`; the records: :data:`REFERENCE_TOKENIZERS`)."""
+        ref = REFERENCE_TOKENIZERS.get(config)
+        if ref is None:
+            raise ValueError(f"unknown reference config {config!r}; choose one of {sorted(REFERENCE_TOKENIZERS)}")
         d = Path(reference_dir) if reference_dir is not None else _reference_dir()
         if d is None:
             raise ReferenceDataError(_missing_reason())
-        if config == "k3":
-            tok = cls.from_files(d / _REFERENCE_TIKTOKEN, K3_CONFIG, num_special=_M.K3_NUM_RESERVED_SPECIAL)
-        else:
-            tok = cls.from_files(d / _REFERENCE_TIKTOKEN, d / REFERENCE_CONFIGS[config])
-        eos = REFERENCE_EOS.get(config)
-        if eos is not None:
-            tok.eos_id = tok.token_to_id(eos)
+        cfg = d / ref.config if isinstance(ref.config, str) else ref.config
+        tok = cls.from_files(d / _REFERENCE_TIKTOKEN, cfg, num_special=ref.num_special or NUM_RESERVED_SPECIAL + 2)
+        if ref.eos is not None:
+            tok.eos_id = tok.token_to_id(ref.eos)
         return tok
 
     # ---------------------------------------------------------------- encoding

@@ -1,9 +1,7 @@
-"""Tool calls: the one tools normaliser, call headers, name resolution and inference, arguments.
+"""Tool calls of the K2 family: call headers, name resolution and inference, arguments.
 
-* :func:`normalise_tools` is the single reading of a request's ``tools`` (used by
-  :func:`kimi_chat.output.parse` and meant for :mod:`kimi_chat.grammar`): OpenAI
-  ``{"type": "function", "function": {...}}`` entries or bare functions, pydantic models and
-  dataclasses accepted; two functions of the same name are an error naming both positions.
+* :func:`index_tools`: the declared tools (read by :func:`kimi_chat.output.tools.normalise_tools`, the one
+  reading of ``tools`` every family shares) as the parser needs them;
 * :class:`ToolCalls` assembles the calls of one turn as the parser's state machine enters and
   leaves their parts: it resolves the header (``PREFIX NAME:IDX``, an opaque id, or a bare name),
   infers the name of an opaquely named call from its argument keys, and streams the arguments
@@ -12,69 +10,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ...messages import to_plain
 from ...output.jsonvalue import INVALID, json_value
+from ...output.tools import normalise_tools, schema_keys
 from ...output.buffers import DeltaBuffer, joined
-from ...output.types import ParsedToolCall, ToolCallStatus
+from ...output.lexer import MarkerLexer
+from ...output.peg import Machine
+from ...output.types import ParsedToolCall, ToolCallStatus, Warn
 
 __all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "arguments_piece", "arguments_end",
-           "ToolCall", "ToolCalls"]
+           "ToolCall", "ToolCalls", "reader"]
 
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 
 ToolIndex = dict[str, tuple[frozenset[str], frozenset[str]]]
 """Function name -> (its parameters' property names, its required names)."""
-
-Warn = Callable[..., None]
-
-
-def _plain(value: Any, index: int) -> Any:
-    # tools[index] as plain data (messages.to_plain: any depth; a value containing itself raises
-    # InvalidToolsError naming where)
-    if hasattr(value, "model_dump"):
-        return value.model_dump(exclude_none=True)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_plain(value, index=index, what="tools")
-    return value
-
-
-def normalise_tools(
-    tools: Iterable[Any] | None, *, error: type[Exception] = ValueError
-) -> dict[str, Mapping[str, Any]]:
-    """The declared functions of ``tools``, by name, in order: name -> the function mapping
-    (``name``, ``parameters``, ...). Entries whose ``type`` is not ``function`` are skipped.
-
-    Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included:
-    wrap it in a list), and ``error`` (default ``ValueError``) for an entry without a function name
-    or a name declared twice (the message names both positions).
-    """
-    if tools is None:
-        return {}
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
-        hint = " (one tool: wrap it in a list)" if isinstance(tools, Mapping) else ""
-        raise TypeError(f"tools: expected a list of tool declarations, got {type(tools).__name__}{hint}")
-    out: dict[str, Mapping[str, Any]] = {}
-    where: dict[str, int] = {}
-    for i, t in enumerate(tools):
-        t = _plain(t, i)
-        if not isinstance(t, Mapping):
-            raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
-        if t.get("type", "function") != "function":
-            continue
-        fn = _plain(t.get("function", t), i)
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise error(f"tools[{i}]: no function name")
-        name = fn["name"]
-        if name in out:
-            raise error(f"tools[{i}]: duplicate function name {name!r} (also tools[{where[name]}])")
-        out[name] = fn
-        where[name] = i
-    return out
 
 
 def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
@@ -88,18 +41,6 @@ def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
         props, req = schema_keys(fn.get("parameters"))
         out[name] = (frozenset(props), frozenset(req))
     return out
-
-
-def schema_keys(params: Any) -> tuple[Mapping[str, Any], list[str]]:
-    """``(properties, required names)`` of a function's ``parameters``, read defensively: a part of
-    another shape than JSON Schema's (``"properties": 5``, ``"required": 5``, a non-string key or
-    name) is unknown typing, left out (the parser never raises on a tool schema)."""
-    if not isinstance(params, Mapping):
-        return {}, []
-    props = params.get("properties")
-    props = {k: v for k, v in props.items() if isinstance(k, str)} if isinstance(props, Mapping) else {}
-    req = params.get("required")
-    return props, [r for r in req if isinstance(r, str)] if isinstance(req, (list, tuple)) else []
 
 
 _INVALID = INVALID
@@ -217,6 +158,11 @@ class ToolCalls:
         self.warn = warn
         self.calls: list[ToolCall] = []
         self.current: ToolCall | None = None
+
+    def add_events(self, sinks: dict[Any, Any], handlers: dict[Any, Any], turn: Any, runs: Any, truncates: Any) -> None:
+        """Add this family's fields to the parser's tables (:func:`kimi_chat.output.fields.event_tables`):
+        the call header's and the arguments' text."""
+        sinks.update(header=self.header_text, arguments=self.arguments_text)
 
     def begin(self, offset: int, spelling: str) -> None:
         c = ToolCall(len(self.calls), offset, spelling)
@@ -348,3 +294,16 @@ class ToolCalls:
     def _emit(self, c: ToolCall, s: str) -> None:
         c.args.append(s)
         self.out.args(c.index, s)
+
+
+def reader(
+    fmt: Any, d: Any, tools: Any, out: Any, warn: Warn, thinking_prefilled: bool | None, reasoning: bool | None,
+    options: Mapping[str, Any], where: Callable[[], int],
+) -> tuple[Machine, MarkerLexer, ToolCalls]:
+    """The K2 format's ``reader`` (:attr:`kimi_chat.output.format.OutputFormat.reader`): markers;
+    ``<think>`` a marker as the dialect or ``reasoning`` says, reasoning pre-filled as the dialect's
+    ``prefills_think(**options)`` or ``thinking_prefilled`` says."""
+    prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
+    think = d.reasoning if reasoning is None else bool(reasoning)
+    m = fmt.machine(prefilled=prefilled, think=think)
+    return m, MarkerLexer(m.markers), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)

@@ -44,6 +44,7 @@ from ...output.peg import (
 from ...output.peg import grammar_text as _grammar_text
 from ...output.peg import opt, recover, seq, star
 from ...output.format import OutputFormat
+from .calls import reader
 
 __all__ = [
     "TOKEN_CLASSES",
@@ -217,6 +218,7 @@ K2: Final = OutputFormat(
     tool_call_id_prefix=M.TOOL_CALL_ID_PREFIX,
     fields=FIELDS,
     compile=machine,
+    reader=reader,
 )
 """The K2 family's output format, as :mod:`kimi_chat.parse` and :mod:`kimi_chat.grammar` read it."""
 

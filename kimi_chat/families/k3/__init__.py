@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from ... import markers as M
 from .. import Family
-from .format import FORMAT
+from .format import FORMAT, TAGS, TOKEN_CLASSES
+from .grammar import K3Translator
+from .render import write_k3
 
 FAMILY = Family(
     name="k3",
@@ -18,6 +20,13 @@ FAMILY = Family(
     markers=tuple(M.K3_MARKERS),
     output_format=FORMAT,
     # -- prompt, tokens, grammar, output --
+    format_markers=(*(M.K3_BY_TEXT[t] for t in (TAGS.open, TAGS.close, TAGS.sep)),
+                    *(m for ms in TOKEN_CLASSES.values() for m in ms if isinstance(m, M.Marker))),
+    grammar_translator=K3Translator,
+    write_prompt=write_k3,
+    segment_wise=True,
+    vocabulary=(M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG),
+    reference_tokenizer="k3",
 
     # -- servers --
     serving="kimi_chat.families.k3.serving",

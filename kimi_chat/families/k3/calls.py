@@ -24,15 +24,19 @@ mean the same (``begin``, ``end``, ``stray``, ``calls``):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...output.jsonvalue import INVALID, json_value
 from ...output.buffers import DeltaBuffer, joined
-from ..k2.calls import Warn, arguments_end, arguments_piece, normalise_tools, schema_keys
+from ...output.tools import normalise_tools, schema_keys
+from ..k2.calls import Warn, arguments_end, arguments_piece
 from ...output.types import ParsedToolCall, ToolCallStatus
+from ...output.fields import nothing
+from ...output.peg import EOF, Machine
+from .tags import TagLexer
 
-__all__ = ["TagCall", "TagCalls"]
+__all__ = ["TagCall", "TagCalls", "reader"]
 
 _INVALID = INVALID
 
@@ -111,6 +115,41 @@ class TagCalls:
         self.lexer = lexer
         self.calls: list[TagCall] = []
         self.current: TagCall | None = None
+
+    def add_events(self, sinks: dict[Any, Any], handlers: dict[Any, Any], turn: Any, runs: Any, truncates: Any) -> None:
+        """Add this family's fields and groups to the parser's tables
+        (:func:`kimi_chat.output.fields.event_tables`): text outside channels and between a call's elements,
+        typed argument values, JSON arguments; the response and tools channels, the message close and
+        what trails it."""
+        sinks.update(outside=runs.outside_text, call_between=runs.call_between, value=self.value_text,
+                     json=self.json_text)
+
+        def exit_tools(c: bool, tok: str, s: str, o: int) -> None:
+            runs.after_tools = True
+            truncates(c, tok, s, o)
+
+        def enter_close(c: bool, tok: str, s: str, o: int) -> None:
+            turn.ended = True  # the message is closed; its end-of-message marker may follow
+
+        def enter_trailing(c: bool, tok: str, s: str, o: int) -> None:
+            turn.raw = True
+            if s:
+                turn.ignore(s, o)
+
+        handlers.update({
+            ("enter", "response"): nothing,
+            ("exit", "response"): truncates,
+            ("enter", "tools"): nothing,
+            ("exit", "tools"): exit_tools,
+            ("enter", "argument"): lambda c, tok, s, o: self.argument_begin(s, o),
+            ("exit", "argument"): lambda c, tok, s, o: self.argument_end(s if c else None, tok == EOF),
+            ("enter", "json"): lambda c, tok, s, o: self.json_begin(s),
+            ("exit", "json"): lambda c, tok, s, o: self.json_end(s if c else None),
+            ("enter", "close"): enter_close,
+            ("exit", "close"): nothing,
+            ("enter", "trailing"): enter_trailing,
+            ("exit", "trailing"): nothing,
+        })
 
     # ------------------------------------------------------------------------------ calls
 
@@ -304,3 +343,20 @@ class TagCalls:
         c.args.append(s)
         self.out.args(c.index, s)
 
+
+def reader(
+    fmt: Any, d: Any, tools: Any, out: Any, warn: Warn, thinking_prefilled: bool | None, reasoning: bool | None,
+    options: Mapping[str, Any], where: Callable[[], int],
+) -> tuple[Machine, TagLexer, TagCalls]:
+    """The K3 format's ``reader`` (:attr:`kimi_chat.output.format.OutputFormat.reader`): tags; the think
+    channel pre-filled unless ``thinking=False``, then the response one; its think tags are always markup
+    (``reasoning=True`` is what it does, ``reasoning=False`` a ``TypeError``). ``where()``: the parser's
+    offset (where the tag lexer's repairs are warned)."""
+    if reasoning is not None and not reasoning:  # K2's reasoning=False: <think> is text. K3 has no such reading
+        raise TypeError(f"dialect {d.name}: reasoning=False has no meaning for the {fmt.name} format (its think "
+                        "channel is always markup); for output with thinking off pass thinking=False "
+                        "(or thinking_prefilled=False): the response channel is pre-filled")
+    think = (options.get("thinking", True) is not False if thinking_prefilled is None else bool(thinking_prefilled))
+    m = fmt.machine(prefilled=think, think=think)
+    lexer = TagLexer(m.markers, fmt.tags, lambda kind, message, text: warn(kind, message, where(), text))
+    return m, lexer, TagCalls(tools, fmt.tool_call_id_prefix, out, warn, lexer)

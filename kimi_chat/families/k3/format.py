@@ -30,6 +30,7 @@ from ...output.peg import Ahead, Eof, Expr, Group, Machine, Rest, Text, Tok, alt
 from ...output.peg import grammar_text as _grammar_text
 from ...output.peg import opt, recover, seq, star
 from ...output.format import OutputFormat
+from .calls import reader
 
 __all__ = ["TagSet", "TAGS", "TOKEN_CLASSES", "GRAMMAR", "START_RULES", "FIELDS", "END_OF_TURN_IDS",
            "K3", "FORMAT", "grammar_text", "machine"]
@@ -173,6 +174,7 @@ K3: Final = OutputFormat(
     tool_call_id_prefix=M.TOOL_CALL_ID_PREFIX,
     fields=FIELDS,
     compile=machine,
+    reader=reader,
     tags=TAGS,
 )
 """The K3 family's output format."""

@@ -20,7 +20,7 @@ from kimi_chat.caches import MAX_KEY_BYTES, LRUCache, content_key
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import plain_messages as messages_of
 from kimi_chat.nesting import too_deep_error
-from kimi_chat.reference.oracle import deep_sort_dict
+from kimi_chat.nesting import deep_sort_dict
 
 __all__ = [
     "esc", "dumps", "args_field", "TYPE_NAMES", "value_text", "xtml_type", "loads", "arguments", "function",

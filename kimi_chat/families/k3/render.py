@@ -21,8 +21,10 @@ The prompt is a sequence of messages made of four special tokens::
 The official tokenizer encodes the prompt **segment by segment**: each marker as its special id, each
 other piece (a tag name, `` role``, ``="``, an attribute value, ``"``, a message body...) as ordinary
 text on its own, so BPE never merges across pieces and text typed by a user never becomes a marker.
-The renderer produces exactly those pieces (markers are a private ``str`` subclass), so text, segments
-and ids come from one pass.
+The renderer writes exactly those pieces into a :class:`~kimi_chat.prompt.writer.Writer`: markers and image
+prompts (encoded with special tokens allowed) as template literals, every other piece as text (tag names
+and attribute syntax too: the encoder encodes them as ordinary text), so text, segments and ids come from
+one pass (:mod:`kimi_chat.tokens.segments` encodes the layout).
 
 Roles the encoder does not know (``developer`` among them) are dropped, as it drops them. Where the
 official encoder raises (``thinking_effort="medium"``, arguments that are JSON but not an object, a
@@ -38,7 +40,7 @@ from typing import Any, NamedTuple
 from typing_extensions import TypedDict, Unpack
 
 from kimi_chat import markers as M
-from kimi_chat.caches import PerTokenizer, content_key
+from ...caches import content_key
 from kimi_chat.errors import RenderError
 from kimi_chat.families.k3.inputs import (
     TYPE_NAMES,
@@ -55,23 +57,20 @@ from kimi_chat.families.k3.inputs import (
     xtml_type,
 )
 from kimi_chat.families.k3.inputs import response_schema as schema_of
+from kimi_chat.dialects import Dialect
 from kimi_chat.messages import plain_items
+from kimi_chat.prompt.writer import Layout, Writer
 from kimi_chat.surrogates import warn_lone_surrogates
-from kimi_chat.tokens.tokenizer import MAX_NO_WHITESPACES_CHARS
+from kimi_chat.tokens.segments import encode_parts
 
-__all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids"]
+__all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids", "write_k3"]
 
-
-class _Marker(str):
-    """A piece the official encoder encodes with special tokens allowed (a marker, an image prompt)."""
-
-    __slots__ = ()
-
-
-_OPEN = _Marker(M.K3_OPEN.text)
-_CLOSE = _Marker(M.K3_CLOSE.text)
-_SEP = _Marker(M.K3_SEP.text)
-_EOM = _Marker(M.K3_END_OF_MSG.text)
+_OPEN = M.K3_OPEN.text
+_CLOSE = M.K3_CLOSE.text
+_SEP = M.K3_SEP.text
+_EOM = M.K3_END_OF_MSG.text
+_CONTROL_ORDER = (_OPEN, _CLOSE, _SEP, _EOM)
+_CONTROL = frozenset(_CONTROL_ORDER)
 _IMAGE_PLACEHOLDER = M.K3_IMAGE_PLACEHOLDER.text
 _EFFORTS = frozenset(M.K3_THINKING_EFFORTS)
 _UNSET: Any = object()
@@ -96,8 +95,32 @@ _NAME_ATTR = (" name", '="')
 _ATTR_END = ('"', _SEP)
 
 
+class _Run(NamedTuple):
+    """A constant run of encoder segments: its ``pieces`` and the offsets of the markers among them (the
+    template literals; the other pieces are text)."""
+
+    pieces: tuple[str, ...]
+    literals: tuple[int, ...]
+
+
+def _run(pieces: tuple[str, ...]) -> _Run:
+    return _Run(pieces, tuple(k for k, p in enumerate(pieces) if p in _CONTROL))
+
+
+class _Out(NamedTuple):
+    """Where the pass writes single pieces: ``emit_text`` (text) and ``emit`` (a literal: an image prompt)."""
+
+    emit_text: Any
+    emit: Any
+
+
+def _join(pieces: tuple[str, ...]) -> tuple[str, ...]:
+    return ("".join(pieces),)
+
+
 class _Pieces(NamedTuple):
-    """The constant runs of segments the pass writes (split: one piece per encoder segment)."""
+    """The constant runs of segments the pass writes (split: one :class:`_Run` per run of encoder segments;
+    joined: each run as one string)."""
 
     user: tuple[str, ...]
     user_named: tuple[str, ...]
@@ -124,7 +147,7 @@ class _Pieces(NamedTuple):
     tool_head: tuple[str, ...]
 
 
-_SPLIT = _Pieces(
+_RAW = _Pieces(
     user=(*_ROLE_OPEN["user"], _SEP),
     user_named=(*_ROLE_OPEN["user"], *_NAME_ATTR),
     system=(*_ROLE_OPEN["system"], _SEP),
@@ -149,8 +172,9 @@ _SPLIT = _Pieces(
     call_close=_close("call"),
     tool_head=(*_open("message", ("role", "tool"))[:-1], " tool", '="'),
 )
+_SPLIT = _Pieces(*(_run(run) for run in _RAW))  # type: ignore[arg-type]
 # for the text alone: each run joined into one string (fewer appends, same text)
-_JOINED = _Pieces(*(("".join(run),) for run in _SPLIT))
+_JOINED = _Pieces(*(_join(run) for run in _RAW))
 _GEN_THINK = (*_open("message", ("role", "assistant")), *_THINK_OPEN)
 _GEN_RESPONSE = (*_open("message", ("role", "assistant")), *_RESPONSE_OPEN)
 _INDEX = tuple(str(k) for k in range(64))
@@ -162,6 +186,7 @@ def _system(kind: str, body: str) -> tuple[str, ...]:
 
 
 _TOOL_DECLARE_OPEN = _open("message", ("role", "system"), ("type", "tool-declare"))
+_RF_OPEN = _open("message", ("role", "system"), ("type", "response-format"))
 _TOOLS_BODY = "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n"
 _NEW_TOOLS_BODY = (
     "## New Tools Available\n"
@@ -235,28 +260,28 @@ class _Images:
         return prompt if type(prompt) is str else str(prompt)
 
 
-def _text(parts: list[str], text: Any, images: _Images | None, index: int, field: str) -> None:
+def _text(w: Writer, text: Any, images: _Images | None, index: int, field: str) -> None:
     # _append_text: ordinary text, split at image placeholders when image prompts are given
     if type(text) is not str:
         text = str(text)
     if not text:
         return
     if images is None or _IMAGE_PLACEHOLDER not in text:
-        parts.append(text)
+        w.emit_text(text)
         return
     pieces = text.split(_IMAGE_PLACEHOLDER)
     for piece in pieces[:-1]:
-        parts.append(piece)
-        parts.append(_Marker(images.take(index, field)))
-    parts.append(pieces[-1])
+        w.emit_text(piece)
+        w.emit(images.take(index, field))
+    w.emit_text(pieces[-1])
 
 
-def _content(parts: list[str], content: Any, images: _Images | None, index: int, field: str = "content") -> None:
+def _content(w: Writer, content: Any, images: _Images | None, index: int, field: str = "content") -> None:
     if type(content) is str and (images is None or _IMAGE_PLACEHOLDER not in content):
-        parts.append(content)
+        w.emit_text(content)
         return
     if isinstance(content, str):
-        _text(parts, content, images, index, field)
+        _text(w, content, images, index, field)
         return
     if content is None:
         return
@@ -278,9 +303,9 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
         if kind == "image" or kind == "image_url":
             prompt = _IMAGE_PLACEHOLDER if images is None else images.take(index, where)
             if prompt:
-                parts.append(_Marker(prompt))
+                w.emit(prompt)
         elif "text" in part:
-            _text(parts, part["text"], images, index, where + ".text")
+            _text(w, part["text"], images, index, where + ".text")
         else:
             raise RenderError(
                 f"a content part of type {kind!r} has no text (the K3 encoder renders text and image parts only)",
@@ -289,10 +314,11 @@ def _content(parts: list[str], content: Any, images: _Images | None, index: int,
             )
 
 
-def _declare(parts: list[str], tools: Any, body_head: str, index: int | None, key: bytes | None = None) -> None:
-    parts += _TOOL_DECLARE_OPEN
-    parts.append(body_head + tools_json(tools, index, "tools", key) + "\n```")
-    parts += _MSG_END
+def _declare(w: Writer, put: Any, conv: Any, tools: Any, body_head: str, index: int | None,
+             key: bytes | None = None) -> None:
+    put(conv(_TOOL_DECLARE_OPEN))
+    w.emit_text(body_head + tools_json(tools, index, "tools", key) + "\n```")
+    put(conv(_MSG_END))
 
 
 def _build(
@@ -305,12 +331,11 @@ def _build(
     response_format: Any,
     response_schema: Any,
     image_prompts: Sequence[Any] | None,
-    split: bool,
-    marks: list[tuple[int, int, bool]] | None = None,
-) -> list[str]:
-    """The prompt as pieces to join. ``split``: one piece per encoder segment (``_Marker`` pieces are
-    special), else constant runs come joined. ``marks`` (if given, with ``split``) receives
-    ``(start, message_index, trainable)`` attributions of ``parts[start:]``."""
+    w: Writer,
+) -> None:
+    """Write the prompt into ``w``. A marked writer gets one part per encoder segment (markers and image
+    prompts literal, every other segment text) and the attribution marks; a plain one gets constant runs
+    joined (the same text, fewer parts)."""
     if thinking and thinking_effort is not None:
         try:
             valid = thinking_effort in _EFFORTS
@@ -326,19 +351,39 @@ def _build(
     images = None if image_prompts is None else _Images(list(image_prompts))
     (user, user_named, system, system_named, assistant, assistant_named, attr_end, msg_end, think_open,
      think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
-     json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _SPLIT if split else _JOINED
-    parts: list[str] = []
-    app = parts.append
-    track = marks is not None
+     json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _SPLIT if w.marks is not None else _JOINED
+    marked = w
+    parts = w.parts
+    app = parts.append  # text; a marked writer's text parts are all but the literals recorded in `lits`
+    track = w.marks is not None
+    mark = w.mark
+    lits: list[int] = []
+    if track:
+
+        def put(run: _Run) -> None:
+            n = len(parts)
+            parts.extend(run.pieces)
+            lits.extend([n + k for k in run.literals])
+
+        def literal(piece: str) -> None:
+            lits.append(len(parts))
+            app(piece)
+
+        w = _Out(app, literal)  # type: ignore[assignment]
+        conv: Any = _run
+    else:
+        put = parts.extend  # type: ignore[assignment]
+        w = _Out(app, app)  # type: ignore[assignment]
+        conv = _join
 
     if tools:
         # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
         key = content_key(tools) if type(tools) is list else None
         if key is None and isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(parts, tools, _TOOLS_BODY, None, key)
+        _declare(w, put, conv, tools, _TOOLS_BODY, None, key)
     if thinking and thinking_effort is not None:
-        parts += _EFFORT_MESSAGES[thinking_effort]
+        put(conv(_EFFORT_MESSAGES[thinking_effort]))
 
     tool_calls: Any = None
     tool_index = 0
@@ -362,34 +407,34 @@ def _build(
                         field="tool_call_id",
                     )
                 if track:
-                    marks.append((len(parts), k, False))
-                parts += tool_head
+                    mark(k, False)
+                put(tool_head)
                 app(esc(name))
-                parts += index_attr
+                put(index_attr)
                 app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
-                parts += attr_end
-                _content(parts, m.get("content"), images, k)
-                parts += msg_end
+                put(attr_end)
+                _content(w, m.get("content"), images, k)
+                put(msg_end)
             continue
         mi = i
         i += 1
         if role == "user" or role == "system":
             if role == "system" and m.get("tools"):
                 if track:
-                    marks.append((len(parts), mi, False))
-                _declare(parts, m["tools"], _NEW_TOOLS_BODY, mi)
+                    mark(mi, False)
+                _declare(w, put, conv, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
-                marks.append((len(parts), mi, False))
+                mark(mi, False)
             name = m.get("name")
             if name:
-                parts += user_named if role == "user" else system_named
+                put(user_named if role == "user" else system_named)
                 app(esc(name))
-                parts += attr_end
+                put(attr_end)
             else:
-                parts += user if role == "user" else system
-            _content(parts, m.get("content"), images, mi)
-            parts += msg_end
+                put(user if role == "user" else system)
+            _content(w, m.get("content"), images, mi)
+            put(msg_end)
         elif role == "assistant":
             tool_calls = m.get("tool_calls")
             tool_index = 0
@@ -398,86 +443,92 @@ def _build(
                     f"must be a list, not {type(tool_calls).__name__}", message_index=mi, field="tool_calls"
                 )
             if track:
-                marks.append((len(parts), mi, False))
+                mark(mi, False)
             name = m.get("name")
             if name:
-                parts += assistant_named
+                put(assistant_named)
                 app(esc(name))
-                parts += attr_end
+                put(attr_end)
             else:
-                parts += assistant
+                put(assistant)
             if thinking:
-                parts += think_open
+                put(think_open)
                 if track:
-                    marks.append((len(parts), mi, True))
+                    mark(mi, True)
                 rc = m.get("reasoning_content") or m.get("reasoning")
                 if rc is not None:
                     if type(rc) is str and images is None:
                         if rc and not rc.isspace():  # `rc.strip()`
                             app(rc)
                     elif str(rc).strip():
-                        _text(parts, rc, images, mi, "reasoning_content")
-                parts += think_to_response
+                        _text(w, rc, images, mi, "reasoning_content")
+                put(think_to_response)
             else:
-                parts += response_open
+                put(response_open)
                 if track:
-                    marks.append((len(parts), mi, True))
-            _content(parts, m.get("content"), images, mi)
+                    mark(mi, True)
+            _content(w, m.get("content"), images, mi)
             if not tool_calls:
-                parts += response_end
+                put(response_end)
                 continue
-            parts += response_to_tools
+            put(response_to_tools)
             for j, call in enumerate(tool_calls):
                 fn = function(call, mi, j)
                 args, block = arguments(fn.get("arguments"), mi, j, fn is call)
-                parts += call_head
+                put(call_head)
                 app(esc(fn["name"]))
-                parts += index_attr
+                put(index_attr)
                 app(_INDEX[j + 1] if j < 63 else str(j + 1))
-                parts += attr_end
+                put(attr_end)
                 if block is not None:
-                    parts += json_open
-                    _text(parts, block, images, mi, args_field(j, fn is call))
-                    parts += json_close
+                    put(json_open)
+                    _text(w, block, images, mi, args_field(j, fn is call))
+                    put(json_close)
                 else:
                     for key, value in args.items():
-                        parts += arg_head
+                        put(arg_head)
                         app(esc(key))
-                        parts += arg_type
+                        put(arg_type)
                         kind = TYPE_NAMES.get(type(value)) or xtml_type(value)
                         app(kind)
-                        parts += attr_end
+                        put(attr_end)
                         text = value if kind == "string" else value_text(value, mi, j, fn is call, key)
                         if images is None:
                             app(text)
                         else:
-                            _text(parts, text, images, mi, args_field(j, fn is call))
-                        parts += arg_close
-                parts += call_close
-            parts += tools_end
+                            _text(w, text, images, mi, args_field(j, fn is call))
+                        put(arg_close)
+                put(call_close)
+            put(tools_end)
         # any other role (developer included) is dropped, as the official encoder drops it
 
     if track:
-        marks.append((len(parts), -1, False))
+        mark(-1, False)
     if tool_choice == "required" or tool_choice == "none":
-        parts += _TOOL_CHOICE[tool_choice]
+        put(conv(_TOOL_CHOICE[tool_choice]))
     rf_type = response_format.get("type", response_format) if isinstance(response_format, dict) else response_format
     if rf_type == "json_object":
-        parts += _JSON_OBJECT
+        put(conv(_JSON_OBJECT))
     elif rf_type == "json_schema":
         schema = schema_of(response_format) if response_schema is _UNSET else response_schema
         if schema is not None:
             schema = sorted_keys(schema, None, "response_schema")
         body = _JSON_SCHEMA_HEAD + dumps(schema, None, "response_schema", compact=True) + "\n```"
-        parts += _system("response-format", body)
+        put(conv(_RF_OPEN))
+        app(body.strip())
+        put(conv(_MSG_END))
     if add_generation_prompt:
-        parts += _GEN_THINK if thinking else _GEN_RESPONSE
+        put(conv(_GEN_THINK if thinking else _GEN_RESPONSE))
+    if track:
+        texts = marked.texts
+        assert texts is not None
+        literals = set(lits)
+        texts.extend([k for k in range(len(parts)) if k not in literals])
     if images is not None and images.next != len(images.prompts):
         raise RenderError(
             f"{len(images.prompts)} image_prompts given but {images.next} images / placeholders rendered",
             field="image_prompts",
         )
-    return parts
 
 
 class K3Options(TypedDict, total=False):
@@ -524,15 +575,14 @@ def render_k3(
     """
     _check_flag("add_generation_prompt", add_generation_prompt)
     thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
-    return "".join(
-        _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice,
-               response_format, response_schema, image_prompts, False)
-    )
+    w = Writer(marked=False)
+    _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice, response_format,
+           response_schema, image_prompts, w)
+    return "".join(w.parts)
 
 
-def _build_split(
-    messages: Sequence[Any], tools: Sequence[Any] | None, options: K3Options, marks: list[tuple[int, int, bool]] | None
-) -> list[str]:
+def _write(w: Writer, messages: Sequence[Any], tools: Sequence[Any] | None, options: Mapping[str, Any]) -> None:
+    """Write the prompt of :func:`render_k3`'s ``options`` into ``w`` (a marked writer's first mark at 0)."""
     unknown = set(options) - set(K3Options.__annotations__)
     if unknown:
         raise TypeError(f"unknown Kimi-K3 option(s): {', '.join(sorted(unknown))}")
@@ -540,22 +590,42 @@ def _build_split(
     thinking = options.get("thinking", True)
     _check_flag("add_generation_prompt", add_generation_prompt)
     thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
-    return _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
-                  options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
-                  options.get("image_prompts"), True, marks)
+    _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
+           options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
+           options.get("image_prompts"), w)
+    marks = w.marks
+    if marks is not None and (not marks or marks[0][0] != 0):
+        marks.insert(0, (0, -1, False))
 
 
-def _segments(parts: list[str], marks: list[tuple[int, int, bool]]) -> list[K3Segment]:
-    out: list[K3Segment] = []
-    bounds = marks + [(len(parts), -1, False)]
-    if not marks or marks[0][0] != 0:
-        bounds.insert(0, (0, -1, False))
-    for (start, idx, train), (end, _, _) in zip(bounds, bounds[1:]):
-        for p in parts[start:end]:
-            if p:
-                special = type(p) is _Marker
-                out.append(K3Segment(str.__str__(p) if special else p, special, idx, train))
-    return out
+def _layout(messages: Sequence[Any], tools: Sequence[Any] | None, options: Mapping[str, Any]) -> Layout:
+    w = Writer(marked=True)
+    _write(w, messages, tools, options)
+    return w.layout()
+
+
+def write_k3(
+    w: Writer, d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool | None,
+    continue_final_message: bool, options: Mapping[str, Any], strict: bool,
+) -> bool:
+    """The K3 family's prompt writer (:func:`kimi_chat.prompt.render` and its views, for a K3 dialect): the
+    encoder's own input handling (``strict`` checked on the input as given; ``continue_final_message`` is
+    refused: the official K3 tokenizer has no such option; ``add_generation_prompt`` defaults to True), the
+    kwargs the encoder does not read ignored (as its ``apply_chat_template(**kwargs)`` ignores them).
+    Returns the ``add_generation_prompt`` used."""
+    if strict:
+        # imported here: checks.lint imports family modules (whose package records hold this writer)
+        from kimi_chat.checks.lint import check_strict
+
+        check_strict(d, messages, tools, True if add_generation_prompt is None else add_generation_prompt, options)
+    if continue_final_message:
+        raise RenderError(f"continue_final_message is not supported by {d.name}: the official K3 tokenizer "
+                          "has no such option")
+    if add_generation_prompt is None:
+        add_generation_prompt = True
+    _write(w, messages, tools, {"add_generation_prompt": add_generation_prompt,
+                                **{k: v for k, v in options.items() if k in d.options}})
+    return add_generation_prompt
 
 
 def render_k3_segments(
@@ -563,70 +633,7 @@ def render_k3_segments(
 ) -> list[K3Segment]:
     """:func:`render_k3` (same options) as the official encoder's segments (:class:`K3Segment`, empty
     ones dropped as the encoder drops them); ``"".join(s.text for s in segments) == render_k3(...)``."""
-    marks: list[tuple[int, int, bool]] = []
-    return _segments(_build_split(messages, tools, options, marks), marks)
-
-
-_CACHE_MAX_LEN = 48
-_CACHE_MAX_ENTRIES = 1 << 16
-_TEXT_CACHES: PerTokenizer[tuple[dict[str, int], dict[str, list[int]]]] = PerTokenizer("k3.tokenizer_ids")
-"""Per K3 tokenizer: its marker ids and the ids of short text pieces (at most ``_CACHE_MAX_ENTRIES``)."""
-
-
-def _build_caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
-    specials = tokenizer.special_tokens
-    missing = [m.text for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG) if m.text not in specials]
-    if missing:
-        raise ValueError(
-            f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
-            "use KimiTokenizer.from_reference('k3')"
-        )
-    return {m.text: specials[m.text] for m in (M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG)}, {}
-
-
-def _caches(tokenizer: Any) -> tuple[dict[str, int], dict[str, list[int]]]:
-    return _TEXT_CACHES.get(tokenizer, _build_caches)
-
-
-def _ids(
-    parts: list[str], tokenizer: Any, cuts: Sequence[int] | None = None, special_text: bool = False
-) -> tuple[list[int], list[int]]:
-    """``(ids, ends)``: the segment-wise ids of ``parts`` and, for each part index in ``cuts`` (in
-    order, the last ``len(parts)``), the number of ids of ``parts[:cut]`` (``[len(ids)]`` without
-    ``cuts``). ``special_text``: text segments too are encoded with special tokens allowed."""
-    marker_ids, cache = _caches(tokenizer)
-    encode_ordinary = tokenizer.encoding.encode_ordinary
-    encode = tokenizer.encode
-    short = _CACHE_MAX_LEN
-    long_text = MAX_NO_WHITESPACES_CHARS  # above this, KimiTokenizer.encode applies the official long-run cuts
-    ids: list[int] = []
-    ends: list[int] = []
-    extend = ids.extend
-    append = ids.append
-    get = cache.get
-    ranges = zip([0, *cuts], cuts) if cuts is not None else ((0, len(parts)),)
-    for a, b in ranges:
-        for p in parts[a:b] if cuts is not None else parts:
-            if type(p) is _Marker:
-                mid = marker_ids.get(p)
-                if mid is not None:
-                    append(mid)
-                else:
-                    extend(encode(str.__str__(p), allow_special=True))
-                continue
-            if special_text:
-                extend(encode(p, allow_special=True))
-                continue
-            toks = get(p)
-            if toks is None:
-                toks = encode_ordinary(p) if len(p) <= long_text else encode(p, allow_special=False)
-                if len(p) <= short:
-                    if len(cache) >= _CACHE_MAX_ENTRIES:
-                        cache.clear()
-                    cache[p] = toks
-            extend(toks)
-        ends.append(len(ids))
-    return ids, ends
+    return [K3Segment(p.text, p.literal, p.message_index, p.trainable) for p in _layout(messages, tools, options).pieces()]
 
 
 def render_k3_ids(
@@ -637,10 +644,17 @@ def render_k3_ids(
 
     ``tokenizer`` is a K3 :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`
     (``KimiTokenizer.from_reference("k3")``). Each segment is encoded on its own, as the official
-    tokenizer does: markers as their special ids, text as ordinary text (special-token spellings typed
-    by a user stay text), so BPE never merges across segments. A lone surrogate in the text is encoded
-    as U+FFFD, as the official tokenizer does, with a :class:`~kimi_chat.errors.LoneSurrogateWarning`."""
-    marks: list[tuple[int, int, bool]] = []
-    parts = _build_split(messages, tools, options, marks)
-    warn_lone_surrogates(parts, marks, messages, tools, options, stacklevel=2)
-    return _ids(parts, tokenizer)[0]
+    tokenizer does (:mod:`kimi_chat.tokens.segments`): markers as their special ids, text as ordinary text
+    (special-token spellings typed by a user stay text), so BPE never merges across segments. A lone
+    surrogate in the text is encoded as U+FFFD, as the official tokenizer does, with a
+    :class:`~kimi_chat.errors.LoneSurrogateWarning`."""
+    specials = tokenizer.special_tokens
+    missing = [t for t in _CONTROL_ORDER if t not in specials]
+    if missing:
+        raise ValueError(
+            f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
+            "use KimiTokenizer.from_reference('k3')"
+        )
+    lay = _layout(messages, tools, options)
+    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, options, stacklevel=2)
+    return encode_parts(lay, tokenizer)[0]

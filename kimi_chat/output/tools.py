@@ -1,0 +1,72 @@
+"""The one reading of a request's ``tools``, shared by every family's parser and by :mod:`kimi_chat.grammar`.
+
+* :func:`normalise_tools`: OpenAI ``{"type": "function", "function": {...}}`` entries or bare functions,
+  pydantic models and dataclasses accepted; two functions of the same name are an error naming both positions;
+* :func:`schema_keys`: a function's ``parameters`` read defensively (properties, required names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..messages import to_plain
+
+__all__ = ["normalise_tools", "schema_keys"]
+
+
+def _plain(value: Any, index: int) -> Any:
+    # tools[index] as plain data (messages.to_plain: any depth; a value containing itself raises
+    # InvalidToolsError naming where)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_plain(value, index=index, what="tools")
+    return value
+
+
+def normalise_tools(
+    tools: Iterable[Any] | None, *, error: type[Exception] = ValueError
+) -> dict[str, Mapping[str, Any]]:
+    """The declared functions of ``tools``, by name, in order: name -> the function mapping
+    (``name``, ``parameters``, ...). Entries whose ``type`` is not ``function`` are skipped.
+
+    Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included:
+    wrap it in a list), and ``error`` (default ``ValueError``) for an entry without a function name
+    or a name declared twice (the message names both positions).
+    """
+    if tools is None:
+        return {}
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        hint = " (one tool: wrap it in a list)" if isinstance(tools, Mapping) else ""
+        raise TypeError(f"tools: expected a list of tool declarations, got {type(tools).__name__}{hint}")
+    out: dict[str, Mapping[str, Any]] = {}
+    where: dict[str, int] = {}
+    for i, t in enumerate(tools):
+        t = _plain(t, i)
+        if not isinstance(t, Mapping):
+            raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
+        if t.get("type", "function") != "function":
+            continue
+        fn = _plain(t.get("function", t), i)
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise error(f"tools[{i}]: no function name")
+        name = fn["name"]
+        if name in out:
+            raise error(f"tools[{i}]: duplicate function name {name!r} (also tools[{where[name]}])")
+        out[name] = fn
+        where[name] = i
+    return out
+
+
+def schema_keys(params: Any) -> tuple[Mapping[str, Any], list[str]]:
+    """``(properties, required names)`` of a function's ``parameters``, read defensively: a part of
+    another shape than JSON Schema's (``"properties": 5``, ``"required": 5``, a non-string key or
+    name) is unknown typing, left out (the parser never raises on a tool schema)."""
+    if not isinstance(params, Mapping):
+        return {}, []
+    props = params.get("properties")
+    props = {k: v for k, v in props.items() if isinstance(k, str)} if isinstance(props, Mapping) else {}
+    req = params.get("required")
+    return props, [r for r in req if isinstance(r, str)] if isinstance(req, (list, tuple)) else []
