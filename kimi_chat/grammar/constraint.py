@@ -46,7 +46,7 @@ from ..output.types import ParsedMessage, ToolCallStatus
 from .gbnf import GrammarError
 from .lark import build_lark
 from .schemas import Note, bundle, walk_schemas
-from ..families.k2.grammar import tool_call_grammar
+from .tool_calls import tool_call_grammar
 
 __all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer", "clear_cache", "CACHE_SIZE"]
 

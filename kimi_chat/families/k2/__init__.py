@@ -11,7 +11,7 @@ from __future__ import annotations
 from ... import markers as M
 from .. import Family
 from .format import FORMAT, TOKEN_CLASSES
-from .grammar import _K2Translator
+from .grammar import K2Translator
 from .render import render_k2
 from ...prompt.template import template_writer
 
@@ -22,7 +22,7 @@ FAMILY = Family(
     output_format=FORMAT,
     # -- prompt, tokens, grammar, output --
     format_markers=tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None),
-    grammar_translator=_K2Translator,
+    grammar_translator=K2Translator,
     write_prompt=template_writer(render_k2),
     segment_wise=False,
     vocabulary=(M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE),
