@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from ... import markers as M
 from .. import Family
+from . import tooling
 from .format import FORMAT
+from .lint import lint_k2
+from .oracle import official_k2_render
 
 FAMILY = Family(
     name="k2",
@@ -22,5 +25,17 @@ FAMILY = Family(
     # -- servers --
 
     # -- checks, engines, cli, reference --
-
+    lint=lint_k2,
+    official_render=official_k2_render,
+    jinja_templates=True,
+    turn_end=M.IM_END,
+    inspected_markers=tooling.inspected_markers,
+    fix_hint=None,
+    verify_requests=tooling.verify_requests,
+    refusals_differ=False,
+    probes=(),
+    reference_tokenizer=tooling.reference_tokenizer,
+    base_tokenizer="k2",
+    snapshot_tokenizer=tooling.snapshot_tokenizer,
+    keeps_all_reasoning=False,
 )

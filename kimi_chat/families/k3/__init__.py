@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from ... import markers as M
 from .. import Family
+from . import tooling
 from .format import FORMAT
+from .lint import lint_k3
+from .oracle import official_render
 
 FAMILY = Family(
     name="k3",
@@ -22,5 +25,17 @@ FAMILY = Family(
     # -- servers --
 
     # -- checks, engines, cli, reference --
-
+    lint=lint_k3,
+    official_render=official_render,
+    jinja_templates=False,
+    turn_end=M.K3_END_OF_MSG,
+    inspected_markers=tooling.inspected_markers,
+    fix_hint=tooling.K3_FIX_HINT,
+    verify_requests=tooling.verify_requests,
+    refusals_differ=True,
+    probes=tooling.PROBES,
+    reference_tokenizer=lambda d: "k3",
+    base_tokenizer="k3",
+    snapshot_tokenizer=tooling.snapshot_tokenizer,
+    keeps_all_reasoning=True,
 )
