@@ -57,6 +57,7 @@ __all__ = [
     "to_plain",
     "plain_items",
     "plain_messages",
+    "check_bool",
 ]
 
 _PART = ConfigDict(extra="allow")
@@ -347,7 +348,7 @@ def _is_message(item: Any) -> bool:
     return not isinstance(item, dict) or "role" in item or "type" not in item
 
 
-def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
+def _children(value: Any, exclude_none: bool = False) -> tuple[type, list[tuple[Any, Any]]] | None:
     """``(container type, [(key, child)])`` of a value :func:`to_plain` descends into; None for a leaf."""
     while True:
         if isinstance(value, Mapping):
@@ -359,7 +360,7 @@ def _children(value: Any) -> tuple[type, list[tuple[Any, Any]]] | None:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return dict, [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
         if callable(getattr(value, "model_dump", None)):
-            value = value.model_dump()
+            value = value.model_dump(exclude_none=True) if exclude_none else value.model_dump()
             continue
         return None
 
@@ -376,10 +377,10 @@ def _path_text(link: tuple[Any, ...] | None) -> str:
     return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in reversed(keys))
 
 
-def to_plain(value: Any, *, index: int | None = None, what: str = "messages") -> Any:
+def to_plain(value: Any, *, index: int | None = None, what: str = "messages", exclude_none: bool = False) -> Any:
     """Objects to plain data, as transformers does before rendering: pydantic models through
-    ``model_dump()``, dataclasses field by field; dicts, lists and tuples recursively (iteratively:
-    any depth).
+    ``model_dump()`` (``exclude_none``: ``model_dump(exclude_none=True)``, as the parser reads tools),
+    dataclasses field by field; dicts, lists and tuples recursively (iteratively: any depth).
 
     A value that contains itself (a dict holding itself, a list appended to itself, a
     self-referencing dataclass) raises :class:`InvalidMessagesError` (``what="tools"``:
@@ -396,7 +397,7 @@ def to_plain(value: Any, *, index: int | None = None, what: str = "messages") ->
         if v is _LEAVE:
             del path[parent]
             continue
-        node = _children(v)
+        node = _children(v, exclude_none)
         if node is None:
             parent[key] = v
             continue
@@ -551,3 +552,9 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     except ValidationError as e:
         raise InvalidToolsError(_errors_of(e, plain)) from e
     return plain
+
+
+def check_bool(name: str, value: Any) -> None:
+    """``TypeError`` naming ``name`` unless ``value`` is a bool (a rendering flag: ``add_generation_prompt``...)."""
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")

@@ -22,7 +22,7 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError, UnsupportedOptionError
 from ..checks.lint import check_strict
-from ..messages import normalize_messages, normalize_tools
+from ..messages import check_bool as _check_bool, normalize_messages, normalize_tools
 from ..families.k2.render import render_k2
 from ..families.k3.render import render_k3, render_k3_segments
 from .writer import Layout, Piece, Segment, Writer
@@ -59,11 +59,6 @@ def check_tokenizing_options(options: Mapping[str, Any]) -> None:
                 f"{key}={options[key]!r} asks for token ids, but the prompt functions of kimi_chat.render return "
                 "text; use kimi_chat.render_tokens(messages, tokenizer=KimiTokenizer...) for the ids (.ids), the "
                 "assistant mask (.assistant_mask) and per-message spans (.spans)", option=key)
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if type(value) is not bool:
-        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
 
 
 def _tag_final_message(msgs: list[dict[str, Any]]) -> str:

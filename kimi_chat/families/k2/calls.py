@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ...messages import to_plain
 from ...output.jsonvalue import INVALID, json_value
-from ...output.buffers import DeltaBuffer, joined
+from ...output.buffers import CallSnapshot, DeltaBuffer, joined
 from ...output.types import ParsedToolCall, ToolCallStatus
 
 __all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "arguments_piece", "arguments_end",
@@ -34,13 +33,11 @@ Warn = Callable[..., None]
 
 
 def _plain(value: Any, index: int) -> Any:
-    # tools[index] as plain data (messages.to_plain: any depth; a value containing itself raises
-    # InvalidToolsError naming where)
-    if hasattr(value, "model_dump"):
-        return value.model_dump(exclude_none=True)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_plain(value, index=index, what="tools")
-    return value
+    # tools[index] as plain data (messages.to_plain: any depth, None fields of pydantic models left out;
+    # a value containing itself raises InvalidToolsError naming where); a mapping is read as it is
+    if isinstance(value, Mapping):
+        return value
+    return to_plain(value, index=index, what="tools", exclude_none=True)
 
 
 def normalise_tools(
@@ -102,8 +99,6 @@ def schema_keys(params: Any) -> tuple[Mapping[str, Any], list[str]]:
     return props, [r for r in req if isinstance(r, str)] if isinstance(req, (list, tuple)) else []
 
 
-_INVALID = INVALID
-_json = json_value
 
 
 def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
@@ -146,13 +141,13 @@ def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
 def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
     """The end of a call's arguments text (see :func:`arguments_piece`): nothing but whitespace is
     ``{}``; a held JSON string holding an object is unwrapped once (``double_encoded_arguments``);
-    trailing whitespace is dropped. Returns the arguments' JSON value (``_INVALID`` if not JSON)."""
-    value: Any = _INVALID
+    trailing whitespace is dropped. Returns the arguments' JSON value (``INVALID`` if not JSON)."""
+    value: Any = INVALID
     if c.mode == 2:  # a JSON string, held: decided now
         s = "".join(c.held).rstrip()
-        value = _json(s)
+        value = json_value(s)
         if isinstance(value, str):
-            inner = _json(value)
+            inner = json_value(value)
             if isinstance(inner, dict):
                 s, value = value.strip(), inner
                 warn("double_encoded_arguments", "double-encoded arguments unwrapped "
@@ -161,12 +156,12 @@ def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
     else:
         if c.mode == 0:
             emit("{}")
-        value = _json(joined(c.args))
+        value = json_value(joined(c.args))
     c.held = []
     return value
 
 
-class ToolCall:
+class ToolCall(CallSnapshot):
     """A tool call being parsed."""
 
     __slots__ = ("index", "offset", "header", "raw", "id", "name", "resolved", "infer", "unknown",
@@ -190,16 +185,9 @@ class ToolCall:
         self._snap: ParsedToolCall | None = None
         self._key: tuple[Any, ...] = ()
 
-    def snapshot(self) -> ParsedToolCall:
-        """The call so far (rebuilt only when it changed since the last snapshot)."""
-        key = (len(self.raw), len(self.args), self.name, self.status, self.id)
-        if self._snap is None or key != self._key:
-            hid = self.id if self.id is not None else "".join(self.header).strip()
-            self._snap = None  # drop its references first: joined() may then grow the strings in place
-            self._snap = ParsedToolCall(self.index, hid, self.name, joined(self.args), self.status,
-                                        joined(self.raw))
-            self._key = (len(self.raw), len(self.args), self.name, self.status, self.id)
-        return self._snap
+    def reported_id(self) -> str:
+        """The id written in the header (``functions.NAME:IDX``), else the header text as it stands."""
+        return self.id if self.id is not None else "".join(self.header).strip()
 
 
 class ToolCalls:
