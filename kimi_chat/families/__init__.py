@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..checks.probe import Probe
     from ..markers import Marker
     from ..output.format import OutputFormat
