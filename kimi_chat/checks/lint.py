@@ -2,8 +2,9 @@
 
 The rules belong to the dialect's format family (its record's ``lint``, :mod:`kimi_chat.families`): the
 K2 rules in :mod:`kimi_chat.families.k2.lint`, the K3 rules in :mod:`kimi_chat.families.k3.lint` (K3 never
-writes tool-call ids, drops roles it does not know, closes every turn); this module holds what they share. ``render(..., strict=True)`` runs :func:`lint` and refuses
-exactly its errors, in every family (:func:`check_strict`).
+writes tool-call ids, drops roles it does not know, closes every turn); this module holds what they share.
+``render(..., strict=True)`` runs :func:`lint` and refuses exactly its errors, in every family
+(:func:`check_strict`).
 
 The prompt still renders; these are requests the model will likely answer badly:
 
@@ -145,8 +146,8 @@ def lint(
 ) -> list[LintWarning]:
     """Findings about ``messages`` as ``dialect`` would render them (see the module doc for the
     codes; each has a ``severity``, and ``render(..., strict=True)`` refuses exactly the errors).
-    The rules are the dialect's family's (:attr:`Family.lint <kimi_chat.families.Family.lint>`). ``options`` are template kwargs as
-    given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5 silences ``missing-reasoning``;
+    The rules are the dialect's family's (:attr:`Family.lint <kimi_chat.families.Family.lint>`).
+    ``options`` are template kwargs as given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5 silences ``missing-reasoning``;
     kwargs the template does not read are reported). Messages the official template cannot render
     raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)

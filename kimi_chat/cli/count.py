@@ -2,8 +2,9 @@
 tokenizer of a model snapshot.
 
 Also the tokenizer helpers of the other commands: :func:`add_tokenizer_arguments` adds ``--tokenizer``,
-``--tokenizer-config`` and ``--special-tokens``; :func:`rendered_tokens` renders a request (:func:`~kimi_chat.cli._request.load_request`) to
-:class:`~kimi_chat.tokens.rendered.RenderedTokens`; :func:`tokens_json` gives the ``render --tokens`` output.
+``--tokenizer-config`` and ``--special-tokens``; :func:`rendered_tokens` renders a request
+(:func:`~kimi_chat.cli._request.load_request`) to :class:`~kimi_chat.tokens.rendered.RenderedTokens`;
+:func:`tokens_json` gives the ``render --tokens`` output.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def snapshot_tokenizer(directory: str | None, d: Any, config: str | None, flag: 
 
 
 def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
-    """:func:`kimi_chat.tokens.rendered.render_tokens` of a request loaded by :func:`~kimi_chat.cli._request.load_request`."""
+    """:func:`kimi_chat.tokens.rendered.render_tokens` of a request
+    (:func:`~kimi_chat.cli._request.load_request`)."""
     from ..tokens.rendered import render_tokens
 
     tok = load_tokenizer(args, req["dialect"])

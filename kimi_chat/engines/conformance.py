@@ -1,7 +1,8 @@
 """``kimi-chat conformance``: what an engine gets wrong about Kimi, check by check.
 
 :func:`kimi_chat.engines.native.conformance` loads a Kimi GGUF into an engine
-(:data:`kimi_chat.engines.native.BACKENDS`: llama.cpp or ik_llama.cpp) and :func:`check_model` compares what the engine does with what the official rules say:
+(:data:`kimi_chat.engines.native.BACKENDS`: llama.cpp or ik_llama.cpp) and :func:`check_model` compares what
+the engine does with what the official rules say:
 
 - **tokenization**: the engine's tokenizer against :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`
   (tiktoken's rules over the GGUF's own vocabulary) on a fixed corpus (:data:`CORPUS`), marker text

@@ -187,8 +187,8 @@ def _render_as_host(
     **options: Any,
 ) -> str:
     """How a host runs a port of a family that ships no template (Kimi-K3, in llama.cpp): no tokenizer
-    pre-processing (without a template there is none), arguments JSON strings parsed first (``parse_arguments``), the template given
-    ``messages``, ``tools``, ``add_generation_prompt`` and the options as template variables."""
+    pre-processing (without a template there is none), arguments JSON strings parsed first
+    (``parse_arguments``), the template given ``messages``, ``tools``, ``add_generation_prompt`` and the options as template variables."""
     compiled = _chat_template_utils()._compile_jinja_template(template)
     msgs = host_parsed_arguments(messages) if parse_arguments else list(messages)
     return str(compiled.render(messages=msgs, tools=list(tools) if tools is not None else None,
@@ -231,7 +231,7 @@ def _render_unbounded(template: str, messages: list[Any], dialect: str, tools: S
     with _lenient(template) if lenient else nullcontext():
         if not family_of(d).jinja_templates:  # a port of a family without templates: run as a host runs it
             return _render_as_host(template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                                      parse_arguments=parse_arguments, **options)
+                                   parse_arguments=parse_arguments, **options)
         return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
                                    tools_ts=tools_ts_str, **options)
 
