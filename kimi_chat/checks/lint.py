@@ -147,8 +147,8 @@ def lint(
     """Findings about ``messages`` as ``dialect`` would render them (see the module doc for the
     codes; each has a ``severity``, and ``render(..., strict=True)`` refuses exactly the errors).
     The rules are the dialect's family's (:attr:`Family.lint <kimi_chat.families.Family.lint>`).
-    ``options`` are template kwargs as given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5 silences ``missing-reasoning``;
-    kwargs the template does not read are reported). Messages the official template cannot render
+    ``options`` are template kwargs as given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5
+    silences ``missing-reasoning``; kwargs the template does not read are reported). Messages the official template cannot render
     raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
     return family_of(d).lint(d, messages, tools, add_generation_prompt, options)

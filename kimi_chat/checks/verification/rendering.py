@@ -188,7 +188,8 @@ def _render_as_host(
 ) -> str:
     """How a host runs a port of a family that ships no template (Kimi-K3, in llama.cpp): no tokenizer
     pre-processing (without a template there is none), arguments JSON strings parsed first
-    (``parse_arguments``), the template given ``messages``, ``tools``, ``add_generation_prompt`` and the options as template variables."""
+    (``parse_arguments``), the template given ``messages``, ``tools``, ``add_generation_prompt`` and the
+    options as template variables."""
     compiled = _chat_template_utils()._compile_jinja_template(template)
     msgs = host_parsed_arguments(messages) if parse_arguments else list(messages)
     return str(compiled.render(messages=msgs, tools=list(tools) if tools is not None else None,
