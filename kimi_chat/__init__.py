@@ -1,4 +1,5 @@
-"""kimi_chat: the Kimi-K2 chat format, right.
+"""kimi_chat: the Kimi chat formats, right: the K2 family (Kimi-K2-Instruct, -0905, -Thinking, K2.5, K2.6)
+and the K3 family (Kimi-K3's XTML), one package each under :mod:`kimi_chat.families`.
 
 Public API, re-exported here:
 
@@ -9,9 +10,10 @@ Public API, re-exported here:
 * checks: :func:`identify`, :func:`verify`, :func:`inspect_path`, :func:`lint`,
   :func:`normalize_tool_call_ids`.
 
-The native runtime (:mod:`kimi_chat.runtime`), GBNF export (:mod:`kimi_chat.grammar`), the official
-rendering (:mod:`kimi_chat.oracle`) and the server plugins (:mod:`kimi_chat.integrations`) are
-imported from their modules: they need optional extras.
+The native runtime (:mod:`kimi_chat.engines.native`, also ``kimi_chat.runtime``), GBNF export
+(:mod:`kimi_chat.grammar`), the official rendering (:mod:`kimi_chat.reference.oracle`, also
+``kimi_chat.oracle``) and the server plugins (:mod:`kimi_chat.servers`, also ``kimi_chat.integrations``)
+are imported from their modules: they need optional extras.
 """
 
 from __future__ import annotations

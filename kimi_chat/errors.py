@@ -16,6 +16,7 @@ __all__ = [
     "ToolSchemaError",
     "StrictModeError",
     "UnsupportedOptionError",
+    "NativeUnavailable",
     "LoneSurrogateWarning",
     "RequestError",
 ]
@@ -95,6 +96,11 @@ class UnsupportedOptionError(KimiChatError, TypeError):
     def __init__(self, message: str, *, option: str):
         super().__init__(message)
         self.option = option
+
+
+class NativeUnavailable(KimiChatError, ImportError):
+    """A native engine's binding (llama-cpp-python, ik-llama-cpp-python) is not installed or does not load
+    (:mod:`kimi_chat.engines.native`, :mod:`kimi_chat.engines.ik`); the message says what to install."""
 
 
 class LoneSurrogateWarning(UnicodeWarning):

@@ -59,6 +59,7 @@ __all__ = [
     "string_paths",
     "plain_items",
     "plain_messages",
+    "check_bool",
 ]
 
 _PART = ConfigDict(extra="allow")
@@ -646,3 +647,7 @@ def string_paths(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield path, "".join(texts)
     elif value is not None and not isinstance(value, (bool, int, float)):
         yield path, str(value)
+def check_bool(name: str, value: Any) -> None:
+    """``TypeError`` naming ``name`` unless ``value`` is a bool (a rendering flag: ``add_generation_prompt``...)."""
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")

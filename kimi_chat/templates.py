@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .dialects import Dialect, get_dialect
+from .families import family_of
 
 __all__ = ["LLAMA_SERVER_FLAGS", "template_path", "template_text", "template_dirs"]
 
@@ -51,7 +52,7 @@ def template_path(dialect: str | Dialect) -> Path:
     """
     d = get_dialect(dialect)
     name = d.name
-    if d.family != "k2":
+    if not family_of(d).jinja_templates:
         raise FileNotFoundError(f"dialect {name!r} has no Jinja chat template: its official tokenizer renders "
                                 "in Python (kimi_chat.render serves it; servers: --tokenizer-mode / the release's tokenizer)")
     filename = name + ".jinja"

@@ -1,4 +1,4 @@
-"""``kimi-chat conformance`` / :func:`kimi_chat.engines.conformance.conformance`: the report's machinery (no
+"""``kimi-chat conformance`` / :func:`kimi_chat.engines.native.conformance`: the report's machinery (no
 engine needed), the report of the tiny model in llama.cpp (what llama.cpp gets wrong, asserted as
 *known*: a fix upstream makes a test fail and the README report gets regenerated), and ``--server``
 against a real llama-server (``$KIMI_CHAT_LLAMA_SERVER`` or ``llama-server`` beside the venv's

@@ -19,6 +19,7 @@ from kimi_chat.grammar import GrammarError, default_token_markers, forbidden_tex
 from kimi_chat.output import parse
 from kimi_chat.prompt import render
 
+from engine_support import valid
 from gbnf_recognizer import SAMPLE_CHARS as _CHARS, Gbnf, accepts, compiled, sample as _sample
 
 K3 = "kimi-k3"
@@ -348,34 +349,6 @@ def test_every_rule_is_defined_and_reachable():
 # ------------------------------------------------------------------------------------------- properties
 
 
-def _valid(value: Any, schema: Any) -> bool:
-    """The subset of JSON schema the test tools use (independent of kimi_chat.grammar)."""
-    if schema in (True, {}):
-        return True
-    if "anyOf" in schema:
-        return any(_valid(value, s) for s in schema["anyOf"])
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    t = schema.get("type")
-    if t == "object":
-        props = schema.get("properties")
-        if not isinstance(value, dict) or not set(schema.get("required", ())) <= set(value):
-            return False
-        return props is None or (set(value) <= set(props) and all(_valid(v, props[k]) for k, v in value.items()))
-    if t == "array":
-        return (isinstance(value, list) and len(value) <= schema.get("maxItems", 10**9)
-                and all(_valid(v, schema.get("items", {})) for v in value))
-    if t == "string":
-        return isinstance(value, str) and len(value) <= schema.get("maxLength", 10**9)
-    if t == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) and value >= schema.get("minimum", -(10**30))
-    if t == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t == "boolean":
-        return isinstance(value, bool)
-    return t != "null" or value is None
-
-
 CHOICES = ["required", "auto", "none", {"type": "function", "function": {"name": "search"}}]
 
 
@@ -393,7 +366,7 @@ def test_every_text_sampled_from_the_grammar_parses_into_ok_calls(seed, choice, 
         assert 1 <= len(msg.tool_calls) <= (3 if parallel else 1)
     for c in msg.tool_calls:
         assert c.name in (SCHEMAS if not isinstance(choice, dict) else {"search"})
-        assert _valid(json.loads(c.arguments), SCHEMAS[c.name]), c.arguments
+        assert valid(json.loads(c.arguments), SCHEMAS[c.name]), c.arguments
     assert [c.id for c in msg.tool_calls] == [f"functions.{c.name}:{i}" for i, c in enumerate(msg.tool_calls)]
 
 

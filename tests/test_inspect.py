@@ -12,7 +12,8 @@ import pytest
 
 from kimi_chat import markers as M
 from kimi_chat.cli import main
-from kimi_chat.checks.inspection import K3_FIX_HINT, InspectError, inspect_path, load_template, read_gguf_metadata
+from kimi_chat.checks.inspection import InspectError, inspect_path, load_template, read_gguf_metadata
+from kimi_chat.families.k3.tooling import K3_FIX_HINT
 from kimi_chat.checks.known_problems import KNOWN_TEMPLATES
 from kimi_chat.reference import reference_file
 

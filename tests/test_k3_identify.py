@@ -11,7 +11,8 @@ import pytest
 
 from kimi_chat import render
 from kimi_chat.cli import main
-from kimi_chat.checks.inspection import K3_FIX_HINT, inspect_path
+from kimi_chat.checks.inspection import inspect_path
+from kimi_chat.families.k3.tooling import K3_FIX_HINT
 from kimi_chat.checks.known_problems import KNOWN_TEMPLATES, PROBLEMS
 from kimi_chat.reference import reference_file
 from kimi_chat.checks.verification import PROBES, identify, template_sha256, verify

@@ -18,26 +18,17 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import require_in_ci, skip_without_reference
+from conftest import require_in_ci
+from engine_support import (HAVE_LLAMA, LLAMA_MISSING, LOOKUP, reference_tokenizer_fixture, tiny_model_fixtures, valid,
+                            weather_tool)
 
 from kimi_chat import markers as M
 from kimi_chat.families.k2.format import TOKEN_CLASSES
 from kimi_chat.output import parse
 from kimi_chat.prompt import render
 
-try:
-    import llama_cpp  # noqa: F401
-
-    HAVE_LLAMA = True
-except ImportError:
-    HAVE_LLAMA = False
-
 require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
-needs_llama = pytest.mark.skipif(
-    not HAVE_LLAMA,
-    reason="llama-cpp-python is not installed (pip install 'kimi-chat[native]'; CI installs it with "
-    ".ci/install-native.sh)",
-)
+needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason=LLAMA_MISSING)
 pytestmark = pytest.mark.native
 
 DIALECT = "kimi-k2-instruct-0905"
@@ -47,31 +38,8 @@ DIALECT = "kimi-k2-instruct-0905"
 # fixtures
 
 
-@pytest.fixture(scope="session")
-def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kimi_chat.testing.tiny_model import build_tiny_model
-
-    skip_without_reference()  # its vocabulary is the reference tokenizer's
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-kimi.gguf", dialect=DIALECT)
-
-
-@pytest.fixture(scope="session")
-def model(tiny_gguf: Path):
-    from kimi_chat.engines.native import NativeModel
-
-    m = NativeModel.load(tiny_gguf, n_ctx=2048)
-    yield m
-    m.close()
-
-
-@pytest.fixture(scope="session")
-def reference_tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    skip_without_reference()
-
-    return KimiTokenizer.from_reference()
+tiny_gguf, model = tiny_model_fixtures(DIALECT, "tiny", "tiny-kimi.gguf", scope="session")
+reference_tokenizer = reference_tokenizer_fixture("k2", scope="session")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,74 +234,10 @@ def test_engine_tokenization_divergences_all_involve_combining_marks(model):
 # --------------------------------------------------------------------------------------------------
 # grammar-constrained generation
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 10},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer", "minimum": 1, "maximum": 30},
-            },
-            "required": ["city", "unit"],
-            # closed and bounded: the token masks enforce the schema exactly, and the random model
-            # closes a call within max_tokens only where the schema bounds it
-            "additionalProperties": False,
-        },
-    },
-}
-LOOKUP = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "ids": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 999}, "minItems": 1,
-                        "maxItems": 3},
-                "exact": {"type": "boolean"},
-                "note": {"anyOf": [{"type": "string", "maxLength": 6}, {"type": "null"}]},
-            },
-            "required": ["ids", "exact"],
-            "additionalProperties": False,
-        },
-    },
-}
+WEATHER = weather_tool(days_minimum=1, description="Current weather in a city")
 TOOLS = [WEATHER, LOOKUP]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 ASK = [{"role": "user", "content": "What's the weather in Paris? Also look up item 7."}]
-
-
-def _valid(value, schema) -> bool:
-    """A small JSON-schema check (the subset the test tools use), independent of kimi_chat.grammar."""
-    if "anyOf" in schema:
-        return any(_valid(value, s) for s in schema["anyOf"])
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    t = schema.get("type")
-    if t == "object":
-        if not isinstance(value, dict) or not set(schema.get("required", ())) <= set(value):
-            return False
-        props = schema.get("properties", {})
-        return set(value) <= set(props) and all(_valid(v, props[k]) for k, v in value.items())
-    if t == "array":
-        if not isinstance(value, list):
-            return False
-        if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", 10**9):
-            return False
-        return all(_valid(v, schema.get("items", {})) for v in value)
-    if t == "string":
-        return isinstance(value, str) and len(value) <= schema.get("maxLength", 10**9)
-    if t == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) and value >= schema.get("minimum", -(10**30))
-    if t == "boolean":
-        return isinstance(value, bool)
-    if t == "null":
-        return value is None
-    return True
 
 
 def _check_calls(result, allowed: set[str]) -> None:
@@ -343,7 +247,7 @@ def _check_calls(result, allowed: set[str]) -> None:
         assert c.status.value == "ok", (c, result.text)
         assert c.name in allowed
         assert c.id.startswith(f"functions.{c.name}:")
-        assert _valid(json.loads(c.arguments), SCHEMAS[c.name]), c.arguments
+        assert valid(json.loads(c.arguments), SCHEMAS[c.name]), c.arguments
     # the parse of the whole text equals the streamed parse
     assert parse(result.text, dialect=DIALECT, tools=TOOLS).to_openai() == result.message
 
@@ -374,7 +278,7 @@ def test_grammar_forces_well_formed_tool_calls(model, choice, seed):
 
 @needs_llama
 @pytest.mark.parametrize("seed", range(3))
-def test_grammar_auto_keeps_content_clean_and_calls_valid(model, seed):
+def test_grammar_auto_keeps_content_clean_and_callsvalid(model, seed):
     r = model.chat(ASK, tools=TOOLS, tool_choice="auto", max_tokens=48, temperature=1.0, seed=seed)
     assert r.finish_reason in ("stop", "length", "tool_calls")
     if r.finish_reason != "length":
@@ -533,7 +437,7 @@ def test_cli_run(tiny_gguf, tmp_path):
     choice = out["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["tool_calls"]
     for c in choice["message"]["tool_calls"]:
-        assert _valid(json.loads(c["function"]["arguments"]), SCHEMAS[c["function"]["name"]])
+        assert valid(json.loads(c["function"]["arguments"]), SCHEMAS[c["function"]["name"]])
 
     s = _cli("run", str(tiny_gguf), str(f), "--stream", "-q")
     assert s.returncode == 0, s.stderr

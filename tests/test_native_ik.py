@@ -12,10 +12,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import require_in_ci, skip_without_reference
+from conftest import require_in_ci
+from engine_support import tiny_model_fixtures
 
 from kimi_chat import markers as M
 from kimi_chat.output import parse
@@ -51,22 +51,7 @@ WEATHER = {
 ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
-@pytest.fixture(scope="module")
-def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kimi_chat.testing.tiny_model import build_tiny_model
-
-    skip_without_reference()  # its vocabulary is the reference tokenizer's
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-ik") / "tiny.gguf", dialect=DIALECT)
-
-
-@pytest.fixture(scope="module")
-def model(tiny_gguf: Path):
-    from kimi_chat.engines.native import NativeModel
-
-    m = NativeModel.load(tiny_gguf, backend=BACKEND, n_ctx=2048)
-    yield m
-    m.close()
+tiny_gguf, model = tiny_model_fixtures(DIALECT, "tiny-ik", "tiny.gguf", backend=BACKEND)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -11,120 +11,33 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import require_in_ci, skip_without_reference
+from engine_support import (HAVE_LLAMA, LLAMA_MISSING, LOOKUP, reference_tokenizer_fixture, tiny_model_fixtures, valid,
+                            weather_tool)
 
 from kimi_chat import markers as M
 from kimi_chat.output import parse
 from kimi_chat.families.k3.render import render_k3_segments
 from kimi_chat.tokens.rendered import render_tokens
 
-try:
-    import llama_cpp  # noqa: F401
-
-    HAVE_LLAMA = True
-except ImportError:
-    HAVE_LLAMA = False
-
 require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 pytestmark = [
     pytest.mark.native,
-    pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'kimi-chat[native]'; "
-                       "CI installs it with .ci/install-native.sh)"),
+    pytest.mark.skipif(not HAVE_LLAMA, reason=LLAMA_MISSING),
 ]
 
 K3 = "kimi-k3"
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "maxLength": 10},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer", "minimum": 0, "maximum": 30},
-            },
-            "required": ["city", "unit"],
-            # closed and bounded: the token masks enforce the schema exactly, and the random model
-            # closes a call within max_tokens only where the schema bounds it
-            "additionalProperties": False,
-        },
-    },
-}
-LOOKUP = {
-    "type": "function",
-    "function": {
-        "name": "lookup",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "ids": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 999}, "minItems": 1,
-                        "maxItems": 3},
-                "exact": {"type": "boolean"},
-                "note": {"anyOf": [{"type": "string", "maxLength": 6}, {"type": "null"}]},
-            },
-            "required": ["ids", "exact"],
-            "additionalProperties": False,
-        },
-    },
-}
+WEATHER = weather_tool(days_minimum=0)
 TOOLS = [WEATHER, LOOKUP]
 SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 ASK = [{"role": "system", "content": "Use the tools."},
        {"role": "user", "content": "Weather in Paris? Also look up item 7. <|open|>typed<|sep|> [EOS]"}]
 
 
-@pytest.fixture(scope="module")
-def tiny_k3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from kimi_chat.testing.tiny_model import build_tiny_model
-
-    skip_without_reference()  # its vocabulary is the reference tokenizer's
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-k3") / "tiny-kimi-k3.gguf", dialect=K3)
-
-
-@pytest.fixture(scope="module")
-def model(tiny_k3: Path):
-    from kimi_chat.engines.native import NativeModel
-
-    m = NativeModel.load(tiny_k3, n_ctx=2048)
-    yield m
-    m.close()
-
-
-@pytest.fixture(scope="module")
-def k3_tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    skip_without_reference()
-
-    return KimiTokenizer.from_reference("k3")
-
-
-def _valid(value, schema) -> bool:
-    """The subset of JSON schema the test tools use (independent of kimi_chat.grammar)."""
-    if "anyOf" in schema:
-        return any(_valid(value, s) for s in schema["anyOf"])
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    t = schema.get("type")
-    if t == "object":
-        props = schema.get("properties", {})
-        return (isinstance(value, dict) and set(schema.get("required", ())) <= set(value) <= set(props)
-                and all(_valid(v, props[k]) for k, v in value.items()))
-    if t == "array":
-        return (isinstance(value, list) and schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", 10**9)
-                and all(_valid(v, schema.get("items", {})) for v in value))
-    if t == "string":
-        return isinstance(value, str) and len(value) <= schema.get("maxLength", 10**9)
-    if t == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) and value >= schema.get("minimum", -(10**30))
-    if t == "boolean":
-        return isinstance(value, bool)
-    return t != "null" or value is None
+tiny_k3, model = tiny_model_fixtures(K3, "tiny-k3", "tiny-kimi-k3.gguf", gguf_name="tiny_k3")
+k3_tokenizer = reference_tokenizer_fixture("k3", name="k3_tokenizer")
 
 
 # ------------------------------------------------------------------------------------------- the model
@@ -188,7 +101,7 @@ def _check(model, result, allowed: set[str], **options) -> None:
     for c in msg.tool_calls:
         assert c.status.value == "ok", (c, result.text)
         assert c.name in allowed
-        assert _valid(json.loads(c.arguments), SCHEMAS[c.name]), c.arguments
+        assert valid(json.loads(c.arguments), SCHEMAS[c.name]), c.arguments
     assert [c.id for c in msg.tool_calls] == [f"functions.{c.name}:{i}" for i, c in enumerate(msg.tool_calls)]
     assert result.message["content"] is None
     # the whole-text parse equals the streamed one
@@ -274,7 +187,7 @@ def test_cli_tiny_model_and_run_for_k3(tmp_path):
         choice = json.loads(p.stdout)["choices"][0]
         assert choice["finish_reason"] == "tool_calls", choice
         for c in choice["message"]["tool_calls"]:
-            assert _valid(json.loads(c["function"]["arguments"]), SCHEMAS[c["function"]["name"]])
+            assert valid(json.loads(c["function"]["arguments"]), SCHEMAS[c["function"]["name"]])
     s = _cli("run", str(out), str(req), "-q", "--stream", "-d", K3, "--kwargs", '{"thinking": false}')
     assert s.returncode == 0, s.stderr
     chunks = [json.loads(line) for line in s.stdout.splitlines()]

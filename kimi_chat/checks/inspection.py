@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import markers as M
-from ..dialects import DIALECTS, dialect_for_model, get_dialect
+from ..dialects import DEFAULT_DIALECT, DIALECTS, Dialect, dialect_for_model, get_dialect
+from ..families import Family, family_of
 from ..errors import KimiChatError
 from ..templates import LLAMA_SERVER_FLAGS
 from .verification import Identification, identify, own_template_path, template_sha256
@@ -165,12 +166,6 @@ def _parse(buf: Any) -> dict[str, Any]:
 OFFICIAL_PRE_TOKENIZER = "kimi-k2"
 """llama.cpp's name for the Kimi-K2 pre-tokenizer (its regex = the official ``pat_str``)."""
 
-_K2_MARKERS = (M.BOS, M.EOS, M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.START_HEADER_ID, M.END_HEADER_ID, M.EOT,
-               M.IM_SYSTEM, M.TOOL_CALLS_SECTION_BEGIN, M.TOOL_CALLS_SECTION_END, M.TOOL_CALL_BEGIN,
-               M.TOOL_CALL_ARGUMENT_BEGIN, M.TOOL_CALL_END, M.IM_MIDDLE, M.UNK, M.PAD)
-"""Markers of the July-2025 official tokenizer_config.json (every K2 model)."""
-_K25_MARKERS = (M.MEDIA_BEGIN, M.MEDIA_CONTENT, M.MEDIA_END, M.MEDIA_PAD, M.THINK_BEGIN, M.THINK_END)
-"""Markers added by the K2.5/K2.6 line (checked for the dialects with K2.5 media, K2.5 and K2.6)."""
 _TOKEN_TYPE = {1: "normal", 2: "unknown", 3: "control", 4: "user-defined", 5: "unused", 6: "byte"}
 
 
@@ -189,30 +184,24 @@ class TokenizerFact:
         return {"name": self.name, "value": self.value, "official": self.official, "ok": self.ok, "note": self.note}
 
 
-def _is_k3(dialect: str | None) -> bool:
-    return dialect is not None and dialect in DIALECTS and DIALECTS[dialect].family == "k3"
+def _record(dialect: str | None) -> Dialect:
+    """The dialect named ``dialect`` (a canonical name); the default dialect for ``None`` or another name."""
+    d = DIALECTS.get(dialect) if dialect is not None else None
+    return d if d is not None else get_dialect(DEFAULT_DIALECT)
+
+
+def _family(dialect: str | None) -> Family:
+    return family_of(_record(dialect))
 
 
 def _markers_for(dialect: str | None) -> tuple[M.Marker, ...]:
-    if _is_k3(dialect):
-        return M.K3_MARKERS
-    k25_line = dialect is not None and dialect in DIALECTS and DIALECTS[dialect].media == "k25"
-    return _K2_MARKERS + (_K25_MARKERS if k25_line else ())
+    d = _record(dialect)
+    return family_of(d).inspected_markers(d)
 
 
 def _turn_end(dialect: str | None) -> M.Marker:
-    """The marker that ends the model's turn: ``<|end_of_msg|>`` for K3, ``<|im_end|>`` for K2."""
-    return M.K3_END_OF_MSG if _is_k3(dialect) else M.IM_END
-
-
-K3_FIX_HINT = (
-    "Kimi-K3 ships no chat template (its tokenizer renders chats in Python) and kimi_chat has none: render "
-    "K3 prompts with the official tokenizer's apply_chat_template (trust_remote_code; vLLM and SGLang's K3 "
-    "support) or with kimi_chat (kimi_chat.render(messages, dialect=\"kimi-k3\"), kimi-chat render -d "
-    "kimi-k3, render_tokens for ids); with llama.cpp's port, parse string arguments in the host (llama.cpp "
-    "does) and never send thinking_effort=\"medium\""
-)
-"""The fix hint of a Kimi-K3 port (there is no template to replace it with)."""
+    """The marker that ends the model's turn (its family's: ``<|im_end|>`` for K2, ``<|end_of_msg|>`` for K3)."""
+    return _family(dialect).turn_end
 
 
 def _gguf_facts(meta: dict[str, Any], dialect: str | None) -> list[TokenizerFact]:
@@ -353,7 +342,7 @@ class Inspection:
     def fix_template(self) -> str | None:
         """``templates/<dialect>.jinja`` for :attr:`fix_dialect` (``None`` for Kimi-K3: no template)."""
         d = self.fix_dialect
-        return f"templates/{d}.jinja" if d is not None and not _is_k3(d) else None
+        return f"templates/{d}.jinja" if d is not None and _family(d).jinja_templates else None
 
     @property
     def needs_fix(self) -> bool:
@@ -367,10 +356,10 @@ class Inspection:
     @property
     def fix_hint(self) -> str | None:
         """What to do: :attr:`fix_command`, or for Kimi-K3 (no template to use instead) how to render
-        its prompts exactly (:data:`K3_FIX_HINT`)."""
-        if _is_k3(self.fix_dialect):
-            return K3_FIX_HINT
-        return self.fix_command
+        its prompts exactly (its family's ``fix_hint``)."""
+        d = self.fix_dialect
+        hint = _family(d).fix_hint if d is not None else None
+        return hint if hint is not None else self.fix_command
 
     @property
     def fix_command(self) -> str | None:

@@ -1,9 +1,10 @@
 """Conversation lints: warnings a server should log before rendering a conversation.
 
-The rules belong to the dialect's format family (:data:`FAMILY_RULES`, chosen by ``Dialect.family``):
-the K2 rules are below, the K3 rules in :mod:`kimi_chat.families.k3.lint` (K3 never writes tool-call ids, drops
-roles it does not know, closes every turn). ``render(..., strict=True)`` runs :func:`lint` and refuses
-exactly its errors, in every family (:func:`check_strict`).
+The rules belong to the dialect's format family (its record's ``lint``, :mod:`kimi_chat.families`): the
+K2 rules in :mod:`kimi_chat.families.k2.lint`, the K3 rules in :mod:`kimi_chat.families.k3.lint` (K3 never
+writes tool-call ids, drops roles it does not know, closes every turn); this module holds what they share.
+``render(..., strict=True)`` runs :func:`lint` and refuses exactly its errors, in every family
+(:func:`check_strict`).
 
 The prompt still renders; these are requests the model will likely answer badly:
 
@@ -54,27 +55,23 @@ official template does):
 from __future__ import annotations
 
 import re
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import StrictModeError
-from ..families.k3.lint import k3_findings
-from ..messages import normalize_messages, normalize_tools, plain_items, plain_messages, schema_problems
-from ..nesting import deep_sort_dict
-from ..families.k2.tools_ts import typescript_failure
+from ..families import family_of
+from ..messages import normalize_messages
 
 __all__ = ["LintWarning", "lint", "check_strict", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
-           "FAMILY_RULES", "unterminated_last_turn"]
+           "unterminated_last_turn", "option_findings", "declared_tools", "no_generation_prompt", "typed_markers"]
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
 """The id form the models were trained on: ``functions.NAME:IDX``."""
-
-_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
-
 
 ERROR_CODES = frozenset({
     "unknown-role", "developer-role", "missing-content", "missing-tool-call-id", "unknown-field",
@@ -110,54 +107,10 @@ class LintWarning:
                 "severity": self.severity, "text": self.text}
 
 
-def _is_canonical(call_id: Any, name: Any) -> bool:
-    if not isinstance(call_id, str):
-        return False
-    m = CANONICAL_TOOL_CALL_ID.fullmatch(call_id)
-    return m is not None and m.group("name") == name
-
-
-def _history_split(msgs: Sequence[Mapping[str, Any]]) -> int:
-    for i in range(len(msgs) - 1, -1, -1):
-        if msgs[i]["role"] == "assistant" and not msgs[i].get("tool_calls"):
-            return i
-    return -1
-
-
-def _role_rendering(d: Dialect, role: str) -> str:
-    """How ``d``'s template writes a message of a role it has no branch for."""
-    if d.role_names == "fixed":
-        return "the template writes no header for it: its text runs into the previous turn"
-    return (f"the template writes it as a system turn, {M.IM_SYSTEM.text}{role}{M.IM_MIDDLE.text}"
-            + ("" if d.default_system is None else ", and a first such message does not replace the default system prompt"))
-
-
-def _schema_findings(d: Dialect, msgs: list[dict[str, Any]]) -> list[LintWarning]:
-    out: list[LintWarning] = []
-    for index, field, kind, problem in schema_problems(msgs):
-        m = msgs[index] if index is not None else {}
-        if kind == "unknown-role":
-            role = m.get("role")
-            code = "developer-role" if role == "developer" else "unknown-role"
-            text = f"role {role!r} is not an OpenAI chat role the template has a branch for: {_role_rendering(d, str(role))}"
-        elif kind == "missing-field" and field == "content":
-            code, text = "missing-content", f"a {m.get('role')} message without content: the template renders an empty body"
-        elif kind == "missing-field" and field == "tool_call_id":
-            if d.tool_result_header is None:
-                continue  # the dialect does not write it
-            code, text = "missing-tool-call-id", "a tool result without tool_call_id: the template writes '## Return of ' and no id"
-        elif kind == "unknown-field":
-            code, text = "unknown-field", "not a field of an OpenAI chat message of this role: the template ignores it"
-        else:
-            code, text = "invalid-field", problem
-        out.append(LintWarning(code, index, text, field))
-    return out
-
-
 _BOOL_OPTIONS = frozenset({"thinking", "preserve_thinking"})
 """Template options whose templates test a bool (K3's ``thinking_effort`` etc. are strings/objects)."""
 
-def _option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]:
+def option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]:
     out: list[LintWarning] = []
     for key, value in options.items():
         if key in d.options:
@@ -193,12 +146,12 @@ def lint(
 ) -> list[LintWarning]:
     """Findings about ``messages`` as ``dialect`` would render them (see the module doc for the
     codes; each has a ``severity``, and ``render(..., strict=True)`` refuses exactly the errors).
-    The rules are the dialect's family's (:data:`FAMILY_RULES`). ``options`` are template kwargs as
-    given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5 silences ``missing-reasoning``;
-    kwargs the template does not read are reported). Messages the official template cannot render
+    The rules are the dialect's family's (:attr:`Family.lint <kimi_chat.families.Family.lint>`).
+    ``options`` are template kwargs as given to :func:`~kimi_chat.render` (``thinking=False`` for K2.5
+    silences ``missing-reasoning``; kwargs the template does not read are reported). Messages the official template cannot render
     raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
-    return FAMILY_RULES[d.family](d, messages, tools, add_generation_prompt, options)
+    return family_of(d).lint(d, messages, tools, add_generation_prompt, options)
 
 
 def check_strict(
@@ -216,7 +169,7 @@ def check_strict(
         raise StrictModeError(errors)
 
 
-def _declared(tool_list: Sequence[Any] | None) -> set[Any] | None:
+def declared_tools(tool_list: Sequence[Any] | None) -> set[Any] | None:
     """The function names ``tools`` declares (``None`` without tools)."""
     if tool_list is None:
         return None
@@ -228,7 +181,7 @@ def _declared(tool_list: Sequence[Any] | None) -> set[Any] | None:
     return out
 
 
-def _no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool) -> list[LintWarning]:
+def no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool) -> list[LintWarning]:
     if msgs and not add_generation_prompt and msgs[-1].get("role") != "assistant":
         return [LintWarning(
             "no-generation-prompt", len(msgs) - 1,
@@ -239,17 +192,18 @@ def _no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: boo
 
 
 _RESERVED = r"<\|reserved_token_\d+\|>"
-MARKER_TEXT: dict[str, re.Pattern[str]] = {
-    "k2": re.compile("|".join([*(re.escape(m.text) for m in M.MARKERS), _RESERVED])),
-    "k3": re.compile("|".join([*(re.escape(m.text) for m in M.K3_MARKERS), _RESERVED])),
-}
-"""Format family -> the special-token spellings of its tokenizer (``typed-marker``)."""
 
 
-def _typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
+@lru_cache(maxsize=None)
+def _marker_text(family: str) -> re.Pattern[str]:
+    """The special-token spellings of a family's tokenizer (``typed-marker``): its markers, reserved names."""
+    return re.compile("|".join([*(re.escape(m.text) for m in family_of(family).markers), _RESERVED]))
+
+
+def typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
     """``typed-marker``: a special-token spelling typed in a message's text (at any depth), one finding
     per field. The prompt writes it as text; whether it stays text depends on how it is encoded."""
-    find = MARKER_TEXT[d.family].search
+    find = _marker_text(d.family).search
     out: list[LintWarning] = []
     for i, m in enumerate(msgs):
         stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []
@@ -274,124 +228,6 @@ def _typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWa
                 stack.extend((f"{field}.{k}", x) for k, x in reversed(list(v.items())))
             elif isinstance(v, (list, tuple)):
                 stack.extend((f"{field}[{j}]", x) for j, x in reversed(list(enumerate(v))))
-    return out
-
-
-def _lint_k3(
-    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
-    options: Mapping[str, Any],
-) -> list[LintWarning]:
-    """The K3 family's rules (:mod:`kimi_chat.families.k3.lint`) on the messages as its encoder takes them."""
-    msgs = plain_messages(messages)
-    tool_list = plain_items(tools, "tools") if isinstance(tools, (list, tuple)) else None
-    found = k3_findings(d, msgs, _declared(tool_list), add_generation_prompt, options)
-    return (_option_findings(d, options) + [LintWarning(c, i, t, f) for c, i, t, f in found]
-            + _no_generation_prompt(msgs, add_generation_prompt) + _typed_markers(d, msgs))
-
-
-def _lint_k2(
-    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
-    options: Mapping[str, Any],
-) -> list[LintWarning]:
-    return _lint(d, normalize_messages(messages), normalize_tools(tools), add_generation_prompt, options)
-
-
-def _lint(
-    d: Dialect,
-    msgs: list[dict[str, Any]],
-    tool_list: list[dict[str, Any]] | None,
-    add_generation_prompt: bool,
-    options: Mapping[str, Any],
-) -> list[LintWarning]:
-    out = (_option_findings(d, options) + _schema_findings(d, msgs) + _no_generation_prompt(msgs, add_generation_prompt)
-           + _typed_markers(d, msgs))
-    end = unterminated_last_turn(d, msgs, add_generation_prompt)
-    if end is not None:
-        out.append(end)
-    if d.tools_typescript and tool_list:
-        failure = typescript_failure(deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list)
-        if failure is not None:
-            out.append(LintWarning(
-                "tools-not-typescript", None,
-                f"the official {d.name} tokenizer cannot write these tools as its TypeScript declaration "
-                f"({failure}): it catches the failure and declares them as JSON, which the model sees as is",
-                "tools",
-            ))
-
-    declared = _declared(tool_list)
-
-    seen: dict[str, int] = {}  # call id -> index of the assistant message that made it
-    pending: Counter[str] = Counter()  # call ids not answered yet
-    regenerated: dict[str, str] = {}  # given id -> id the template writes (rev2)
-    writes_ids = d.tool_calls and d.tool_call_ids == "given"
-    for i, m in enumerate(msgs):
-        role = m["role"]
-        calls = (m.get("tool_calls") or []) if role == "assistant" else []
-        if calls and not d.tool_calls:
-            out.append(LintWarning(
-                "tool-calls-dropped", i,
-                f"{d.name} has no tool-call support: these {len(calls)} tool call(s) are not rendered "
-                "and the model sees results of calls it never made",
-            ))
-        for j, call in enumerate(calls):
-            fn = call.get("function") or {}
-            name = fn.get("name")
-            call_id = call.get("id")
-            if declared is not None and name not in declared:
-                out.append(LintWarning("undeclared-tool", i, f"tool_calls[{j}] calls {name!r}, which is not in tools"))
-            if call_id is None:
-                if writes_ids:
-                    out.append(LintWarning("missing-tool-call-id", i, f"{d.name} writes each tool call's id into "
-                                           "the prompt; this call has none (rendered empty)", f"tool_calls[{j}].id"))
-                continue
-            if call_id in seen:
-                out.append(LintWarning(
-                    "duplicate-tool-call-id", i,
-                    f"tool_calls[{j}].id {call_id!r} was already used by messages[{seen[call_id]}]: "
-                    "tool results cannot tell the calls apart",
-                ))
-            seen[call_id] = i
-            pending[call_id] += 1
-            if d.tool_call_ids == "regenerate":
-                regenerated[call_id] = M.tool_call_id(name, j)
-            elif d.tool_calls and not _is_canonical(call_id, name):
-                out.append(LintWarning(
-                    "non-canonical-tool-call-id", i,
-                    f"tool_calls[{j}].id {call_id!r} is not of the form functions.{name}:IDX; the model imitates "
-                    "the ids in its history and may emit headers parsers cannot read "
-                    "(kimi_chat.normalize_tool_call_ids rewrites calls and results consistently)",
-                ))
-        if role == "tool" and "tool_call_id" in m:
-            tid = m["tool_call_id"]
-            if pending[tid] <= 0:
-                why = ("answers a call that already has its result" if tid in seen
-                       else "matches no earlier tool call")
-                out.append(LintWarning("unknown-tool-call-id", i, f"tool_call_id {tid!r} {why}", "tool_call_id"))
-            else:
-                pending[tid] -= 1
-            if tid in regenerated and regenerated[tid] != tid:
-                out.append(LintWarning(
-                    "tool-result-id-rewritten", i,
-                    f"{d.name} writes the call as {regenerated[tid]!r} but this result as {tid!r}: "
-                    "the prompt pairs them wrongly",
-                ))
-
-    if d.reasoning:
-        read = {k: v for k, v in options.items() if k in d.options}
-        thinking = read.get("thinking", True)
-        preserve = read.get("preserve_thinking", False)
-        if d.think == "k25" and thinking is False and not preserve:
-            return out
-        start = -1 if (d.think == "k25" and preserve) else _history_split(msgs)
-        for i in range(start + 1, len(msgs)):
-            m = msgs[i]
-            if m["role"] == "assistant" and m.get("tool_calls") and not any(m.get(k) for k in _REASONING_KEYS):
-                out.append(LintWarning(
-                    "missing-reasoning", i,
-                    f"{d.name} keeps the reasoning of this tool-loop turn but it has no reasoning_content: "
-                    "the prompt shows an empty <think></think> where the model's reasoning was "
-                    "(send the reasoning back with the assistant turn)",
-                ))
     return out
 
 
@@ -448,9 +284,3 @@ def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
             m["tool_call_id"] = ids.popleft() if len(ids) > 1 else ids[0]
         out[k] = m
     return out
-
-
-FamilyRules = Callable[[Dialect, Sequence[Any], "Sequence[Any] | None", bool, Mapping[str, Any]], "list[LintWarning]"]
-FAMILY_RULES: dict[str, FamilyRules] = {"k2": _lint_k2, "k3": _lint_k3}
-"""Format family (``Dialect.family``) -> its lint rules ``(dialect, messages, tools,
-add_generation_prompt, options) -> findings``; :func:`lint` and ``strict=True`` run the dialect's."""

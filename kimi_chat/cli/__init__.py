@@ -1,5 +1,9 @@
-"""``kimi-chat``: the command line. One module per subcommand in this package; each exports
-``register(subparsers)`` which adds its parser and sets ``func`` (``args -> exit status``).
+"""``kimi-chat``: the command line, for every family's dialects. One module per subcommand in this package
+(:data:`COMMANDS`); each exports ``register(subparsers)`` which adds its parser and sets ``func``
+(``args -> exit status``). What several subcommands share is in one place each: :mod:`._request` (the
+request arguments of ``render`` / ``count`` / ``lint``, reading the request, its lint findings),
+:mod:`.count` (the tokenizer arguments and loading), :mod:`._body` (request-body fields as template
+options), :mod:`._io` (reading input, reporting errors).
 
 Every subcommand reports bad input the same way: one line ``kimi-chat COMMAND: error: MESSAGE`` on
 stderr and exit status 2 (argparse's own usage errors look the same, after the subcommand's usage);

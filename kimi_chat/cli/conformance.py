@@ -1,7 +1,7 @@
 """``kimi-chat conformance MODEL.gguf [--backend B] [--server URL] [--json]``: what an engine gets
 wrong about Kimi (tokenization, special tokens, chat formatting, generation), check by check (see
-:mod:`kimi_chat.engines.conformance`). Exit status 0 when every check passes, 1 when some fail, 2 when the
-model cannot be loaded or the server asked."""
+:mod:`kimi_chat.engines.conformance`; :func:`kimi_chat.engines.native.conformance` loads the model). Exit
+status 0 when every check passes, 1 when some fail, 2 when the model cannot be loaded or the server asked."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..engines.conformance import conformance
+    from ..engines.native import conformance
 
     try:
         report = conformance(args.model, backend=args.backend, server=args.server, dialect=args.dialect)

@@ -2,8 +2,9 @@
 tokenizer of a model snapshot.
 
 Also the tokenizer helpers of the other commands: :func:`add_tokenizer_arguments` adds ``--tokenizer``,
-``--tokenizer-config`` and ``--special-tokens``; :func:`rendered_tokens` renders a loaded request to
-:class:`~kimi_chat.tokens.rendered.RenderedTokens`; :func:`tokens_json` gives the ``render --tokens`` output.
+``--tokenizer-config`` and ``--special-tokens``; :func:`rendered_tokens` renders a request
+(:func:`~kimi_chat.cli._request.load_request`) to :class:`~kimi_chat.tokens.rendered.RenderedTokens`;
+:func:`tokens_json` gives the ``render --tokens`` output.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ..dialects import get_dialect
-from ..errors import KimiChatError
+from ..errors import KimiChatError, ReferenceDataError
+from ..families import family_of
 from ._io import InputError, fail
+from ._request import add_request_arguments, load_request, print_findings
 
 
 def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,7 +57,7 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
 
     problem = vocabulary_problem(tok, d)
     if problem is not None:
-        family = "Kimi-K3" if d.family == "k3" else "Kimi-K2"
+        family = family_of(d).title
         raise InputError(f"--tokenizer {args.tokenizer}: {problem}; give --tokenizer a {family} model snapshot "
                          f"directory, or choose the dialect of that snapshot with --dialect")
     return tok
@@ -64,37 +67,20 @@ def snapshot_tokenizer(directory: str | None, d: Any, config: str | None, flag: 
     """The tokenizer of the model snapshot ``directory`` for dialect ``d`` (``None``: the reference data's,
     as :meth:`~kimi_chat.tokens.tokenizer.KimiTokenizer.from_reference` picks it for ``d``); reference data
     that is missing is an :class:`InputError` naming ``flag``, the option that gives a snapshot instead."""
-    from ..errors import ReferenceDataError
     from ..tokens.tokenizer import KimiTokenizer
 
-    if directory and d.family == "k3":
-        return _k3_tokenizer(KimiTokenizer, Path(directory), config)
+    family = family_of(d)
     if directory:
-        return KimiTokenizer.from_dir(directory, config=config)
+        return family.snapshot_tokenizer(Path(directory), config)
     try:
-        if d.family == "k3":
-            return KimiTokenizer.from_reference("k3")
-        return KimiTokenizer.from_reference("k2.6" if d.reasoning else "k2")
+        return KimiTokenizer.from_reference(family.reference_tokenizer(d))
     except ReferenceDataError as e:
         raise InputError(f"{e} (or give a model snapshot directory with {flag} DIR)") from e
 
 
-def _k3_tokenizer(cls: Any, directory: Path, config: str | None) -> Any:
-    """A Kimi-K3 snapshot's tokenizer: 256 special ids; its ``tokenizer_config.json`` (or ``config``), else
-    the K3 special tokens of the reference recipe (:data:`~kimi_chat.tokens.tokenizer.K3_CONFIG`)."""
-    from .. import markers
-    from ..tokens.tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE
-
-    if not directory.is_dir():
-        raise InputError(f"{directory}: model snapshot directory not found")
-    cfg: Any = Path(config) if config else directory / TOKENIZER_CONFIG_FILE
-    if not config and not cfg.is_file():
-        cfg = K3_CONFIG
-    return cls.from_files(directory / TIKTOKEN_MODEL_FILE, cfg, num_special=markers.K3_NUM_RESERVED_SPECIAL)
-
-
 def rendered_tokens(args: argparse.Namespace, req: dict[str, Any]) -> Any:
-    """:func:`kimi_chat.tokens.rendered.render_tokens` of a request loaded by ``cli.render.load_request``."""
+    """:func:`kimi_chat.tokens.rendered.render_tokens` of a request
+    (:func:`~kimi_chat.cli._request.load_request`)."""
     from ..tokens.rendered import render_tokens
 
     tok = load_tokenizer(args, req["dialect"])
@@ -117,8 +103,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         description="Render a chat.completions request ({\"messages\": [...], \"tools\": [...]}) or a bare list "
         "of messages with DIALECT and print the number of prompt tokens.",
     )
-    from .render import add_request_arguments
-
     add_request_arguments(p)
     add_tokenizer_arguments(p)
     out = p.add_mutually_exclusive_group()
@@ -134,9 +118,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from .lint import print_findings
-    from .render import load_request
-
     try:
         req = load_request(args)
         r = rendered_tokens(args, req)

@@ -1,24 +1,19 @@
 """``kimi-chat lint``: the :func:`kimi_chat.lint` findings of a request (the input forms of ``render``),
 one per line (``--json``: a list of objects); exit 1 when a finding is an error (what ``--strict``
-refuses), 0 otherwise, 2 for input the renderer refuses.
-
-Also :func:`print_findings`: ``render`` and ``count`` print the same findings on stderr (``-q``
-silences them)."""
+refuses), 0 otherwise, 2 for input the renderer refuses."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
 
 from ..errors import KimiChatError
+from ..prompt import render
 from ._io import InputError, fail
+from ._request import add_request_arguments, findings, load_request
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    from .render import add_request_arguments
-
     p = sub.add_parser(
         "lint",
         help="report what a request does that the model will likely answer badly, or that --strict refuses",
@@ -36,33 +31,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=run)
 
 
-def findings(req: dict[str, Any]) -> list[Any]:
-    """The :func:`kimi_chat.lint` findings of a request loaded by ``cli.render.load_request``."""
-    from ..checks.lint import lint
-
-    return lint(req["messages"], dialect=req["dialect"], tools=req["tools"],
-                add_generation_prompt=req["add_generation_prompt"], **req["options"])
-
-
-def print_findings(args: argparse.Namespace, req: dict[str, Any]) -> None:
-    """Print each lint finding of ``req`` on stderr (``kimi-chat: lint error: ...``), unless ``-q``.
-    Called once the request rendered: input that lint cannot take does not fail the command (its
-    output is the official prompt); a note says lint did not check it."""
-    if getattr(args, "quiet", False):
-        return
-    try:
-        found = findings(req)
-    except KimiChatError as e:
-        print(f"kimi-chat: note: lint could not check this request: {e}", file=sys.stderr)
-        return
-    for w in found:
-        print(f"kimi-chat: lint {w.severity}: {w}", file=sys.stderr)
-
-
 def run(args: argparse.Namespace) -> int:
-    from ..prompt import render
-    from .render import load_request
-
     try:
         req = load_request(args)
         # input the renderer refuses is bad input (exit 2), not a finding

@@ -4,16 +4,14 @@ prompt of a dialect, on stdout."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, Status, dialect_for_model, get_dialect
+from ..dialects import Status, get_dialect
 from ..errors import KimiChatError
-from ..prompt import TOKENIZING_OPTIONS, render
-from ._body import body_options
-from ._io import InputError, fail, read_json, read_tools, request_body, template_options, write_exact
-from .lint import print_findings
+from ..prompt import render
+from ._io import InputError, fail, write_exact
+from ._request import add_request_arguments, load_request, print_findings
+from .count import add_tokenizer_arguments, tokens_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -29,131 +27,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    "findings on stderr; warnings about ignored request fields still print")
     p.add_argument("--tokens", action="store_true",
                    help="print token ids as JSON ({\"ids\", \"spans\", \"assistant_mask\"}) instead of the text")
-    from .count import add_tokenizer_arguments
-
     add_tokenizer_arguments(p)
     p.set_defaults(func=run)
-
-
-def add_request_arguments(p: argparse.ArgumentParser, *, strict: bool = True) -> None:
-    """The request arguments that :func:`load_request` reads: FILE, ``--dialect``, ``--tools``,
-    ``--no-generation-prompt``, ``--continue-final-message``, ``--kwargs`` and (``strict``) ``--strict``
-    (shared by ``render``, ``count`` and ``lint``)."""
-    p.add_argument("file", nargs="?", default="-", help="request JSON file, or - for stdin (default)")
-    p.add_argument("--dialect", "-d", default=None,
-                   help=f"dialect or alias (default: the request's \"dialect\" key, else the dialect its \"model\" "
-                   f"names, else {DEFAULT_DIALECT}); see `kimi-chat dialects`")
-    p.add_argument("--tools", metavar="FILE",
-                   help="JSON file with the tools list, or an object with a 'tools' list (overrides the request's tools)")
-    p.add_argument("--no-generation-prompt", action="store_true",
-                   help="do not end with the assistant header (for training / prefill; the model would not answer); "
-                   "overrides the request's add_generation_prompt")
-    p.add_argument("--continue-final-message", action="store_true",
-                   help="end the prompt inside the final message, for the model to continue it (a prefill such as "
-                   "{\"role\": \"assistant\", \"content\": \"Sure, \"}), as transformers' continue_final_message; "
-                   "the request's continue_final_message does the same")
-    p.add_argument("--kwargs", metavar="JSON", default=None,
-                   help="dialect template options as a JSON object, e.g. '{\"thinking\": false}' "
-                   "(merged over the request's chat_template_kwargs); kwargs the template does not read are "
-                   "ignored, as the official template ignores them")
-    if not strict:
-        return
-    p.add_argument("--strict", action="store_true",
-                   help="refuse what `kimi-chat lint` reports as an error (unknown roles, missing ids or content, "
-                   "unknown message fields, unread template kwargs), naming message and field; default: render "
-                   "every input the official template renders, as it renders it")
-
-
-# request-body fields that would change the prompt but that no Kimi template reads
-_REFUSED_FIELDS = {
-    "functions": "the legacy OpenAI function-calling list; Kimi templates declare 'tools' "
-    "(each function F as {\"type\": \"function\", \"function\": F})",
-    "function_call": "the legacy OpenAI function-calling choice; use 'tool_choice' with 'tools'",
-}
-
-
-def _note(args: argparse.Namespace, kind: str, message: str) -> None:
-    if kind == "warning" or not getattr(args, "quiet", False):
-        print(f"kimi-chat: {kind}: {message}", file=sys.stderr)
-
-
-def _body_flag(body: dict[str, Any], key: str) -> bool | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if type(value) is not bool:
-        raise InputError(f"the request's {key} must be true or false, got {json.dumps(value)}")
-    return value
-
-
-def _request_dialect(args: argparse.Namespace, body: dict[str, Any]) -> str:
-    """``--dialect``, else the body's ``dialect``, else the dialect its ``model`` names, else the default;
-    a ``model`` that is not used is reported on stderr."""
-    model = body.get("model")
-    implied = dialect_for_model(model) if isinstance(model, str) else None
-    chosen = args.dialect or body.get("dialect")
-    if chosen is not None:
-        get_dialect(chosen)
-        if model is not None and implied != get_dialect(chosen).name:
-            what = f"implies dialect {implied}" if implied else "is not a Kimi model this tool knows"
-            _note(args, "warning", f"the request's model {model!r} {what}; ignored (rendering with dialect {chosen})")
-        return chosen
-    if implied is not None:
-        _note(args, "note", f"the request's model {model!r} -> dialect {implied} (--dialect chooses another)")
-        return implied
-    if model is not None:
-        _note(args, "warning", f"the request's model {model!r} does not tell which Kimi template it uses; "
-              f"ignored (rendering with dialect {DEFAULT_DIALECT}; --dialect chooses another)")
-    return DEFAULT_DIALECT
-
-
-def load_request(args: argparse.Namespace) -> dict[str, Any]:
-    """The request of ``render``-like commands: messages, tools, dialect, add_generation_prompt,
-    continue_final_message, options. Every body field that changes the prompt is read or reported:
-    ``model`` picks the dialect (or a warning says it is ignored), ``add_generation_prompt`` and
-    ``continue_final_message`` are read, ``chat_template`` is ignored with a warning, ``thinking``,
-    ``reasoning_effort``, ``tool_choice`` and ``response_format`` become the dialect's options (or a
-    warning says they do not change its prompt: :mod:`kimi_chat.cli._body`), and the legacy
-    ``functions`` / ``function_call`` are refused (exit 2) naming the field. ``--kwargs`` is merged over
-    all of them."""
-    body = request_body(read_json(args.file), args.file)
-    for key, why in _REFUSED_FIELDS.items():
-        if key in body:
-            raise InputError(f"the request's {key!r} field is not supported: it is {why}")
-    if body.get("chat_template") is not None:
-        _note(args, "warning", "the request's 'chat_template' is ignored: kimi-chat renders the dialect's official template")
-    tools = read_tools(args.tools) if args.tools else body.get("tools")
-    given = template_options(body, None)
-    dialect = _request_dialect(args, body)
-    options = {**body_options(body, get_dialect(dialect), given, lambda m: _note(args, "warning", m)),
-               **template_options(body, args.kwargs)}
-    for key in TOKENIZING_OPTIONS:
-        if options.get(key):
-            raise InputError(f"the template option {key!r} asks for token ids: use `kimi-chat render --tokens` "
-                             "(ids, spans and the assistant mask) or `kimi-chat count`")
-    agp = _body_flag(body, "add_generation_prompt")
-    cfm = args.continue_final_message or bool(_body_flag(body, "continue_final_message"))
-    if args.no_generation_prompt:
-        agp = False
-    elif agp is None:
-        agp = not cfm
-    return {
-        "messages": body["messages"],
-        "tools": tools,
-        "dialect": dialect,
-        "add_generation_prompt": agp,
-        "continue_final_message": cfm,
-        "options": options,
-        "strict": bool(getattr(args, "strict", False)),
-    }
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         req = load_request(args)
         if args.tokens:
-            from .count import tokens_json
-
             text = tokens_json(args, req)
         else:
             text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],

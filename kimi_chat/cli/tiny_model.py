@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
+from ..families import family_of
 from ._io import InputError, fail
 
 
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             problem = vocabulary_problem(tok, d)
             if problem is not None:
                 raise InputError(f"--tokenizer-dir {args.tokenizer_dir}: {problem}; give --tokenizer-dir a "
-                                 f"{'Kimi-K3' if d.family == 'k3' else 'Kimi-K2'} model snapshot, or choose its "
+                                 f"{family_of(d).title} model snapshot, or choose its "
                                  "dialect with --dialect")
         t0 = time.perf_counter()
         path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed, terse=args.terse)
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{e}" + ("" if args.tokenizer_dir else " (or give a model snapshot directory with --tokenizer-dir DIR)"))
     except (InputError, KimiChatError, OSError) as e:
         return fail(str(e))
-    what = f"{d.name} template" if d.family == "k2" else f"{d.name} special tokens"
+    what = f"{d.name} template" if family_of(d).jinja_templates else f"{d.name} special tokens"
     what += ", terse" if args.terse else ""
     print(f"kimi-chat: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {what}) "
           f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr)

@@ -1,23 +1,68 @@
 """What :class:`~kimi_chat.engines.native.NativeModel` does with a whole chat request: render, generate under a
-grammar, parse (:func:`chat_stream`), and llama.cpp's own chat formatting of a GGUF's template
+grammar, parse (:func:`chat_stream`, its :class:`ChatResult`), and llama.cpp's own chat formatting of a GGUF's template
 (:func:`apply_builtin_template`, :func:`render_embedded`). The methods of ``NativeModel`` of the same
 names are the public API; they call these."""
 
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError
 from ..output.format import format_for
-from ..output import Delta, StreamParser
+from ..output import Delta, ParsedMessage, StreamParser
 
 if TYPE_CHECKING:
-    from .native import ChatResult, NativeModel
+    from .native import NativeModel
 
-__all__ = ["chat_stream", "apply_builtin_template", "render_embedded"]
+__all__ = ["ChatResult", "chat_stream", "apply_builtin_template", "render_embedded"]
+
+
+@dataclass
+class ChatResult:
+    """What :meth:`NativeModel.chat` produced."""
+
+    message: dict[str, Any]
+    """OpenAI ``ChatCompletionMessage``-shaped (role, content, reasoning_content?, tool_calls?)."""
+    finish_reason: str
+    """``stop``, ``tool_calls`` or ``length`` (``max_tokens`` reached before the turn ended)."""
+    parsed: ParsedMessage
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+    """The generated text, special tokens spelled out."""
+    grammar: str | None = None
+    """The grammar of the generation: the constraint's llguidance Lark, or the ``grammar=`` GBNF text."""
+    constraint: Any = None
+    """The :class:`~kimi_chat.grammar.Constraint` generation ran under (``None``: unconstrained or GBNF)."""
+    mask: Any = None
+    """The :class:`~kimi_chat.engines.constrain.TokenMask` that applied it (``step_seconds``: its cost)."""
+    model: str = ""
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": len(self.prompt_ids),
+            "completion_tokens": len(self.completion_ids),
+            "total_tokens": len(self.prompt_ids) + len(self.completion_ids),
+        }
+
+    def to_openai(self, id: str | None = None) -> dict[str, Any]:
+        """An OpenAI ``chat.completion`` object."""
+        return {
+            "id": id or f"chatcmpl-kimi-{self.created}",
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish_reason,
+                         "logprobs": None}],
+            "usage": self.usage,
+        }
 
 
 def chat_stream(
@@ -36,12 +81,10 @@ def chat_stream(
     **options: Any,
 ) -> "Iterator[Delta | ChatResult]":
     """:meth:`NativeModel.chat_stream <kimi_chat.engines.native.NativeModel.chat_stream>` of ``model``."""
-    from .native import ChatResult
-
     d = model.dialect if dialect is None else get_dialect(dialect)
     render_options = dict(options)
-    if d.family == "k3" and tool_choice is not None:
-        render_options.setdefault("tool_choice", tool_choice)  # the K3 encoder writes a tool-choice message
+    if tool_choice is not None and "tool_choice" in d.options:
+        render_options.setdefault("tool_choice", tool_choice)  # a prompt that says the choice (K3's encoder)
     prompt = model.prompt_ids(messages, tools=tools, dialect=d, **render_options)
     gbnf: str | None = None
     constraint = mask = None

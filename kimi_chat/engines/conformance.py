@@ -1,7 +1,8 @@
 """``kimi-chat conformance``: what an engine gets wrong about Kimi, check by check.
 
-:func:`conformance` loads a Kimi GGUF into an engine (:data:`kimi_chat.engines.native.BACKENDS`: llama.cpp
-or ik_llama.cpp) and compares what the engine does with what the official rules say:
+:func:`kimi_chat.engines.native.conformance` loads a Kimi GGUF into an engine
+(:data:`kimi_chat.engines.native.BACKENDS`: llama.cpp or ik_llama.cpp) and :func:`check_model` compares what
+the engine does with what the official rules say:
 
 - **tokenization**: the engine's tokenizer against :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`
   (tiktoken's rules over the GGUF's own vocabulary) on a fixed corpus (:data:`CORPUS`), marker text
@@ -23,7 +24,6 @@ same report.
 from __future__ import annotations
 
 import json
-import os
 import unicodedata
 import urllib.error
 import urllib.request
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError
+from ..families import family_of
 from ..output.format import format_for
 from ..prompt import render
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from .native import NativeModel
     from ..tokens.tokenizer import KimiTokenizer
 
-__all__ = ["Check", "ConformanceReport", "CORPUS", "GROUPS", "conformance", "report_from_dict"]
+__all__ = ["Check", "ConformanceReport", "CORPUS", "GROUPS", "check_model", "report_from_dict"]
 
 GROUPS: tuple[str, ...] = ("tokenization", "special tokens", "chat format", "generation")
 """The sections of a report, in order."""
@@ -316,7 +317,7 @@ def _check_tokenization(model: "NativeModel", tok: "KimiTokenizer") -> list[Chec
 
 
 def _family_markers(d: Dialect) -> tuple[M.Marker, ...]:
-    return M.K3_MARKERS if getattr(d, "family", "k2") == "k3" else M.MARKERS
+    return family_of(d).markers
 
 
 def _vocabulary_markers(model: "NativeModel", d: Dialect) -> tuple[list[M.Marker], list[str]]:
@@ -493,45 +494,34 @@ def _engine_version(backend: str) -> str:
         return dist
 
 
-def conformance(
-    gguf: "str | os.PathLike[str] | NativeModel",
+def check_model(
+    model: "NativeModel",
     *,
-    backend: str = "llama.cpp",
     server: str | None = None,
     dialect: str | Dialect | None = None,
-    n_ctx: int = 2048,
     timeout: float = 30.0,
 ) -> ConformanceReport:
-    """The conformance report of ``gguf`` (a path, or a loaded :class:`~kimi_chat.engines.native.NativeModel`,
-    whose backend is then used) in ``backend``. ``server``: the base URL of a running llama-server
-    serving the same model (adds the ``/apply-template`` checks); ``dialect``: the dialect to check
-    against (default: the one :func:`kimi_chat.checks.verification.identify` finds in the embedded template).
+    """The conformance report of a loaded ``model`` (a :class:`~kimi_chat.engines.native.NativeModel`;
+    :func:`kimi_chat.engines.native.conformance` loads a GGUF and calls this). ``server``: the base URL of
+    a running llama-server serving the same model (adds the ``/apply-template`` checks); ``dialect``: the
+    dialect to check against (default: the model's, the one :func:`kimi_chat.checks.verification.identify`
+    finds in the embedded template).
 
-    Raises :class:`~kimi_chat.errors.KimiChatError` when the model cannot be loaded or the server
-    cannot be asked (a failed check is a result, not an error)."""
-    from .native import NativeModel
-
-    if isinstance(gguf, NativeModel):
-        model, own = gguf, False
-    else:
-        model, own = NativeModel.load(gguf, backend=backend, n_ctx=n_ctx, dialect=dialect), True
-    try:
-        d = model.dialect if dialect is None else get_dialect(dialect)
-        source = model.dialect_source if dialect is None else "given"
-        report = ConformanceReport(gguf=model.path.name, backend=model.backend,
-                                   engine=_engine_version(model.backend), dialect=d.name,
-                                   dialect_source=source, server=server)
-        tok = model.tokenizer()
-        report.checks += _check_tokenization(model, tok)
-        report.checks += _check_specials(model, tok, d)
-        report.checks += _check_builtin(model, d)
-        if server:
-            report.checks += _check_server(server, d, timeout)
-        report.checks += _check_generation(model, d)
-        return report
-    finally:
-        if own:
-            model.close()
+    Raises :class:`~kimi_chat.errors.KimiChatError` when the server cannot be asked (a failed check is a
+    result, not an error)."""
+    d = model.dialect if dialect is None else get_dialect(dialect)
+    source = model.dialect_source if dialect is None else "given"
+    report = ConformanceReport(gguf=model.path.name, backend=model.backend,
+                               engine=_engine_version(model.backend), dialect=d.name,
+                               dialect_source=source, server=server)
+    tok = model.tokenizer()
+    report.checks += _check_tokenization(model, tok)
+    report.checks += _check_specials(model, tok, d)
+    report.checks += _check_builtin(model, d)
+    if server:
+        report.checks += _check_server(server, d, timeout)
+    report.checks += _check_generation(model, d)
+    return report
 
 
 def report_from_dict(data: Mapping[str, Any]) -> ConformanceReport:

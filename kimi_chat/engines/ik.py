@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import KimiChatError
+from ..errors import KimiChatError, NativeUnavailable
 
 __all__ = ["IK_INSTALL_HINT", "ik_available", "load_ik", "IkLib", "IkEngine", "IkGrammar"]
 
@@ -51,8 +51,6 @@ def ik_available() -> bool:
 
 
 def _ctypes_api() -> Any:
-    from .native import NativeUnavailable
-
     try:
         from ik_llama_cpp import _ctypes_api as C
     except ImportError as e:

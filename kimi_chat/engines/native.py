@@ -29,16 +29,19 @@ import ctypes
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..errors import KimiChatError
-from ..output import Delta, ParsedMessage
+from ..errors import KimiChatError, NativeUnavailable
+from ..output import Delta
 from ..tokens.rendered import render_tokens
 from ..tokens.tokenizer import BYTE_DECODER, KimiTokenizer
+from . import chat as _chat
+from .chat import ChatResult
+from .conformance import Check, ConformanceReport, check_model
 
 __all__ = [
     "NativeUnavailable",
@@ -57,10 +60,6 @@ INSTALL_HINT = "pip install 'kimi-chat[native]'"
 
 BACKENDS: tuple[str, ...] = ("llama.cpp", "ik_llama.cpp")
 """The engines :meth:`NativeModel.load` can run a GGUF in."""
-
-
-class NativeUnavailable(KimiChatError, ImportError):
-    """The native runtime (llama-cpp-python) is not installed."""
 
 
 def native_available() -> bool:
@@ -98,49 +97,6 @@ class TokenizationDiff:
             if a != b:
                 return i
         return min(len(self.ours), len(self.engine))
-
-
-@dataclass
-class ChatResult:
-    """What :meth:`NativeModel.chat` produced."""
-
-    message: dict[str, Any]
-    """OpenAI ``ChatCompletionMessage``-shaped (role, content, reasoning_content?, tool_calls?)."""
-    finish_reason: str
-    """``stop``, ``tool_calls`` or ``length`` (``max_tokens`` reached before the turn ended)."""
-    parsed: ParsedMessage
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    text: str
-    """The generated text, special tokens spelled out."""
-    grammar: str | None = None
-    """The grammar of the generation: the constraint's llguidance Lark, or the ``grammar=`` GBNF text."""
-    constraint: Any = None
-    """The :class:`~kimi_chat.grammar.Constraint` generation ran under (``None``: unconstrained or GBNF)."""
-    mask: Any = None
-    """The :class:`~kimi_chat.engines.constrain.TokenMask` that applied it (``step_seconds``: its cost)."""
-    model: str = ""
-    created: int = field(default_factory=lambda: int(time.time()))
-
-    @property
-    def usage(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": len(self.prompt_ids),
-            "completion_tokens": len(self.completion_ids),
-            "total_tokens": len(self.prompt_ids) + len(self.completion_ids),
-        }
-
-    def to_openai(self, id: str | None = None) -> dict[str, Any]:
-        """An OpenAI ``chat.completion`` object."""
-        return {
-            "id": id or f"chatcmpl-kimi-{self.created}",
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "message": self.message, "finish_reason": self.finish_reason,
-                         "logprobs": None}],
-            "usage": self.usage,
-        }
 
 
 
@@ -472,9 +428,7 @@ class NativeModel:
     ) -> Iterator[Delta | ChatResult]:
         """:meth:`chat`, streamed: yields :class:`~kimi_chat.output.Delta` objects as the parser
         decides them, then the :class:`ChatResult`."""
-        from .chat import chat_stream
-
-        return chat_stream(self, messages, tools=tools, dialect=dialect, tool_choice=tool_choice,
+        return _chat.chat_stream(self, messages, tools=tools, dialect=dialect, tool_choice=tool_choice,
                            parallel_tool_calls=parallel_tool_calls, grammar=grammar, max_tokens=max_tokens,
                            temperature=temperature, seed=seed, reasoning=reasoning, **options)
 
@@ -503,18 +457,37 @@ class NativeModel:
         """llama.cpp's own C++ chat formatting (``llama_chat_apply_template``) of plain
         ``{"role", "content": str}`` messages, with the format it detects from ``template`` (default:
         the embedded template). This is what llama.cpp does when it cannot run a Jinja template."""
-        from .chat import apply_builtin_template
-
-        return apply_builtin_template(self, messages, add_generation_prompt=add_generation_prompt, template=template)
+        return _chat.apply_builtin_template(self, messages, add_generation_prompt=add_generation_prompt, template=template)
 
     def render_embedded(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
                         add_generation_prompt: bool = True, **kwargs: Any) -> str:
         """The embedded Jinja template rendered by llama-cpp-python's own chat formatter (the one
         ``create_chat_completion`` uses)."""
-        from .chat import render_embedded
-
-        return render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
+        return _chat.render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
 
 
-# the conformance report (its own module; it imports this one lazily)
-from .conformance import Check, ConformanceReport, conformance  # noqa: E402
+
+def conformance(
+    gguf: str | os.PathLike[str] | NativeModel,
+    *,
+    backend: str = "llama.cpp",
+    server: str | None = None,
+    dialect: str | Dialect | None = None,
+    n_ctx: int = 2048,
+    timeout: float = 30.0,
+) -> ConformanceReport:
+    """The conformance report of ``gguf`` (a path, or a loaded :class:`NativeModel`, whose backend is then
+    used) in ``backend`` (:func:`kimi_chat.engines.conformance.check_model` of the loaded model). ``server``:
+    the base URL of a running llama-server serving the same model (adds the ``/apply-template`` checks);
+    ``dialect``: the dialect to check against (default: the one
+    :func:`kimi_chat.checks.verification.identify` finds in the embedded template).
+
+    Raises :class:`~kimi_chat.errors.KimiChatError` when the model cannot be loaded or the server
+    cannot be asked (a failed check is a result, not an error)."""
+    if isinstance(gguf, NativeModel):
+        return check_model(gguf, server=server, dialect=dialect, timeout=timeout)
+    model = NativeModel.load(gguf, backend=backend, n_ctx=n_ctx, dialect=dialect)
+    try:
+        return check_model(model, server=server, dialect=dialect, timeout=timeout)
+    finally:
+        model.close()

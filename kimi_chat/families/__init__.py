@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..checks.probe import Probe
     from ..markers import Marker
     from ..grammar.translate import FormatTranslator
     from ..output.format import OutputFormat
@@ -58,8 +61,6 @@ class Family:
     :mod:`kimi_chat.tokens.segments`; :func:`kimi_chat.prompt.render_segments` then gives those parts)."""
     vocabulary: tuple[Marker, ...]
     """Special tokens a tokenizer must have to encode the family's prompts (:mod:`kimi_chat.tokens.vocabulary`)."""
-    reference_tokenizer: str
-    """The name of the family's tokenizer in the reference data (``KimiTokenizer.from_reference(name)``)."""
 
     # -- servers --
     serving: str
@@ -68,6 +69,42 @@ class Family:
     vLLM/SGLang plugins ask of the family (:class:`kimi_chat.servers.hooks.ServingHooks`)."""
 
     # -- checks, engines, cli, reference --
+    lint: Callable[..., list[Any]]
+    """The family's lint rules, ``(dialect, messages, tools, add_generation_prompt, options) -> findings``
+    (:class:`~kimi_chat.checks.lint.LintWarning` objects): what :func:`kimi_chat.lint` and ``strict=True`` run."""
+    official_render: Callable[..., str]
+    """The official rendering, ``(messages, tools, dialect, add_generation_prompt, **options) -> text``
+    (:func:`kimi_chat.reference.oracle.render_official`): the dialect's oracle template with its tokenizer's
+    pre-processing (K2), the release's own tokenizer (K3)."""
+    jinja_templates: bool
+    """The family's official rendering is a Jinja chat template (and kimi_chat ships one per dialect,
+    ``templates/<dialect>.jinja``); ``False``: its tokenizer renders in Python, and a Jinja template is
+    a port that a host (llama.cpp) runs as given."""
+    turn_end: Marker
+    """The marker that ends every assistant turn (``inspect`` checks the model ends generation at it)."""
+    inspected_markers: Callable[[Any], tuple[Marker, ...]]
+    """``dialect -> markers`` a model's tokenizer must have at their official ids (``inspect``)."""
+    fix_hint: str | None
+    """What ``inspect`` tells to do about a wrong template where there is no template to use instead
+    (``None``: the dialect's own template, :attr:`jinja_templates`)."""
+    verify_requests: Callable[[Any], Any]
+    """``dialect -> hypothesis strategy`` of the requests ``verify`` renders (``messages``, ``tools``,
+    ``add_generation_prompt``, ``options``); needs hypothesis."""
+    refusals_differ: bool
+    """Whether a request the dialect refuses and a template renders is a difference (``verify``): K3's
+    refusals are the official encoder's explicit checks; K2's are what the official template cannot render."""
+    probes: tuple[Probe, ...]
+    """The family's own identify probes, compared with its dialects only, after the probes every family
+    shares (:data:`kimi_chat.checks.verification.probes.PROBES`)."""
+    reference_tokenizer: Callable[[Any], str]
+    """``dialect -> config`` of :meth:`KimiTokenizer.from_reference` that tokenizes it (the CLI's default)."""
+    base_tokenizer: str
+    """The family's first reference tokenizer config (the tiny model's default)."""
+    snapshot_tokenizer: Callable[[Any, Any], Any]
+    """``(directory, config_file or None) -> KimiTokenizer`` of a model snapshot of the family."""
+    keeps_all_reasoning: bool
+    """The official rendering writes every assistant turn's reasoning, always (a request's
+    ``thinking.keep="all"`` asks for nothing else: ``kimi-chat render`` does not warn it is ignored)."""
 
 
 REGISTRY: dict[str, str] = {

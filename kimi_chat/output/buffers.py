@@ -6,7 +6,7 @@ from typing import Any
 
 from .types import Delta, ParsedToolCall, ToolCallDelta, ToolCallStatus
 
-__all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRun", "joined"]
+__all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRun", "joined", "CallSnapshot"]
 
 # delta entry kinds
 _C, _R, _T, _I = 0, 1, 2, 3
@@ -25,6 +25,38 @@ def joined(parts: list[str]) -> str:
     s += rest
     parts.append(s)
     return s
+
+
+class CallSnapshot:
+    """What a call being parsed (either family's) reports of itself: :meth:`snapshot`, its
+    :class:`~kimi_chat.output.types.ParsedToolCall` so far. A subclass has the slots ``index``, ``id``,
+    ``name``, ``status``, ``raw`` and ``args`` (text pieces), ``_snap`` and ``_key`` (``None`` and ``()`` at
+    first), and says the id it reports (:meth:`reported_id`)."""
+
+    __slots__ = ()
+    index: int
+    id: str | None
+    name: str | None
+    status: ToolCallStatus
+    raw: list[str]
+    args: list[str]
+    _snap: ParsedToolCall | None
+    _key: tuple[Any, ...]
+
+    def reported_id(self) -> str:
+        """The id the snapshot reports (``id``, unless the family derives it otherwise)."""
+        return self.id or ""
+
+    def snapshot(self) -> ParsedToolCall:
+        """The call so far (rebuilt only when it changed since the last snapshot)."""
+        key = (len(self.raw), len(self.args), self.name, self.status, self.id)
+        if self._snap is None or key != self._key:
+            call_id = self.reported_id()
+            self._snap = None  # drop its references first: joined() may then grow the strings in place
+            self._snap = ParsedToolCall(self.index, call_id, self.name, joined(self.args), self.status,
+                                        joined(self.raw))
+            self._key = (len(self.raw), len(self.args), self.name, self.status, self.id)
+        return self._snap
 
 
 class DeltaBuffer:

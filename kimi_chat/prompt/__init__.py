@@ -21,7 +21,7 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import UnsupportedOptionError
 from ..families import family_of
-from .template import check_bool
+from ..messages import check_bool
 from .writer import Layout, Piece, Segment, Writer
 
 __all__ = ["render", "render_segments", "render_layout", "write_prompt", "Segment", "Piece", "Layout",

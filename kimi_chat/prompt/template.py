@@ -12,10 +12,10 @@ from typing import Any
 
 from ..dialects import Dialect
 from ..errors import RenderError
-from ..messages import normalize_messages, normalize_tools
+from ..messages import check_bool, normalize_messages, normalize_tools
 from .writer import Writer
 
-__all__ = ["FamilyRenderer", "PromptWriter", "template_writer", "check_bool", "CONTINUE_TAG"]
+__all__ = ["FamilyRenderer", "PromptWriter", "template_writer", "CONTINUE_TAG"]
 
 FamilyRenderer = Callable[
     [Writer, Dialect, "list[dict[str, Any]]", "list[dict[str, Any]] | None", bool, Mapping[str, Any]], None
@@ -102,8 +102,3 @@ def template_writer(renderer: FamilyRenderer) -> PromptWriter:
 
     return write
 
-
-def check_bool(name: str, value: Any) -> None:
-    """``TypeError`` naming ``name`` unless ``value`` is a bool."""
-    if type(value) is not bool:
-        raise TypeError(f"{name} must be a bool (True or False), got {value!r}")

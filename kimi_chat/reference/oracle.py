@@ -13,9 +13,9 @@ tokenize=False)`` does:
   computed by its own ``tool_declaration_ts.py`` (from the reference data), or nothing when that
   encoder fails (the template then writes the tools as JSON).
 
-That is the K2 family. :func:`render_official` knows every family (:data:`OFFICIAL_RENDERERS`, by the
-dialect record's ``family``): Kimi-K3 ships no template, its official rendering is the release's own
-tokenizer (:mod:`kimi_chat.oracle_k3`).
+That is the K2 family's machinery (:mod:`kimi_chat.families.k2.oracle` renders with it). :func:`render_official`
+knows every family (its record's ``official_render``): Kimi-K3 ships no template, its official rendering is the
+release's own tokenizer (:mod:`kimi_chat.families.k3.oracle`).
 
 transformers is an optional dependency (``pip install kimi-chat[verify]``).
 """
@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KimiChatError, ReferenceDataError
+from ..families import family_of
 from ..nesting import deep_sort_dict
 from . import reference_dir
 
 __all__ = [
     "OracleUnavailable", "NoOracleTemplateError", "deep_sort_dict", "render_template", "render_as_tokenizer",
-    "render_official", "oracle_template", "OFFICIAL_RENDERERS", "official_tools_ts", "official_tools_ts_encoder",
+    "render_official", "oracle_template", "official_tools_ts", "official_tools_ts_encoder",
     "OFFICIAL_TOOLS_TS",
 ]
 
@@ -192,27 +193,6 @@ def render_as_tokenizer(
     )
 
 
-def _official_k2(messages: Sequence[Any], tools: Sequence[Mapping[str, Any]] | None, dialect: Any,
-                 add_generation_prompt: bool, **options: Any) -> str:
-    return render_as_tokenizer(
-        oracle_template(dialect), messages, dialect, tools=tools, add_generation_prompt=add_generation_prompt,
-        **options,
-    )
-
-
-def _official_k3(messages: Sequence[Any], tools: Sequence[Mapping[str, Any]] | None, dialect: Any,
-                 add_generation_prompt: bool, **options: Any) -> str:
-    from ..families.k3.oracle import official_k3_render
-
-    return official_k3_render(messages, tools, add_generation_prompt=add_generation_prompt, **options)
-
-
-OFFICIAL_RENDERERS: dict[str, Callable[..., str]] = {"k2": _official_k2, "k3": _official_k3}
-"""The official rendering of each format family (``Dialect.family``), called as
-``(messages, tools, dialect, add_generation_prompt, **options)``: K2, the dialect's oracle template with
-its tokenizer's pre-processing; K3, the release's tokenizer (``apply_chat_template(tokenize=False)``)."""
-
-
 def render_official(
     messages: Sequence[Any],
     *,
@@ -221,11 +201,11 @@ def render_official(
     add_generation_prompt: bool = True,
     **options: Any,
 ) -> str:
-    """The official rendering of a dialect, whatever its family (:data:`OFFICIAL_RENDERERS`): for the
+    """The official rendering of a dialect, whatever its family (the family record's ``official_render``): for the
     K2 family its oracle template with its tokenizer's pre-processing (:func:`render_as_tokenizer`),
     for Kimi-K3 the official tokenizer (:func:`kimi_chat.families.k3.oracle.official_k3_render`). Errors of the
     official machinery propagate as raised."""
     from ..dialects import get_dialect
 
     d = get_dialect(dialect)
-    return OFFICIAL_RENDERERS[d.family](messages, tools, d, add_generation_prompt, **options)
+    return family_of(d).official_render(messages, tools, d, add_generation_prompt, **options)

@@ -42,6 +42,7 @@ from typing import Any
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import RequestError
+from ..families import family_of
 from ._fields import (
     MOONSHOT_FIXED,
     MOONSHOT_TEMPERATURE,
@@ -156,7 +157,7 @@ def _thinking(body: Mapping[str, Any], d: Dialect, out: dict[str, tuple[Any, str
     if on and keep is not None:
         if keep == "all" and "preserve_thinking" in d.options:
             out["preserve_thinking"] = (True, "thinking.keep")
-        elif not (keep == "all" and d.family == "k3"):  # the K3 encoder keeps every turn's reasoning
+        elif not (keep == "all" and family_of(d).keeps_all_reasoning):  # (K3's encoder keeps every turn's)
             warn(f"the request's thinking.keep {_dump(keep)} does not change the prompt of {d.name}; ignored")
     return on
 

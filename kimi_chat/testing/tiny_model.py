@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
+from ..families import family_of
 from ..tokens.tokenizer import BYTE_ENCODER, KimiTokenizer
 
 __all__ = ["TinyConfig", "build_tiny_model", "bpe_merges", "token_strings", "TINY_VOCAB_SIZE"]
@@ -161,17 +161,18 @@ def build_tiny_model(
             "pip install 'kimi-chat[native]'"
         ) from e
     d = get_dialect(dialect)
-    k3 = d.family == "k3"
+    family = family_of(d)
     if tokenizer is None:  # terse: a reasoning dialect's <think> / </think> are the special ids its bias reads
-        tokenizer = KimiTokenizer.from_reference("k3" if k3 else "k2.6" if terse and d.reasoning else "k2")
-    if chat_template is None and not k3:
+        tokenizer = KimiTokenizer.from_reference(family.reference_tokenizer(d) if terse else family.base_tokenizer)
+    if chat_template is None and family.jinja_templates:
         chat_template = _chat_template(d.name)
     eos_id = tokenizer.eos_id
-    if k3:
-        eos_id = tokenizer.special_tokens.get(M.K3_END_OF_MSG.text)
+    if not family.jinja_templates:  # no template to say where a turn ends: generation ends at the turn's end
+        end = family.turn_end.text
+        eos_id = tokenizer.special_tokens.get(end)
         if eos_id is None:
-            raise KimiChatError(f"dialect {d.name}: the tokenizer has no {M.K3_END_OF_MSG.text} token "
-                                "(use KimiTokenizer.from_reference('k3'))")
+            raise KimiChatError(f"dialect {d.name}: the tokenizer has no {end} token "
+                                f"(use KimiTokenizer.from_reference({family.base_tokenizer!r}))")
     if tokenizer.num_base_tokens > TINY_VOCAB_SIZE:
         raise ReferenceDataError(f"{tokenizer.model_path}: more BPE ranks than the model vocabulary")
     c = config
@@ -196,7 +197,7 @@ def build_tiny_model(
         shape = terse_shaping(tokenizer, d)
         put = lambda name, a: writer.add_tensor(name, shape(name, a))  # noqa: E731
     try:
-        writer.add_name(f"kimi-chat tiny Kimi-{'K3' if k3 else 'K2'} ({'terse' if terse else 'random'} weights)")
+        writer.add_name(f"kimi-chat tiny {family.title} ({'terse' if terse else 'random'} weights)")
         writer.add_context_length(c.context)
         writer.add_embedding_length(c.hidden)
         writer.add_block_count(c.layers)

@@ -431,11 +431,12 @@ BYTE_DECODER: Final = {c: b for b, c in BYTE_ENCODER.items()}
 
 
 class KimiTokenizer:
-    """Kimi-K2 tokenizer (``tiktoken`` underneath). Build it with :meth:`from_dir`, :meth:`from_files`
-    or :meth:`from_reference`; loading is cached per file (path, size, mtime) within the process.
+    """The Kimi tokenizer of both families (``tiktoken`` underneath): K2's 256 + 2 special ids, K3's 256.
+    Build it with :meth:`from_dir`, :meth:`from_files` or :meth:`from_reference`; loading is cached per
+    file (path, size, mtime) within the process.
 
     Attributes: ``vocab_size`` (163842: 163584 BPE ranks + 258 special ids; 163840 for K3), ``num_base_tokens``,
-    ``special_ids`` (all 258 ids of the special range, named or reserved), ``special_tokens``
+    ``special_ids`` (every id of the special range, named or reserved: 258, K3 256), ``special_tokens``
     (name -> id), ``added_tokens`` (the config entries with their ``special`` flag), ``bos_id``,
     ``eos_id``, ``unk_id``, ``pad_id``, ``model_path``, ``config_path``.
     """

@@ -41,5 +41,5 @@ def check_vocabulary(tokenizer: Any, d: Dialect) -> None:
     (:func:`vocabulary_problem`): :class:`~kimi_chat.errors.RenderError` (a ``ValueError``)."""
     problem = vocabulary_problem(tokenizer, d)
     if problem is not None:
-        ref = family_of(d).reference_tokenizer
+        ref = family_of(d).base_tokenizer
         raise RenderError(f"{problem}; use KimiTokenizer.from_reference({ref!r}) or that model's tokenizer")

@@ -22,6 +22,7 @@ from typing import Any
 
 from ...dialects import Dialect, get_dialect
 from ...errors import KimiChatError, ReferenceDataError
+from ...families import family_of
 from ...reference.oracle import (
     _chat_template_utils,
     official_tools_ts,
@@ -176,7 +177,7 @@ def host_parsed_arguments(messages: Sequence[Any]) -> list[Any]:
     return out
 
 
-def _render_as_k3_host(
+def _render_as_host(
     template: str,
     messages: Sequence[Any],
     *,
@@ -185,9 +186,10 @@ def _render_as_k3_host(
     parse_arguments: bool,
     **options: Any,
 ) -> str:
-    """How a host runs a Kimi-K3 port (llama.cpp): no tokenizer pre-processing (K3 ships no template,
-    so there is none), arguments JSON strings parsed first (``parse_arguments``), the template given
-    ``messages``, ``tools``, ``add_generation_prompt`` and the options as template variables."""
+    """How a host runs a port of a family that ships no template (Kimi-K3, in llama.cpp): no tokenizer
+    pre-processing (without a template there is none), arguments JSON strings parsed first
+    (``parse_arguments``), the template given ``messages``, ``tools``, ``add_generation_prompt`` and the
+    options as template variables."""
     compiled = _chat_template_utils()._compile_jinja_template(template)
     msgs = host_parsed_arguments(messages) if parse_arguments else list(messages)
     return str(compiled.render(messages=msgs, tools=list(tools) if tools is not None else None,
@@ -228,9 +230,9 @@ def _render_unbounded(template: str, messages: list[Any], dialect: str, tools: S
     """:func:`render_with_dialect`'s rendering itself (run by :func:`~kimi_chat.checks.verification.bounded.run_bounded`)."""
     d = get_dialect(dialect)
     with _lenient(template) if lenient else nullcontext():
-        if d.family == "k3":
-            return _render_as_k3_host(template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-                                      parse_arguments=parse_arguments, **options)
+        if not family_of(d).jinja_templates:  # a port of a family without templates: run as a host runs it
+            return _render_as_host(template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                                   parse_arguments=parse_arguments, **options)
         return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,
                                    tools_ts=tools_ts_str, **options)
 

@@ -3,7 +3,6 @@ dialect, shrunk to a minimal counterexample (:class:`VerifyReport`)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 from collections.abc import Callable, Iterator, Mapping
@@ -12,6 +11,7 @@ from typing import Any, NamedTuple
 
 from ...dialects import Dialect, get_dialect
 from ...errors import KimiChatError
+from ...families import family_of
 from ...reference.oracle import OracleUnavailable
 from ...prompt import render
 from .diffing import prompt_diff, visible
@@ -89,40 +89,14 @@ class VerifyReport:
                 "refusal": self.refusal, "parse_arguments": self.parse_arguments}
 
 
-def _import_strategies(module: str) -> Any:
+def _requests(d: Dialect) -> Any:
+    """The hypothesis strategy of the requests verify renders for ``d`` (its family's ``verify_requests``)."""
     try:
-        return importlib.import_module(f"kimi_chat.testing.{module}")
+        return family_of(d).verify_requests(d)
     except ImportError as e:  # pragma: no cover - depends on the environment
         if (e.name or "").partition(".")[0] != "hypothesis":
             raise  # a broken import of kimi_chat's own is a bug, not a missing extra
         raise OracleUnavailable(f"verify generates conversations with hypothesis: {VERIFY_EXTRA}") from e
-
-
-def _k3_request(drawn: Mapping[str, Any]) -> dict[str, Any]:
-    # strategies_k3 draws the tokenizer's kwargs; verify's requests keep add_generation_prompt apart
-    options = dict(drawn["kwargs"])
-    agp = options.pop("add_generation_prompt", True)
-    return {"messages": drawn["messages"], "tools": drawn["tools"], "add_generation_prompt": agp, "options": options}
-
-
-@dataclass(frozen=True)
-class _Family:
-    """What verify does per format family: the requests it generates, and whether a request the
-    dialect refuses and the template renders is a difference."""
-
-    requests: Callable[[Dialect], Any]
-    refusals_differ: bool
-    """K3: the official encoder's refusals are explicit checks (an effort of ``medium``, arguments
-    that are JSON but not an object, ...); a port that renders such a request sends a prompt the
-    official tokenizer never does. K2: kimi_chat refuses what the official template cannot render;
-    such requests are outside the comparison."""
-
-
-_FAMILIES: dict[str, _Family] = {
-    "k2": _Family(lambda d: _import_strategies("strategies").requests(d.name), refusals_differ=False),
-    "k3": _Family(lambda d: _import_strategies("strategies_k3").k3_requests().map(_k3_request),
-                  refusals_differ=True),
-}
 
 
 def _render_request(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool,
@@ -152,7 +126,7 @@ def _compare(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool = 
         expected: str | None = render(req["messages"], tools=req["tools"], dialect=d,
                                       add_generation_prompt=req["add_generation_prompt"], **req["options"])
     except (ValueError, TypeError, KimiChatError) as e:
-        if not _FAMILIES[d.family].refusals_differ:
+        if not family_of(d).refusals_differ:
             return _Outcome(False, None, None, None)
         expected, refusal = None, _describe_error(e)
     try:
@@ -250,7 +224,7 @@ def verify(
     error = _compile_error(template_text)  # also fails early, with the install hint, without transformers
     if error is not None:
         raise TemplateCompileError(f"the template does not compile: {error}")
-    requests = _FAMILIES[d.family].requests(d)
+    requests = _requests(d)
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import NoSuchExample
 

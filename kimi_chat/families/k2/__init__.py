@@ -14,6 +14,9 @@ from .format import FORMAT, TOKEN_CLASSES
 from .grammar import K2Translator
 from .render import render_k2
 from ...prompt.template import template_writer
+from . import tooling
+from .lint import lint_k2
+from .oracle import official_k2_render
 
 FAMILY = Family(
     name="k2",
@@ -26,11 +29,22 @@ FAMILY = Family(
     write_prompt=template_writer(render_k2),
     segment_wise=False,
     vocabulary=(M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE),
-    reference_tokenizer="k2",
 
     # -- servers --
     serving="kimi_chat.families.k2.serving",
 
     # -- checks, engines, cli, reference --
-
+    lint=lint_k2,
+    official_render=official_k2_render,
+    jinja_templates=True,
+    turn_end=M.IM_END,
+    inspected_markers=tooling.inspected_markers,
+    fix_hint=None,
+    verify_requests=tooling.verify_requests,
+    refusals_differ=False,
+    probes=(),
+    reference_tokenizer=tooling.reference_tokenizer,
+    base_tokenizer="k2",
+    snapshot_tokenizer=tooling.snapshot_tokenizer,
+    keeps_all_reasoning=False,
 )

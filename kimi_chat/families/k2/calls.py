@@ -16,7 +16,7 @@ from typing import Any
 
 from ...output.jsonvalue import INVALID, json_value
 from ...output.tools import normalise_tools, schema_keys
-from ...output.buffers import DeltaBuffer, joined
+from ...output.buffers import CallSnapshot, DeltaBuffer, joined
 from ...output.lexer import MarkerLexer
 from ...output.peg import Machine
 from ...output.types import ParsedToolCall, ToolCallStatus, Warn
@@ -43,8 +43,6 @@ def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
     return out
 
 
-_INVALID = INVALID
-_json = json_value
 
 
 def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
@@ -87,13 +85,13 @@ def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
 def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
     """The end of a call's arguments text (see :func:`arguments_piece`): nothing but whitespace is
     ``{}``; a held JSON string holding an object is unwrapped once (``double_encoded_arguments``);
-    trailing whitespace is dropped. Returns the arguments' JSON value (``_INVALID`` if not JSON)."""
-    value: Any = _INVALID
+    trailing whitespace is dropped. Returns the arguments' JSON value (``INVALID`` if not JSON)."""
+    value: Any = INVALID
     if c.mode == 2:  # a JSON string, held: decided now
         s = "".join(c.held).rstrip()
-        value = _json(s)
+        value = json_value(s)
         if isinstance(value, str):
-            inner = _json(value)
+            inner = json_value(value)
             if isinstance(inner, dict):
                 s, value = value.strip(), inner
                 warn("double_encoded_arguments", "double-encoded arguments unwrapped "
@@ -102,12 +100,12 @@ def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
     else:
         if c.mode == 0:
             emit("{}")
-        value = _json(joined(c.args))
+        value = json_value(joined(c.args))
     c.held = []
     return value
 
 
-class ToolCall:
+class ToolCall(CallSnapshot):
     """A tool call being parsed."""
 
     __slots__ = ("index", "offset", "header", "raw", "id", "name", "resolved", "infer", "unknown",
@@ -131,16 +129,9 @@ class ToolCall:
         self._snap: ParsedToolCall | None = None
         self._key: tuple[Any, ...] = ()
 
-    def snapshot(self) -> ParsedToolCall:
-        """The call so far (rebuilt only when it changed since the last snapshot)."""
-        key = (len(self.raw), len(self.args), self.name, self.status, self.id)
-        if self._snap is None or key != self._key:
-            hid = self.id if self.id is not None else "".join(self.header).strip()
-            self._snap = None  # drop its references first: joined() may then grow the strings in place
-            self._snap = ParsedToolCall(self.index, hid, self.name, joined(self.args), self.status,
-                                        joined(self.raw))
-            self._key = (len(self.raw), len(self.args), self.name, self.status, self.id)
-        return self._snap
+    def reported_id(self) -> str:
+        """The id written in the header (``functions.NAME:IDX``), else the header text as it stands."""
+        return self.id if self.id is not None else "".join(self.header).strip()
 
 
 class ToolCalls:

@@ -13,6 +13,9 @@ from .. import Family
 from .format import FORMAT, TAGS, TOKEN_CLASSES
 from .grammar import K3Translator
 from .render import write_k3
+from . import tooling
+from .lint import lint_k3
+from .oracle import official_render
 
 FAMILY = Family(
     name="k3",
@@ -26,11 +29,22 @@ FAMILY = Family(
     write_prompt=write_k3,
     segment_wise=True,
     vocabulary=(M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG),
-    reference_tokenizer="k3",
 
     # -- servers --
     serving="kimi_chat.families.k3.serving",
 
     # -- checks, engines, cli, reference --
-
+    lint=lint_k3,
+    official_render=official_render,
+    jinja_templates=False,
+    turn_end=M.K3_END_OF_MSG,
+    inspected_markers=tooling.inspected_markers,
+    fix_hint=tooling.K3_FIX_HINT,
+    verify_requests=tooling.verify_requests,
+    refusals_differ=True,
+    probes=tooling.PROBES,
+    reference_tokenizer=lambda d: "k3",
+    base_tokenizer="k3",
+    snapshot_tokenizer=tooling.snapshot_tokenizer,
+    keeps_all_reasoning=True,
 )

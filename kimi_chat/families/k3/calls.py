@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...output.jsonvalue import INVALID, json_value
-from ...output.buffers import DeltaBuffer, joined
+from ...output.buffers import CallSnapshot, DeltaBuffer, joined
 from ...output.tools import normalise_tools, schema_keys
 from ..k2.calls import Warn, arguments_end, arguments_piece
 from ...output.types import ParsedToolCall, ToolCallStatus
@@ -38,7 +38,6 @@ from .tags import TagLexer
 
 __all__ = ["TagCall", "TagCalls", "reader"]
 
-_INVALID = INVALID
 
 _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
@@ -52,15 +51,12 @@ _TYPES: dict[str, Any] = {
 """XTML / JSON-schema type name -> whether a JSON value is of it."""
 
 
-_loads = json_value
-
-
 def _quote(s: str) -> str:
     """``s`` as the inside of a JSON string (escaping is per character: pieces concatenate)."""
     return json.dumps(s, ensure_ascii=False)[1:-1]
 
 
-class TagCall:
+class TagCall(CallSnapshot):
     """A tool call being parsed."""
 
     __slots__ = ("index", "offset", "raw", "id", "name", "unknown", "args", "elements", "keys",
@@ -87,16 +83,6 @@ class TagCall:
         self.held: list[str] = []
         self._snap: ParsedToolCall | None = None
         self._key: tuple[Any, ...] = ()
-
-    def snapshot(self) -> ParsedToolCall:
-        """The call so far (rebuilt only when it changed since the last snapshot)."""
-        key = (len(self.raw), len(self.args), self.status)
-        if self._snap is None or key != self._key:
-            self._snap = None
-            self._snap = ParsedToolCall(self.index, self.id, self.name, joined(self.args), self.status,
-                                        joined(self.raw))
-            self._key = (len(self.raw), len(self.args), self.status)
-        return self._snap
 
 
 class TagCalls:
@@ -268,13 +254,13 @@ class TagCalls:
             value: Any = joined(c.value)
         else:
             text = joined(c.value)
-            value = _loads(text)
+            value = json_value(text)
             check = _TYPES.get(c.type)
-            if value is _INVALID or (check is not None and not check(value)):
+            if value is INVALID or (check is not None and not check(value)):
                 c.bad = True
                 self.warn("argument_invalid", f"tool call {c.index}, argument {c.key!r}: {text!r} is not "
                           f"a JSON {c.type}: arguments invalid", c.value_offset, text)
-                value = _INVALID
+                value = INVALID
         c.keys[c.key] = value
         self._check_schema(c, c.key, value)
 
@@ -326,7 +312,7 @@ class TagCalls:
         want = props[key].get("type") if isinstance(props[key], Mapping) else None
         names = [want] if isinstance(want, str) else list(want) if isinstance(want, list) else []
         checks = [_TYPES[n] for n in names if isinstance(n, str) and n in _TYPES]
-        if value is not _INVALID and checks and not any(f(value) for f in checks):
+        if value is not INVALID and checks and not any(f(value) for f in checks):
             self.warn("argument_schema_type", f"tool call {c.index} ({c.name}): argument {key!r} is not "
                       f"of the declared type {want!r}", c.value_offset)
 

@@ -1,5 +1,5 @@
-"""The lint rules of the Kimi-K3 family (XTML), for :func:`kimi_chat.lint` (which picks a family's rules
-from :data:`kimi_chat.checks.lint.FAMILY_RULES` by the dialect's ``family``).
+"""The lint rules of the Kimi-K3 family (XTML), for :func:`kimi_chat.lint` (the family record's ``lint``:
+:func:`lint_k3`).
 
 What the official K3 encoder does differently from the K2 templates decides the rules: it never writes
 tool-call ids (they only pair results with calls, so no id rule applies), it drops messages of a role it
@@ -12,14 +12,15 @@ and their severities are those of :mod:`kimi_chat.lint`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import markers as M
+from ...checks.lint import LintWarning, declared_tools, no_generation_prompt, option_findings, typed_markers
 from ...dialects import Dialect
-from ...messages import InvalidMessagesError, normalize_messages, schema_problems
+from ...messages import InvalidMessagesError, normalize_messages, plain_items, plain_messages, schema_problems
 
-__all__ = ["k3_findings", "K3_ROLES", "K3_FIELDS"]
+__all__ = ["lint_k3", "k3_findings", "K3_ROLES", "K3_FIELDS"]
 
 Finding = tuple[str, "int | None", str, "str | None"]
 
@@ -130,3 +131,16 @@ def k3_findings(
                             "assistant turn: the encoder keeps the results in their order and names them by "
                             "position", "tool_call_id"))
     return out
+
+
+def lint_k3(
+    d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, add_generation_prompt: bool,
+    options: Mapping[str, Any],
+) -> list[LintWarning]:
+    """The K3 family's rules (this module's) on the messages as its encoder takes them, with the rules
+    every family shares (:mod:`kimi_chat.checks.lint`)."""
+    msgs = plain_messages(messages)
+    tool_list = plain_items(tools, "tools") if isinstance(tools, (list, tuple)) else None
+    found = k3_findings(d, msgs, declared_tools(tool_list), add_generation_prompt, options)
+    return (option_findings(d, options) + [LintWarning(c, i, t, f) for c, i, t, f in found]
+            + no_generation_prompt(msgs, add_generation_prompt) + typed_markers(d, msgs))

@@ -41,6 +41,7 @@ __all__ = [
     "official_k3_segments",
     "official_k3_render",
     "official_k3_ids",
+    "official_render",
 ]
 
 K3_ORACLE_DIR = "Kimi-K3"
@@ -159,6 +160,13 @@ def official_k3_render(
     ``tool_choice``, ``response_format``, ``response_schema``, ``image_prompts``. Errors of the official
     code (``ValueError``, ``AssertionError``, ``KeyError``...) propagate as raised."""
     return official_k3_tokenizer(ref).apply_chat_template(messages, tools=tools, tokenize=False, **kwargs)
+
+
+def official_render(messages: Sequence[Any], tools: Sequence[Any] | None, dialect: Any, add_generation_prompt: bool,
+                    **options: Any) -> str:
+    """The family record's ``official_render``: :func:`official_k3_render` of the reference data (one K3
+    dialect, so ``dialect`` picks nothing)."""
+    return official_k3_render(messages, tools, add_generation_prompt=add_generation_prompt, **options)
 
 
 def official_k3_ids(

@@ -58,7 +58,7 @@ from kimi_chat.families.k3.inputs import (
 )
 from kimi_chat.families.k3.inputs import response_schema as schema_of
 from kimi_chat.dialects import Dialect
-from kimi_chat.messages import plain_items
+from kimi_chat.messages import check_bool, plain_items
 from kimi_chat.prompt.writer import Layout, Writer
 from kimi_chat.surrogates import warn_lone_surrogates
 from kimi_chat.tokens.segments import encode_parts
@@ -544,11 +544,6 @@ class K3Options(TypedDict, total=False):
     image_prompts: Sequence[str] | None
 
 
-def _check_flag(name: str, value: Any) -> None:
-    if type(value) is not bool:
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-
-
 def render_k3(
     messages: Sequence[Any],
     tools: Sequence[Any] | None = None,
@@ -573,7 +568,7 @@ def render_k3(
     Raises :class:`~kimi_chat.messages.InvalidMessagesError` for messages that are not message objects
     (or have no ``role``) and :class:`~kimi_chat.errors.RenderError` where the official encoder raises.
     """
-    _check_flag("add_generation_prompt", add_generation_prompt)
+    check_bool("add_generation_prompt", add_generation_prompt)
     thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
     w = Writer(marked=False)
     _build(messages, tools, add_generation_prompt, thinking, thinking_effort, tool_choice, response_format,
@@ -588,7 +583,7 @@ def _write(w: Writer, messages: Sequence[Any], tools: Sequence[Any] | None, opti
         raise TypeError(f"unknown Kimi-K3 option(s): {', '.join(sorted(unknown))}")
     add_generation_prompt = options.get("add_generation_prompt", True)
     thinking = options.get("thinking", True)
-    _check_flag("add_generation_prompt", add_generation_prompt)
+    check_bool("add_generation_prompt", add_generation_prompt)
     thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
     _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
            options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
