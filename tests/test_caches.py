@@ -125,11 +125,15 @@ def test_registry_is_complete():
                     found[value.name] = value
     assert found and all(caches.REGISTRY.get(n) is v for n, v in found.items())
     assert {"k2.tool_declarations", "k3.tools_json", "k3.tokenizer_ids", "tokens.special_names",
-            "tokens.first_turn_ids", "messages.valid_tools"} <= set(caches.REGISTRY)
+            "tokens.first_turn_ids", "messages.valid_tools", "grammar.constraints",
+            "grammar.llg_tokenizers"} <= set(caches.REGISTRY)
     # caches of loaded data, not of requests: files, compiled templates and grammars, per dialect or path
-    known = {"tokenizer.py": 2, "oracle.py": 1, "verify/rendering.py": 1, "verify/identify.py": 1,
-             "formats/k2.py": 1, "formats/k3.py": 1, "testing/strategies.py": 2, "testing/strategies_k3.py": 1,
-             "integrations/family.py": 1, "integrations/vllm/__init__.py": 1}
+    # (the lint's marker pattern per family; the constraint's compiled JSON-schema validators, per schema, and
+    # byte-level llguidance tokenizers, per dialect)
+    known = {"tokens/tokenizer.py": 2, "reference/oracle.py": 1, "checks/verification/rendering.py": 1,
+             "checks/verification/identify.py": 1, "checks/lint.py": 1, "families/k2/format.py": 1,
+             "families/k3/format.py": 1, "testing/strategies.py": 2, "testing/strategies_k3.py": 1,
+             "servers/family.py": 1, "families/k2/serving.py": 1, "grammar/constraint.py": 3}
     pattern = re.compile(r"WeakKeyDictionary\(|OrderedDict\(|@lru_cache|@functools\.lru_cache|_CACHE: dict|cache: dict")
     seen = {}
     for path in PACKAGE.rglob("*.py"):

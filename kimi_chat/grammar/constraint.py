@@ -28,9 +28,7 @@ import importlib
 import json
 import re
 import sys
-import threading
 import types
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -40,8 +38,10 @@ import jsonschema
 import llguidance
 import llguidance.tiktoken
 
+from .. import markers as M
+from ..caches import LRUCache, PerTokenizer, content_key
 from ..dialects import Dialect, get_dialect
-from ..families.k2.calls import normalise_tools
+from ..output.tools import normalise_tools
 from ..output.types import ParsedMessage, ToolCallStatus
 from .gbnf import GrammarError
 from .lark import build_lark
@@ -200,31 +200,21 @@ def _mismatch(schema: Any, arguments: str) -> bool:
 
 # ---------------------------------------------------------------------- tokenizers
 
-_LOCK = threading.Lock()
-_LLG_CACHE: OrderedDict[int, tuple[Any, llguidance.LLTokenizer]] = OrderedDict()
-_LLG_CACHE_SIZE = 4
+_LLG_TOKENIZERS: PerTokenizer[llguidance.LLTokenizer] = PerTokenizer("grammar.llg_tokenizers")
 
 
 def llg_tokenizer(tokenizer: Any) -> llguidance.LLTokenizer:
     """The llguidance tokenizer of a :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer` (tiktoken ranks and
     special tokens; the end-of-turn specials it has are the end-of-generation tokens). Cached per
-    tokenizer (the last few; building one takes about a second), thread-safe."""
-    with _LOCK:
-        hit = _LLG_CACHE.get(id(tokenizer))
-        if hit is not None and hit[0] is tokenizer:
-            _LLG_CACHE.move_to_end(id(tokenizer))
-            return hit[1]
-    from .. import markers as M
+    tokenizer (weakly: it goes with the tokenizer; building one takes about a second), thread-safe."""
+    return _LLG_TOKENIZERS.get(tokenizer, _build_llg_tokenizer)
 
+
+def _build_llg_tokenizer(tokenizer: Any) -> llguidance.LLTokenizer:
     specials = tokenizer.special_tokens
     eos = [specials[m.text] for m in (M.IM_END, M.K3_END_OF_MSG, M.EOS) if m.text in specials]
-    out = llguidance.tiktoken.lltokenizer_from_encoding(tokenizer._enc, n_vocab=tokenizer.vocab_size,
-                                                        eos_token=eos or None)
-    with _LOCK:
-        _LLG_CACHE[id(tokenizer)] = (tokenizer, out)
-        while len(_LLG_CACHE) > _LLG_CACHE_SIZE:
-            _LLG_CACHE.popitem(last=False)
-    return out
+    return llguidance.tiktoken.lltokenizer_from_encoding(tokenizer._enc, n_vocab=tokenizer.vocab_size,
+                                                         eos_token=eos or None)
 
 
 class _ByteVocab:
@@ -352,34 +342,21 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     tools again and again; a :class:`Constraint` is immutable).
     """
     d = get_dialect(dialect)
-    try:
-        # key order is kept: the order of properties is the order the grammar writes them in
-        key = json.dumps([tools, d.name, tool_choice, parallel_tool_calls, response_format, render_options],
-                         default=repr)
-    except (TypeError, ValueError):  # not JSON-like (a tool object...): not cached
-        return _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
-    out = _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options)
-    with _LOCK:
-        _CACHE[key] = out
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return out
+    # an exact key (kimi_chat.caches.content_key: plain data only, types and key order kept: the order of
+    # properties is the order the grammar writes them in); None (a tool object...): not cached
+    key = content_key([tools, d.name, tool_choice, parallel_tool_calls, response_format, render_options])
+    return _CACHE.get_or_compute(
+        key, lambda: _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options))
 
 
 CACHE_SIZE = 64
 """How many distinct requests' constraints :func:`constraint` keeps."""
-_CACHE: OrderedDict[str, Constraint] = OrderedDict()
+_CACHE: LRUCache[Constraint] = LRUCache("grammar.constraints", CACHE_SIZE)
 
 
 def clear_cache() -> None:
     """Forget the cached constraints and schema checks (benchmarks measure a cold build with it)."""
-    with _LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
     _schema_error.cache_clear()
 
 

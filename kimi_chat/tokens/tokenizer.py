@@ -14,9 +14,8 @@ It reproduces ``tokenization_kimi.py`` (``TikTokenTokenizer``) of the Kimi-K2 mo
 ``encode(text)`` treats special-token text as the special id (the official default,
 ``allow_special_tokens=True``); ``encode(text, allow_special=False)`` encodes it as ordinary text.
 
-Kimi-K3's tokenizer is the same BPE with 256 special ids (no ``+ 2``) named by
-:data:`~kimi_chat.markers.K3_MARKERS` (``<|open|>``, ``<|close|>``, ``<|sep|>``, ``<|end_of_msg|>``...):
-``KimiTokenizer.from_reference("k3")``.
+Kimi-K3's tokenizer is the same BPE with 256 special ids (no ``+ 2``) named by :data:`~kimi_chat.markers.K3_MARKERS`
+(``<|open|>``, ``<|close|>``, ``<|sep|>``, ``<|end_of_msg|>``...): ``KimiTokenizer.from_reference("k3")``.
 
 Either the July-2025 Kimi-K2-Instruct ``tokenizer_config.json`` or the K2.5/K2.6 one can be loaded; the
 latter adds ``<|media_begin|>``.. (163602..163605) and ``<think>``/``</think>`` (163606, 163607) as
