@@ -64,8 +64,9 @@ _EXAMPLE_FILES = {  # file names the README's examples use -> the reference file
 def _console_examples(program: str) -> list[tuple[list[str], str]]:
     """``(argv, printed output)`` of every ``$ kimi-chat PROGRAM ...`` console block of the README."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.findall(rf"```console\n\$ kimi-chat ({program} [^\n]*)\n(.*?)```", text, re.S)
-    return [(command.split(), output) for command, output in found]
+    # (a block whose output holds ``` is fenced with ````)
+    found = re.findall(rf"(```+)console\n\$ kimi-chat ({program} [^\n]*)\n(.*?)\1\n", text, re.S)
+    return [(command.split(), output) for _, command, output in found]
 
 
 def _run_cli(argv: list[str], tmp_path: Path, monkeypatch, capsys) -> str:

@@ -67,6 +67,13 @@ class Family:
     """The module of the family's server hooks (``kimi_chat.families.<name>.serving``), imported on first use
     by :func:`kimi_chat.servers.hooks.serving_of`: what the streaming stages, the family detection and the
     vLLM/SGLang plugins ask of the family (:class:`kimi_chat.servers.hooks.ServingHooks`)."""
+    usage: str
+    """The module whose ``pending_prompt_tokens(ids)`` says how many of a prompt's last ids Moonshot counts as
+    pending, not prompt (:func:`kimi_chat.servers.contract.prompt_tokens`), imported on first use."""
+    constraint: str
+    """The module of the family's part of a llguidance constraint (``TRANSLATOR``, ``GRAMMAR``,
+    ``special_markers``, ``end_markers``: :mod:`kimi_chat.grammar.constraint`), imported on first use (it
+    needs the ``constraints`` extra only when a constraint is built)."""
 
     # -- checks, engines, cli, reference --
     lint: Callable[..., list[Any]]

@@ -300,6 +300,6 @@ def prompt_tokens(ids: Sequence[int], *, dialect: str | Dialect, request: ChatRe
     on is counted the same way, not measured). The rule is the dialect's family's
     (``kimi_chat.families.FAMILY.usage``); K2 dialects count every id (no Moonshot ground truth)."""
     d = get_dialect(dialect)
-    usage = importlib.import_module(f"kimi_chat.families.{d.family}.usage")
+    usage = importlib.import_module(family_of(d).usage)
     return len(ids) - usage.pending_prompt_tokens(ids)
 

@@ -32,6 +32,8 @@ FAMILY = Family(
 
     # -- servers --
     serving="kimi_chat.families.k2.serving",
+    usage="kimi_chat.families.k2.usage",
+    constraint="kimi_chat.families.k2.constraint",
 
     # -- checks, engines, cli, reference --
     lint=lint_k2,

@@ -32,6 +32,8 @@ FAMILY = Family(
 
     # -- servers --
     serving="kimi_chat.families.k3.serving",
+    usage="kimi_chat.families.k3.usage",
+    constraint="kimi_chat.families.k3.constraint",
 
     # -- checks, engines, cli, reference --
     lint=lint_k3,
