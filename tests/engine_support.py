@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from conftest import skip_without_reference
 
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+def _findable(module: str) -> bool:
+    """``module`` can be imported (found, not loaded); a finder that refuses it raises ImportError: not."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+HAVE_LLAMA = _findable("llama_cpp")
 """llama-cpp-python is installed (its library loads when a test uses it: the grammar tests never do)."""
 
 LLAMA_MISSING = ("llama-cpp-python is not installed (pip install 'kimi-chat[native]'; CI installs it with "
