@@ -137,6 +137,9 @@ def test_any_split_gives_the_same_result(item, cuts):
 
 @SETTINGS
 @given(inputs)
+# the message closed without its <|sep|>, then text that ends the turn: the tag after it is ignored text,
+# never lexed as a (repaired) tag whatever the chunking (the whole text once warned it, a stream did not)
+@example(('<|close|>response<|sep|><|close|>message<<|open|>call|sep|>|sep|><|end_of_msg|>', {"thinking": False}))
 def test_one_character_at_a_time(item):
     text, kw = item
     check_stream_equals_parse(text, list(text), kw)

@@ -279,7 +279,9 @@ class StreamParser:
         else:
             self._lexer.flush_into(self._text, self._marker)
 
-    def _text(self, piece: str) -> None:
+    def _text(self, piece: str) -> bool:
+        """Text ``piece`` at the current offset; returns whether the turn has ended (a lexer that
+        holds tags back stops there, as after a marker that ended it)."""
         st = self._state
         if not st.loop:
             tr = st.trans.get(WS if piece.isspace() else TEXT)
@@ -289,6 +291,7 @@ class StreamParser:
                 self._go(tr, TEXT, "", self._pos)
         self._sink(piece)  # type: ignore[misc]
         self._pos += len(piece)
+        return self._turn.raw
 
     def _marker(self, cls: str, spelling: str) -> bool:
         tr = self._state.trans.get(cls)

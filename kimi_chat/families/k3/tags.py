@@ -19,6 +19,9 @@ its markers, with the interface of the marker lexer (``feed``, ``pending``, ``fl
   turn is truncated).
 * A tag with an unknown name or malformed attributes, and a ``<|sep|>`` outside a tag, are stray
   (``on_marker(STRAY, text)``: the parser drops them with a warning that carries their text).
+* ``on_marker`` or ``on_text`` may return ``True`` (the turn ended there): the lexer stops, and
+  :meth:`TagLexer.feed` returns the rest unlexed, a held tag's text included (so nothing after the
+  end is read as a tag, nor warned as a repaired one, however the input is chunked).
 * Attribute values are unescaped (``&quot;`` -> ``"``, ``&amp;`` -> ``&``), as ``encoding_k3`` escapes them.
 """
 
@@ -85,6 +88,7 @@ class TagLexer:
         self._len = 0
         self._on_text: OnText = _none
         self._on_marker: OnMarker = _none
+        self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
 
     @property
     def pending(self) -> str:
@@ -105,7 +109,10 @@ class TagLexer:
         if real is not None and self._opener is not None:
             base += len(self._opener) + self._len
         rest = self._inner.feed(text, self._text, self._marker, real, base)
-        if rest is not None and self._opener is not None:  # cannot happen: a tag stops only when it ends
+        if self._after is not None:  # a released tag ended the turn: what came after it is the rest
+            after, self._after = self._after, None
+            rest = "".join(after) + (rest if rest is not None else self._inner.flush())
+        elif rest is not None and self._opener is not None:  # cannot happen: a tag stops only when it ends
             rest = self.flush() + rest
         return rest
 
@@ -131,12 +138,20 @@ class TagLexer:
             self._text(p)
         if self._opener is not None:
             self._release()
+        if self._after is not None:  # the released tag ended the turn: the parser ignores the rest
+            after, self._after = "".join(self._after), None
+            if after:
+                on_text(after)
 
     # ------------------------------------------------------------------------------ internals
 
     def _text(self, piece: str) -> None:
+        if self._after is not None:
+            self._after.append(piece)
+            return
         if self._opener is None:
-            self._on_text(piece)
+            if self._on_text(piece):  # the turn ended in this text: the rest is not lexed
+                self._after = []
             return
         self._body.append(piece)
         self._len += len(piece)
@@ -175,9 +190,10 @@ class TagLexer:
                       opener + head)  # type: ignore[operator]
         elif len(name) > _MAX_NAME:  # not a tag name: the marker alone is stray, the text after it text
             head = ""
-        self._on_marker(STRAY if cls is None else cls, opener + head)  # type: ignore[operator]
-        if len(body) > len(head):
-            self._on_text(body[len(head):])
+        if self._on_marker(STRAY if cls is None else cls, opener + head):  # type: ignore[operator]
+            self._after = [body[len(head):]]  # the turn ended: the rest is not lexed (feed returns it)
+        elif len(body) > len(head) and self._on_text(body[len(head):]):
+            self._after = []
 
     def _classify(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
         """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray)."""
@@ -194,10 +210,16 @@ class TagLexer:
 
     def _marker(self, cls: str, spelling: str) -> bool | None:
         tags = self.tags
+        if self._after is not None:
+            self._after.append(spelling)
+            return True
         if self._opener is not None:
             if spelling == tags.sep:
                 return self._tag(spelling)
             self._release()
+            if self._after is not None:
+                self._after.append(spelling)
+                return True
         if spelling == tags.open or spelling == tags.close:
             self._opener = spelling
             return None
