@@ -4,9 +4,12 @@ are exercised by ``tests/adapters``."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from kimi_chat import markers as M
+from kimi_chat.dialects import DIALECTS
 from kimi_chat.families import REGISTRY, family_of
 from kimi_chat.servers.family import choose_family, tokenizer_family
 from kimi_chat.servers.hooks import ServingHooks, serving_of
@@ -65,3 +68,26 @@ def test_tools_as_dicts_leaves_none_fields_out_and_keeps_dicts() -> None:
     assert got == [plain, {"type": "function", "function": {"name": "b"}}]
     assert got[0] is plain
     assert tools_as_dicts([]) is None and tools_as_dicts(None) is None
+
+
+FAMILY_DIALECTS = sorted((d.family, name) for name, d in DIALECTS.items())
+
+
+@pytest.mark.parametrize("family, dialect", FAMILY_DIALECTS)
+def test_the_records_module_paths_hold_what_their_users_read(family: str, dialect: str) -> None:
+    """``usage`` and ``constraint`` are module paths imported on first use (by
+    :func:`kimi_chat.servers.contract.prompt_tokens` and :mod:`kimi_chat.grammar.constraint`): each
+    resolves, and holds what its reader calls, for every dialect of the family."""
+    record = family_of(family)
+    d = DIALECTS[dialect]
+    usage = importlib.import_module(record.usage)
+    assert usage.pending_prompt_tokens([]) == 0  # no prompt, nothing pending
+    constraint = importlib.import_module(record.constraint)
+    assert {"TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"} <= set(constraint.__all__)
+    family_markers = {m.text for m in record.markers}
+    specials = constraint.special_markers(d)
+    assert specials and all(m.id is not None and m.text in family_markers for m in specials)
+    ends = constraint.end_markers(d)
+    assert ends and set(ends) <= {m.text for m in specials}
+    # the end of the turn the constraint allows is the one a prompt of this family ends an assistant turn with
+    assert record.turn_end.text in ends
