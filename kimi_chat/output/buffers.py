@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .types import Delta, ParsedToolCall, ToolCallDelta, ToolCallStatus
+from .types import Delta, ParsedToolCall, ToolCallDelta, ToolCallStatus, Warn
 
 __all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRun", "joined", "CallSnapshot",
            "CallAssembler"]
@@ -74,11 +74,15 @@ class CallSnapshot:
 
 class CallAssembler:
     """What either family's call assembler shares: ``calls`` (the turn's calls, in order), ``current``
-    (the open one, if any), ``out`` (where deltas go); a subclass closes a call in ``_end``."""
+    (the open one, if any); ``prefix``: the call id prefix (``functions.``); ``out``: where deltas go;
+    ``warn(kind, message, offset, text="")``: where warnings go. A subclass closes a call in ``_end``."""
 
-    calls: list[Any]
-    current: Any
-    out: Any
+    def __init__(self, prefix: str, out: Any, warn: Warn) -> None:
+        self.prefix = prefix
+        self.out = out
+        self.warn = warn
+        self.calls: list[Any] = []
+        self.current: Any = None
 
     def end(self, spelling: str | None, at_eof: bool) -> None:
         """The current call ends (``spelling``: its closing marker, if it consumed one); its status is

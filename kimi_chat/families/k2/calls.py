@@ -81,10 +81,8 @@ class ToolCalls(CallAssembler):
     """
 
     def __init__(self, tools: ToolIndex | None, prefix: str, out: DeltaBuffer, warn: Warn) -> None:
+        super().__init__(prefix, out, warn)
         self.tools = tools
-        self.prefix = prefix
-        self.out = out
-        self.warn = warn
         self.calls: list[ToolCall] = []
         self.current: ToolCall | None = None
 

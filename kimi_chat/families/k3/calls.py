@@ -94,10 +94,8 @@ class TagCalls(CallAssembler):
     """
 
     def __init__(self, tools: Any, prefix: str, out: DeltaBuffer, warn: Warn, lexer: Any) -> None:
+        super().__init__(prefix, out, warn)
         self.tools = normalise_tools(tools) or None
-        self.prefix = prefix
-        self.out = out
-        self.warn = warn
         self.lexer = lexer
         self.calls: list[TagCall] = []
         self.current: TagCall | None = None
