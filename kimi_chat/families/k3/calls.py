@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -51,9 +52,19 @@ _TYPES: dict[str, Any] = {
 """XTML / JSON-schema type name -> whether a JSON value is of it."""
 
 
+_ESCAPES: dict[str, str] = {ch: json.dumps(ch)[1:-1] for ch in map(chr, [*range(0x20), 0x22, 0x5C])}
+"""What ``json.dumps(ensure_ascii=False)`` escapes in a string (control characters, ``"``, ``\\``), as it writes them."""
+_ESCAPE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
+
+
 def _quote(s: str) -> str:
-    """``s`` as the inside of a JSON string (escaping is per character: pieces concatenate)."""
-    return json.dumps(s, ensure_ascii=False)[1:-1]
+    """``s`` as the inside of a JSON string, as ``json.dumps(s, ensure_ascii=False)[1:-1]`` writes it
+    (escaping is per character: pieces concatenate). A string with nothing to escape is itself: ``"``
+    and ``\\`` are looked for by a C-speed search, control characters by :meth:`str.isprintable`
+    (``False`` for them, and for some others, which then take the slower path)."""
+    if '"' in s or "\\" in s or not s.isprintable():
+        return _ESCAPE.sub(lambda m: _ESCAPES[m.group()], s)
+    return s
 
 
 class TagCall(CallSnapshot):

@@ -84,8 +84,7 @@ class TagLexer:
         self.name = ""
         self.attrs: dict[str, str] = {}
         self._opener: str | None = None  # the held tag marker, if a tag is open
-        self._body: list[str] = []
-        self._len = 0
+        self._body = ""  # the held tag's text after its marker (at most max_len + a piece: joined as it comes)
         self._on_text: OnText = _none
         self._on_marker: OnMarker = _none
         self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
@@ -95,7 +94,7 @@ class TagLexer:
         """Everything held back: an open tag's marker and text, and the marker lexer's suffix."""
         if self._opener is None:
             return self._inner.pending
-        return self._opener + "".join(self._body) + self._inner.pending
+        return self._opener + self._body + self._inner.pending
 
     def may_start(self, text: str) -> bool:
         """Whether ``text`` must be scanned."""
@@ -106,9 +105,15 @@ class TagLexer:
         """Lex ``pending + text`` (as :meth:`MarkerLexer.feed`, ``real`` and ``base`` included):
         returns ``None``, or the unscanned rest (the held tag included) if ``on_marker`` returned ``True``."""
         self._on_text, self._on_marker = on_text, on_marker
-        if real is not None and self._opener is not None:
-            base += len(self._opener) + self._len
-        rest = self._inner.feed(text, self._text, self._marker, real, base)
+        inner = self._inner
+        if self._opener is not None and real is None and not inner.pending and text and self.start0 not in text \
+                and self.start1 not in text:  # the text of an open tag, no marker in it: what the scan would say
+            self._text(text)
+            rest = None
+        else:
+            if real is not None and self._opener is not None:
+                base += len(self._opener) + len(self._body)
+            rest = inner.feed(text, self._text, self._marker, real, base)
         if self._after is not None:  # a released tag ended the turn: what came after it is the rest
             after, self._after = self._after, None
             rest = "".join(after) + (rest if rest is not None else self._inner.flush())
@@ -119,7 +124,7 @@ class TagLexer:
     def flush(self) -> str:
         """Give up everything held as raw text (the parser is ignoring the rest)."""
         p = self.pending
-        self._opener, self._body, self._len = None, [], 0
+        self._opener, self._body = None, ""
         self._inner.flush()
         return p
 
@@ -129,9 +134,9 @@ class TagLexer:
         docstring)."""
         self._on_text, self._on_marker = on_text, on_marker
         p = self._inner.flush()
-        if self._opener is not None and self._cut(self._opener, "".join(self._body), p):
-            whole = self._opener + "".join(self._body) + p
-            self._opener, self._body, self._len = None, [], 0
+        if self._opener is not None and self._cut(self._opener, self._body, p):
+            whole = self._opener + self._body + p
+            self._opener, self._body = None, ""
             on_marker(CUT, whole)
             return
         if p:
@@ -153,9 +158,8 @@ class TagLexer:
             if self._on_text(piece):  # the turn ended in this text: the rest is not lexed
                 self._after = []
             return
-        self._body.append(piece)
-        self._len += len(piece)
-        if self._len > self.tags.max_len:
+        self._body += piece
+        if len(self._body) > self.tags.max_len:
             self._release()
 
     def _cut(self, opener: str, body: str, pending: str) -> bool:
@@ -171,8 +175,8 @@ class TagLexer:
 
     def _release(self) -> None:
         """The held tag cannot be completed: its head is the tag (repaired) or a stray, the rest text."""
-        opener, body = self._opener, "".join(self._body)
-        self._opener, self._body, self._len = None, [], 0
+        opener, body = self._opener, self._body
+        self._opener, self._body = None, ""
         tags = self.tags
         is_open = opener == tags.open
         classes = tags.open_classes if is_open else tags.close_classes
@@ -227,8 +231,8 @@ class TagLexer:
 
     def _tag(self, sep: str) -> bool | None:
         opener = self._opener
-        body = "".join(self._body)
-        self._opener, self._body, self._len = None, [], 0
+        body = self._body
+        self._opener, self._body = None, ""
         whole = opener + body + sep  # type: ignore[operator]
         found = self._classify(opener, body)  # type: ignore[arg-type]
         if found is None:
