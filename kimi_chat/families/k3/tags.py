@@ -32,6 +32,7 @@ from typing import Any
 
 from collections.abc import Callable
 
+from ...caches import LRUCache
 from ...output.peg import CUT, STRAY, MarkerTable
 from ...output.lexer import MarkerLexer, OnMarker, OnText, Real
 
@@ -49,6 +50,8 @@ _MAX_NAME = 32
 """The longest run of name characters after a tag marker read as a (malformed) tag name."""
 _ATTR = re.compile(rf"({_NAME})=\"([^\"]*)\"")
 _ENTITY = re.compile(r"&(quot|amp);")
+_CLASSIFIED: LRUCache[tuple[Any, Any]] = LRUCache("k3.tag_classes", 512)
+"""``(opener, body)`` -> ``(tag set, what _classify says)``: tags repeat within a turn and across requests."""
 
 
 def unescape(value: str) -> str:
@@ -200,7 +203,18 @@ class TagLexer:
             self._after = []
 
     def _classify(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
-        """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray)."""
+        """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray); the
+        attributes are a new dict each time. Tags repeat: the answer is cached per ``(opener, body)``
+        (for this lexer's tag set: an entry made for another is computed again)."""
+        tags = self.tags
+        hit = _CLASSIFIED.get((opener, body))
+        if hit is None or hit[0] is not tags:
+            hit = (tags, self._classify_new(opener, body))
+            _CLASSIFIED.put((opener, body), hit)
+        found = hit[1]
+        return None if found is None else (found[0], found[1], dict(found[2]))
+
+    def _classify_new(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
         tags = self.tags
         if opener == tags.open:
             m = _OPEN_BODY.match(body)
