@@ -77,7 +77,11 @@ class TagLexer:
 
     def __init__(self, table: MarkerTable, tags: Any,
                  warn: Callable[[str, str, str], None] | None = None) -> None:
-        self._inner = MarkerLexer(table)
+        body = "[^" + re.escape(table.start_chars) + "]{0," + str(tags.max_len) + "}"  # no marker in it
+        o, c, sep = re.escape(tags.open), re.escape(tags.close), re.escape(tags.sep)
+        whole = f"{o}(?P<open_body>{body}){sep}|{c}(?P<close_body>{body}){sep}"  # each begins with its literal
+        self._inner = MarkerLexer(table, (tags.open[0], whole, self._whole_tag))
+        self._classes = table.classes
         self.warn = _none if warn is None else warn
         """``warn(kind, message, text)``: called just before ``on_marker`` of a repaired tag."""
         self.table = table
@@ -242,6 +246,23 @@ class TagLexer:
             self._opener = spelling
             return None
         return self._on_marker(cls, spelling)
+
+    def _whole_tag(self, m: re.Match[str]) -> int | None:
+        """A complete tag found by one search of the marker lexer (its ``compound``): the calls its marker,
+        body and ``<|sep|>`` make, one by one (while nothing is held: the tag at once). Returns where the
+        lexer stops (after the marker that stopped it), or ``None``."""
+        body, close_body = m.group("open_body", "close_body")
+        opener, sep = self.tags.open, self.tags.sep
+        if body is None:
+            opener, body = self.tags.close, close_body
+        if self._opener is None and self._after is None:
+            self._opener, self._body = opener, body
+            return m.end() if self._tag(sep) else None
+        if self._marker(self._classes[opener], opener):
+            return m.start() + len(opener)
+        if body:
+            self._text(body)
+        return m.end() if self._marker(self._classes[sep], sep) else None
 
     def _tag(self, sep: str) -> bool | None:
         opener = self._opener
