@@ -164,11 +164,12 @@ def test_a_long_text_read_whole_as_one_character_at_a_time(item, where, cut):
 
 
 @SETTINGS
-@given(st.text(max_size=40).filter(marker_free), st.lists(st.integers(0, 200), max_size=6))
+@given((st.text(max_size=40) | st.text(min_size=64, max_size=200)).filter(marker_free),
+       st.lists(st.integers(0, 300), max_size=6))
 def test_a_string_argument_is_the_json_string_json_dumps_writes(value, cuts):
     """Issue 22 (escaping checked before it is done): a ``string`` argument written raw by the renderer
     reads back as the JSON string ``json.dumps`` writes of it (control characters, quotes, backslashes,
-    line separators, lone surrogates), whole or in any pieces."""
+    line separators, lone surrogates), whole or in any pieces, short and long (checked otherwise)."""
     message = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": value}}}]}
     text = output_of(message, True)

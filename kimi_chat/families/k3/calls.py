@@ -57,14 +57,21 @@ _ESCAPES: dict[str, str] = {ch: json.dumps(ch)[1:-1] for ch in map(chr, [*range(
 _ESCAPE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
 
 
+_ESCAPED_BYTES = "".join(_ESCAPES).encode("ascii")
+
+
 def _quote(s: str) -> str:
     """``s`` as the inside of a JSON string, as ``json.dumps(s, ensure_ascii=False)[1:-1]`` writes it
-    (escaping is per character: pieces concatenate). A string with nothing to escape is itself: ``"``
-    and ``\\`` are looked for by a C-speed search, control characters by :meth:`str.isprintable`
-    (``False`` for them, and for some others, which then take the slower path)."""
-    if '"' in s or "\\" in s or not s.isprintable():
-        return _ESCAPE.sub(lambda m: _ESCAPES[m.group()], s)
-    return s
+    (escaping is per character: pieces concatenate). A string with nothing to escape is itself, found so
+    at C speed: a short one by a search for ``"`` and ``\\`` and :meth:`str.isprintable` (``False`` for
+    control characters, and for some others, which then take the slower path), a long one by deleting the
+    escaped characters from its UTF-8 bytes (none of them is part of another character's bytes)."""
+    if len(s) < 64:
+        clean = '"' not in s and "\\" not in s and s.isprintable()
+    else:
+        b = s.encode("utf-8", "surrogatepass")
+        clean = len(b.translate(None, _ESCAPED_BYTES)) == len(b)
+    return s if clean else _ESCAPE.sub(lambda m: _ESCAPES[m.group()], s)
 
 
 class TagCall(CallSnapshot):
