@@ -26,6 +26,7 @@ import codecs
 import re
 from collections.abc import Callable
 
+from ..caches import LRUCache
 from .peg import MarkerTable
 
 __all__ = ["MarkerLexer", "Token", "Utf8Chunks"]
@@ -36,6 +37,8 @@ Token = tuple["str | None", str]
 OnText = Callable[[str], object]
 OnMarker = Callable[[str, str], "bool | None"]
 Real = Callable[[str, int], bool]
+_COMPOUND: LRUCache[re.Pattern[str]] = LRUCache("output.compound_patterns", 16)
+"""A compound regex joined with the markers of its start character, compiled (per the two regexes)."""
 Compound = tuple[str, str, Callable[["re.Match[str]"], "int | None"]]
 """``(start character, regex, handler)``: tokens made of several markers and the text between them (K3's
 tags), which a long scan finds in one search (see :class:`MarkerLexer`)."""
@@ -75,7 +78,8 @@ class MarkerLexer:
         if compound is not None:  # its alternatives tried first where a marker of its start character is
             start, source, handler = compound
             k = table.start_chars.index(start)
-            self._by_start[k] = re.compile(f"{source}|{table.by_start[k].pattern}").search
+            self._by_start[k] = _COMPOUND.get_or_compute((source, table.by_start[k].pattern),
+                                                         lambda: re.compile(f"{source}|{table.by_start[k].pattern}")).search
             self._compound = handler
 
     def may_start(self, text: str) -> bool:

@@ -77,10 +77,9 @@ class TagLexer:
 
     def __init__(self, table: MarkerTable, tags: Any,
                  warn: Callable[[str, str, str], None] | None = None) -> None:
-        body = "[^" + re.escape(table.start_chars) + "]{0," + str(tags.max_len) + "}"  # no marker in it
-        o, c, sep = re.escape(tags.open), re.escape(tags.close), re.escape(tags.sep)
-        whole = f"{o}(?P<open_body>{body}){sep}|{c}(?P<close_body>{body}){sep}"  # each begins with its literal
-        self._inner = MarkerLexer(table, (tags.open[0], whole, self._whole_tag))
+        key = (table.start_chars, tags.open, tags.close, tags.sep, tags.max_len)
+        self._inner = MarkerLexer(table, (tags.open[0], _WHOLE_TAGS.get_or_compute(key, lambda: _whole_tags(*key)),
+                                          self._whole_tag))
         self._classes = table.classes
         self.warn = _none if warn is None else warn
         """``warn(kind, message, text)``: called just before ``on_marker`` of a repaired tag."""
@@ -274,6 +273,19 @@ class TagLexer:
             return self._on_marker(STRAY, whole)
         cls, self.name, self.attrs = found
         return self._on_marker(cls, whole)
+
+
+_WHOLE_TAGS: LRUCache[str] = LRUCache("k3.whole_tag_patterns", 16)
+"""The regex of a complete tag (:func:`_whole_tags`), per tag set and marker start characters."""
+
+
+def _whole_tags(start_chars: str, open_: str, close: str, sep: str, max_len: int) -> str:
+    """A complete tag, as the marker lexer's compound token: the marker, a body without a marker start
+    character (so no marker is in it) of at most ``max_len`` characters (a longer one is released), the
+    ``<|sep|>``; one alternative per marker, each beginning with its literal text."""
+    body = "[^" + re.escape(start_chars) + "]{0," + str(max_len) + "}"
+    o, c, s = re.escape(open_), re.escape(close), re.escape(sep)
+    return f"{o}(?P<open_body>{body}){s}|{c}(?P<close_body>{body}){s}"
 
 
 def _none(*args: object) -> None:
