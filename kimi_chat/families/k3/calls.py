@@ -228,7 +228,7 @@ class TagCalls(CallAssembler):
             self.warn("duplicate_argument", f"tool call {c.index}: argument {key!r} repeated (both kept "
                       "in the arguments text; JSON readers take the last)", offset, spelling)
         c.key, c.type, c.value, c.value_offset = key, typ, [], offset
-        self._emit(c, ("{" if c.elements == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":"
+        self._emit(c, ("{" if c.elements == 0 else ",") + '"' + _quote(key) + '":'
                    + ('"' if typ == "string" else ""))
         c.elements += 1
 

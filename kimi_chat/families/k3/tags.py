@@ -94,6 +94,7 @@ class TagLexer:
         self._on_text: OnText = _none
         self._on_marker: OnMarker = _none
         self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
+        self._seen: dict[tuple[str, str], Any] = {}  # this parse's first 64 tags, classified (before _CLASSIFIED)
 
     @property
     def pending(self) -> str:
@@ -209,12 +210,17 @@ class TagLexer:
         """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray); the
         attributes are a new dict each time. Tags repeat: the answer is cached per ``(opener, body)``
         (for this lexer's tag set: an entry made for another is computed again)."""
-        tags = self.tags
-        hit = _CLASSIFIED.get((opener, body))
-        if hit is None or hit[0] is not tags:
-            hit = (tags, self._classify_new(opener, body))
-            _CLASSIFIED.put((opener, body), hit)
-        found = hit[1]
+        key = (opener, body)
+        found = self._seen.get(key, _none)
+        if found is _none:
+            tags = self.tags
+            hit = _CLASSIFIED.get(key)
+            if hit is None or hit[0] is not tags:
+                hit = (tags, self._classify_new(opener, body))
+                _CLASSIFIED.put(key, hit)
+            found = hit[1]
+            if len(self._seen) < 64:
+                self._seen[key] = found
         return None if found is None else (found[0], found[1], dict(found[2]))
 
     def _classify_new(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
