@@ -78,8 +78,9 @@ class MarkerLexer:
         if compound is not None:  # its alternatives tried first where a marker of its start character is
             start, source, handler = compound
             k = table.start_chars.index(start)
-            self._by_start[k] = _COMPOUND.get_or_compute((source, table.by_start[k].pattern),
-                                                         lambda: re.compile(f"{source}|{table.by_start[k].pattern}")).search
+            markers = table.by_start[k].pattern
+            self._by_start[k] = _COMPOUND.get_or_compute((source, markers),
+                                                         lambda: re.compile(f"{source}|{markers}")).search
             self._compound = handler
 
     def may_start(self, text: str) -> bool:

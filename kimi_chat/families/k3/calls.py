@@ -53,10 +53,9 @@ _TYPES: dict[str, Any] = {
 
 
 _ESCAPES: dict[str, str] = {ch: json.dumps(ch)[1:-1] for ch in map(chr, [*range(0x20), 0x22, 0x5C])}
-"""What ``json.dumps(ensure_ascii=False)`` escapes in a string (control characters, ``"``, ``\\``), as it writes them."""
+"""What ``json.dumps(ensure_ascii=False)`` escapes in a string (control characters, ``"``, ``\\``), as it
+writes them."""
 _ESCAPE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
-
-
 _ESCAPED_BYTES = "".join(_ESCAPES).encode("ascii")
 
 

@@ -6,6 +6,8 @@ its markers, with the interface of the marker lexer (``feed``, ``pending``, ``fl
 
 * An opening (or closing) marker is held back with the text after it until its ``<|sep|>``; the tag
   is then one token: ``on_marker(class, whole tag text)``, its attributes in :attr:`TagLexer.attrs`.
+  In a long chunk a complete tag (no marker start character in its body) is found by one search (the
+  marker lexer's ``compound`` token), with the same calls; a tag's reading is cached (tags repeat).
 * Bounded: a tag body longer than ``TagSet.max_len`` characters, a marker other than ``<|sep|>``
   before the ``<|sep|>``, or the end of the input, release the held tag (nothing is lost: every
   character goes to ``on_text`` or ``on_marker``). Its *head* (the tag name, and for an opening tag
