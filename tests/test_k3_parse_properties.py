@@ -146,6 +146,40 @@ def test_one_character_at_a_time(item):
 
 
 @SETTINGS
+@given(inputs, st.sampled_from([0, 1, 2]), st.integers(0, 40))
+# a tag found in one search ends the turn: the lexer stops there (the text after it, padded, is never lexed
+# into a repaired tag, as one character at a time it is not)
+@example(('<|close|>response<|sep|><|close|>message<|sep|><|open|>call<|sep|><|open|>responseHello' + "x" * 600,
+          {"thinking": False}), 2, 0)
+def test_a_long_text_read_whole_as_one_character_at_a_time(item, where, cut):
+    """Issue 22: a chunk longer than 256 characters is lexed by the long scan, which finds a complete tag
+    (marker, body, ``<|sep|>``) in one search; one character at a time no tag is found so. Both read the
+    same (malformed, repeated and cut tags included), with the text padded to the long scan's size before,
+    inside or after the turn."""
+    text, kw = item
+    pad = "words  \n" * 40
+    i = min(cut, len(text))
+    text = (pad + text, text[:i] + pad + text[i:], text + pad)[where]
+    check_stream_equals_parse(text, list(text), kw)
+
+
+@SETTINGS
+@given((st.text(max_size=40) | st.text(min_size=64, max_size=200)).filter(marker_free),
+       st.lists(st.integers(0, 300), max_size=6))
+def test_a_string_argument_is_the_json_string_json_dumps_writes(value, cuts):
+    """Issue 22 (escaping checked before it is done): a ``string`` argument written raw by the renderer
+    reads back as the JSON string ``json.dumps`` writes of it (control characters, quotes, backslashes,
+    line separators, lone surrogates), whole or in any pieces, short and long (checked otherwise)."""
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": value}}}]}
+    text = output_of(message, True)
+    want = json.dumps({"a": value}, ensure_ascii=False, separators=(",", ":"))
+    assert parse(text, dialect="kimi-k3").tool_calls[0].arguments == want
+    _, sp = feed_chunks(split_at(text, cuts), dialect="kimi-k3")
+    assert sp.message.tool_calls[0].arguments == want
+
+
+@SETTINGS
 @given(inputs, st.lists(st.integers(0, 600), max_size=12))
 def test_the_default_stream_hands_out_what_to_openai_says(item, cuts):
     """Issue 20.10, K3: by default no call that is not ``ok`` streams as a tool call; the client's

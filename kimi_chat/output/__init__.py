@@ -12,8 +12,9 @@ The package, along the seams a second format family needs (the format itself is 
 * :mod:`~kimi_chat.output.types`: the result types (:class:`ParsedMessage`, :class:`Delta`, ...);
 * :mod:`~kimi_chat.output.lexer`: :class:`MarkerLexer`, markers out of text chunks, with hold-back;
 * :mod:`~kimi_chat.output.tools`: :func:`normalise_tools`, the one reading of ``tools`` every family shares;
-* :mod:`~kimi_chat.families.k2.calls`: K2's call headers, name inference, arguments;
-* :mod:`~kimi_chat.output.buffers`: the text fields and the delta buffer;
+* :mod:`~kimi_chat.families.k2.calls`: K2's call headers, name inference;
+* :mod:`~kimi_chat.output.buffers`: the text fields, the delta buffer, what either family's calls share;
+* :mod:`~kimi_chat.output.arguments`: arguments written as JSON text, read alike by every family;
 * :mod:`~kimi_chat.families.k3.tags` / :mod:`~kimi_chat.families.k3.calls`: K3's tags and their tool calls;
 * :mod:`~kimi_chat.output.fields`: where each field's text and each group's events go, per family;
 * :mod:`~kimi_chat.output.ids`: token ids make markers certain (``feed(text, token_ids)``);

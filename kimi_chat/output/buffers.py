@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .types import Delta, ParsedToolCall, ToolCallDelta, ToolCallStatus
+from .types import Delta, ParsedToolCall, ToolCallDelta, ToolCallStatus, Warn
 
-__all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRun", "joined", "CallSnapshot"]
+__all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRun", "joined", "CallSnapshot",
+           "CallAssembler"]
 
 # delta entry kinds
 _C, _R, _T, _I = 0, 1, 2, 3
@@ -29,14 +30,16 @@ def joined(parts: list[str]) -> str:
 
 class CallSnapshot:
     """What a call being parsed (either family's) reports of itself: :meth:`snapshot`, its
-    :class:`~kimi_chat.output.types.ParsedToolCall` so far. A subclass has the slots ``index``, ``id``,
-    ``name``, ``status``, ``raw`` and ``args`` (text pieces), ``_snap`` and ``_key`` (``None`` and ``()`` at
-    first), and says the id it reports (:meth:`reported_id`)."""
+    :class:`~kimi_chat.output.types.ParsedToolCall` so far, and its status once it closed (:meth:`settle`).
+    A subclass has the slots ``index``, ``id``, ``name``, ``unknown`` (its tool is not a declared one),
+    ``status``, ``raw`` and ``args`` (text pieces), ``_snap`` and ``_key`` (``None`` and ``()`` at first),
+    and says the id it reports (:meth:`reported_id`)."""
 
     __slots__ = ()
     index: int
     id: str | None
     name: str | None
+    unknown: bool
     status: ToolCallStatus
     raw: list[str]
     args: list[str]
@@ -57,6 +60,50 @@ class CallSnapshot:
                                         joined(self.raw))
             self._key = (len(self.raw), len(self.args), self.name, self.status, self.id)
         return self._snap
+
+    def settle(self, invalid: bool) -> None:
+        """The call closed with its arguments (either family's rule): ``unknown_tool`` if its tool is not
+        a declared one, else ``invalid_json`` if ``invalid`` (its arguments are not a JSON object), else ``ok``."""
+        if self.unknown:
+            self.status = ToolCallStatus.UNKNOWN_TOOL
+        elif invalid:
+            self.status = ToolCallStatus.INVALID_JSON
+        else:
+            self.status = ToolCallStatus.OK
+
+
+class CallAssembler:
+    """What either family's call assembler shares: ``calls`` (the turn's calls, in order), ``current``
+    (the open one, if any); ``prefix``: the call id prefix (``functions.``); ``out``: where deltas go;
+    ``warn(kind, message, offset, text="")``: where warnings go. A subclass closes a call in ``_end``."""
+
+    def __init__(self, prefix: str, out: Any, warn: Warn) -> None:
+        self.prefix = prefix
+        self.out = out
+        self.warn = warn
+        self.calls: list[Any] = []
+        self.current: Any = None
+
+    def end(self, spelling: str | None, at_eof: bool) -> None:
+        """The current call ends (``spelling``: its closing marker, if it consumed one); its status is
+        then decided (unless ``_end`` dropped it)."""
+        c = self.current
+        self._end(spelling, at_eof)
+        if c is not None and self.calls and self.calls[-1] is c:
+            self.out.decided(c.snapshot())
+
+    def _end(self, spelling: str | None, at_eof: bool) -> None:
+        raise NotImplementedError
+
+    def stray(self, spelling: str) -> None:
+        """A stray marker (or tag) inside the current call (if any) is part of its raw text."""
+        if self.current is not None:
+            self.current.raw.append(spelling)
+
+    def _emit(self, c: Any, s: str) -> None:
+        """An argument fragment of call ``c``: kept, and streamed."""
+        c.args.append(s)
+        self.out.args(c.index, s)
 
 
 class DeltaBuffer:

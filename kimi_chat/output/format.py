@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..families import REGISTRY, family_of
@@ -71,6 +72,15 @@ class OutputFormat:
         ``think``: reasoning markers are markers (implied by ``prefilled``)."""
         case = "prefilled" if prefilled else ("reasoning" if think else "plain")
         return self.compile(self.start_rules[case], think=prefilled or think)
+
+    @cached_property
+    def end_of_turn(self) -> tuple[str | None, frozenset[str]]:
+        """``(class, spellings)``: the terminal class of the end-of-turn markers (``None`` if no class holds
+        one) and their spellings (the markers among ``token_classes`` whose id is in ``end_of_turn_ids``);
+        computed once per format."""
+        ids = self.end_of_turn_ids
+        cls = next((c for c, ms in self.token_classes.items() if any(getattr(x, "id", None) in ids for x in ms)), None)
+        return cls, frozenset(x.text for ms in self.token_classes.values() for x in ms if getattr(x, "id", None) in ids)
 
 
 FAMILIES = REGISTRY

@@ -23,8 +23,10 @@ input after that marker, unscanned (the held-back suffix included), and holds no
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Callable
 
+from ..caches import LRUCache
 from .peg import MarkerTable
 
 __all__ = ["MarkerLexer", "Token", "Utf8Chunks"]
@@ -35,6 +37,11 @@ Token = tuple["str | None", str]
 OnText = Callable[[str], object]
 OnMarker = Callable[[str, str], "bool | None"]
 Real = Callable[[str, int], bool]
+_COMPOUND: LRUCache[re.Pattern[str]] = LRUCache("output.compound_patterns", 16)
+"""A compound regex joined with the markers of its start character, compiled (per the two regexes)."""
+Compound = tuple[str, str, Callable[["re.Match[str]"], "int | None"]]
+"""``(start character, regex, handler)``: tokens made of several markers and the text between them (K3's
+tags), which a long scan finds in one search (see :class:`MarkerLexer`)."""
 
 
 class MarkerLexer:
@@ -43,12 +50,19 @@ class MarkerLexer:
     ``pending`` (read-only) is the held-back suffix; ``start0`` / ``start1`` are characters a chunk
     must contain for a marker to start in it (a caller's fast path: a chunk with neither, while
     nothing is pending, is plain text).
+
+    ``compound`` (optional): ``(start, regex, handler)``. In a long text (the scan that searches per start
+    character) ``regex`` is tried before the markers that start with ``start`` (``regex|markers``: each of
+    its alternatives should begin with literal text, so that the search stays a literal-prefix scan); a
+    match of it (which must start with a marker and be no marker spelling) goes to ``handler(match)``
+    instead of ``on_marker``: it makes the calls its markers and text would have made, and returns
+    ``None``, or the offset where :meth:`feed` stops (as ``on_marker`` returning ``True`` there would).
     """
 
     __slots__ = ("table", "pending", "start0", "start1", "_classes", "_prefixes", "_window", "_starts",
-                 "_search", "_by_start")
+                 "_search", "_by_start", "_compound")
 
-    def __init__(self, table: MarkerTable) -> None:
+    def __init__(self, table: MarkerTable, compound: Compound | None = None) -> None:
         self.table = table
         self.pending = ""
         self._classes = table.classes
@@ -60,6 +74,14 @@ class MarkerLexer:
         self.start1 = table.start_chars[-1]
         self._search = table.pattern.search
         self._by_start = [p.search for p in table.by_start]
+        self._compound: Callable[[re.Match[str]], int | None] | None = None
+        if compound is not None:  # its alternatives tried first where a marker of its start character is
+            start, source, handler = compound
+            k = table.start_chars.index(start)
+            markers = table.by_start[k].pattern
+            self._by_start[k] = _COMPOUND.get_or_compute((source, markers),
+                                                         lambda: re.compile(f"{source}|{markers}")).search
+            self._compound = handler
 
     def may_start(self, text: str) -> bool:
         """Whether ``text`` must be scanned (something is pending, or a marker may start in it)."""
@@ -177,7 +199,12 @@ class MarkerLexer:
                 on_text(text[pos:s])
             spelling = m.group()
             pos = m.end()
-            if on_marker(classes[spelling], spelling):
+            cls = classes.get(spelling)
+            if cls is None:  # a compound token (no spelling is one)
+                stop = self._compound(m)  # type: ignore[misc]
+                if stop is not None:
+                    return -stop - 1
+            elif on_marker(cls, spelling):
                 return -pos - 1
             for k, f in enumerate(found):
                 if f is not None and f.start() < pos:

@@ -95,10 +95,7 @@ class StreamParser:
         self.machine = m
         self._lexer = lexer
         self._calls = calls
-        self._end_class = next((c for c, ms in fmt.token_classes.items()
-                                if any(getattr(x, "id", None) in fmt.end_of_turn_ids for x in ms)), None)
-        self._end_spellings = frozenset(x.text for ms in fmt.token_classes.values() for x in ms
-                                        if getattr(x, "id", None) in fmt.end_of_turn_ids)
+        self._end_class, self._end_spellings = fmt.end_of_turn
         self._end_due = False  # an end-of-turn id came while the text lags its ids
         self._state: State = m.start
         self._decoder: Utf8Chunks | None = None
@@ -108,7 +105,9 @@ class StreamParser:
         self._runs = Runs(self._content, where, self._warn, content_after_tool_calls, calls)
         self._finished = False
         self._final: ParsedMessage | None = None
-        self._ids = TokenMarkers(m.markers, self._warn, tokenizer)
+        self._tokenizer = tokenizer
+        # token ids' markers: made when the first ids come (at once with a tokenizer: a wrong one is refused here)
+        self._id_markers = None if tokenizer is None else TokenMarkers(m.markers, self._warn, tokenizer)
         self._sinks, self._handlers = event_tables(self._turn, self._runs, self._content, self._reasoning,
                                                    where)
         self._sink = self._sinks[m.start.field]
@@ -157,18 +156,18 @@ class StreamParser:
             if self._lexer.pending:  # the turn ended in text while a marker prefix was held back
                 text = self._lexer.flush() + text
             if token_ids is not None:
-                self._ids.after_end(text, self._pos)
+                self._ids().after_end(text, self._pos)
             self._ignore(text)
         elif text:
             lx = self._lexer
             if token_ids is not None:
-                self._ids.add(text, token_ids, self._pos + len(lx.pending))
+                self._ids().add(text, token_ids, self._pos + len(lx.pending))
             if lx.pending or lx.start0 in text or lx.start1 in text:
                 rest = (lx.feed(text, self._text, self._marker) if token_ids is None
-                        else lx.feed(text, self._text, self._marker, self._ids.real, self._pos))
+                        else lx.feed(text, self._text, self._marker, self._ids().real, self._pos))
                 if rest is not None:  # the turn ended: the rest is ignored
                     if token_ids is not None:
-                        self._ids.after_end(rest, self._pos)
+                        self._ids().after_end(rest, self._pos)
                     self._ignore(rest)
             elif self._state.loop:  # the fast path: no marker can start in this chunk
                 self._sink(text)  # type: ignore[misc]
@@ -176,15 +175,22 @@ class StreamParser:
             else:
                 self._text(text)
         elif token_ids:  # no text yet (an incomplete character): the ids still count
-            self._ids.add(text, token_ids, self._pos + len(self._lexer.pending))
+            self._ids().add(text, token_ids, self._pos + len(self._lexer.pending))
         if token_ids is not None and not turn.ended and not self.format.end_of_turn_ids.isdisjoint(token_ids):
             pending = self._lexer.pending
-            if self._ids.lagging(self._end_spellings) or (pending and any(
+            if self._ids().lagging(self._end_spellings) or (pending and any(
                     e.startswith(pending) for e in self._end_spellings)):  # the text lags: the end's is to come
                 self._end_due = True
             else:  # the end-of-turn token came after this chunk's text, and its spelling was stripped
                 self._end_by_id()
         return self._out.take()
+
+    def _ids(self) -> TokenMarkers:
+        """The markers placed by token id (:mod:`kimi_chat.output.ids`), made on first use."""
+        ids = self._id_markers
+        if ids is None:
+            ids = self._id_markers = TokenMarkers(self.machine.markers, self._warn, self._tokenizer)
+        return ids
 
     def _end_by_id(self) -> None:
         """An end-of-turn id whose spelling is not in the text ends the turn where the text stands."""

@@ -14,15 +14,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ...output.jsonvalue import INVALID, json_value
 from ...output.tools import normalise_tools, schema_keys
-from ...output.buffers import CallSnapshot, DeltaBuffer, joined
+from ...output.arguments import arguments_end, arguments_piece
+from ...output.buffers import CallAssembler, CallSnapshot, DeltaBuffer
 from ...output.lexer import MarkerLexer
 from ...output.peg import Machine
 from ...output.types import ParsedToolCall, ToolCallStatus, Warn
 
-__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "arguments_piece", "arguments_end",
-           "ToolCall", "ToolCalls", "reader"]
+__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "ToolCall", "ToolCalls", "reader"]
 
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 
@@ -42,67 +41,6 @@ def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
         out[name] = (frozenset(props), frozenset(req))
     return out
 
-
-
-
-def arguments_piece(c: Any, piece: str, emit: Callable[[str], None]) -> None:
-    """A piece of a call's arguments text (K2's arguments, K3's ``json`` element: one reading for
-    both), streamed as written except leading whitespace (dropped), trailing whitespace (held: it
-    may end the arguments) and a JSON string (held to the end: it may be double-encoded). ``c``
-    keeps the state (``mode``: 0 nothing but whitespace yet, 1 streaming, 2 a JSON string held;
-    ``held``: the held text); ``emit`` streams a fragment."""
-    mode = c.mode
-    if mode == 0:
-        piece = piece.lstrip()
-        if not piece:
-            return
-        if piece[0] == '"':
-            c.mode = 2
-            c.held.append(piece)
-            return
-        c.mode = 1
-    elif mode == 2:
-        c.held.append(piece)
-        return
-    if piece[-1].isspace():  # trailing whitespace may end the arguments: hold it
-        body = piece.rstrip()
-        if body:
-            tail = piece[len(body):]
-            if c.held:
-                body = "".join(c.held) + body
-                c.held = []
-            emit(body)
-            c.held.append(tail)
-        else:
-            c.held.append(piece)
-    else:
-        if c.held:
-            piece = "".join(c.held) + piece
-            c.held = []
-        emit(piece)
-
-
-def arguments_end(c: Any, emit: Callable[[str], None], warn: Warn) -> Any:
-    """The end of a call's arguments text (see :func:`arguments_piece`): nothing but whitespace is
-    ``{}``; a held JSON string holding an object is unwrapped once (``double_encoded_arguments``);
-    trailing whitespace is dropped. Returns the arguments' JSON value (``INVALID`` if not JSON)."""
-    value: Any = INVALID
-    if c.mode == 2:  # a JSON string, held: decided now
-        s = "".join(c.held).rstrip()
-        value = json_value(s)
-        if isinstance(value, str):
-            inner = json_value(value)
-            if isinstance(inner, dict):
-                s, value = value.strip(), inner
-                warn("double_encoded_arguments", "double-encoded arguments unwrapped "
-                     "(a JSON string holding an object)", c.offset)
-        emit(s)
-    else:
-        if c.mode == 0:
-            emit("{}")
-        value = json_value(joined(c.args))
-    c.held = []
-    return value
 
 
 class ToolCall(CallSnapshot):
@@ -134,7 +72,7 @@ class ToolCall(CallSnapshot):
         return self.id if self.id is not None else "".join(self.header).strip()
 
 
-class ToolCalls:
+class ToolCalls(CallAssembler):
     """The tool calls of one turn, assembled from the parser's group events and text.
 
     ``tools``: :func:`index_tools` of the declared tools (``None``: names are not checked);
@@ -143,10 +81,8 @@ class ToolCalls:
     """
 
     def __init__(self, tools: ToolIndex | None, prefix: str, out: DeltaBuffer, warn: Warn) -> None:
+        super().__init__(prefix, out, warn)
         self.tools = tools
-        self.prefix = prefix
-        self.out = out
-        self.warn = warn
         self.calls: list[ToolCall] = []
         self.current: ToolCall | None = None
 
@@ -182,13 +118,6 @@ class ToolCalls:
     def _dangling(c: ToolCall) -> bool:
         return not c.has_args and not "".join(c.header).strip()
 
-    def end(self, spelling: str | None, at_eof: bool) -> None:
-        """The current call ends (``spelling``: its closing marker, if it consumed one)."""
-        c = self.current
-        self._end(spelling, at_eof)
-        if c is not None and self.calls and self.calls[-1] is c:  # not a dangling begin, dropped
-            self.out.decided(c.snapshot())
-
     def _end(self, spelling: str | None, at_eof: bool) -> None:
         c = self.current
         if c is None:
@@ -216,17 +145,8 @@ class ToolCalls:
             c.status = ToolCallStatus.UNCLOSED
         elif not c.has_args:
             c.status = ToolCallStatus.INCOMPLETE
-        elif c.unknown:
-            c.status = ToolCallStatus.UNKNOWN_TOOL
-        elif not isinstance(value, dict):
-            c.status = ToolCallStatus.INVALID_JSON
         else:
-            c.status = ToolCallStatus.OK
-
-    def stray(self, spelling: str) -> None:
-        """A stray marker inside the current call (if any) is part of its raw text."""
-        if self.current is not None:
-            self.current.raw.append(spelling)
+            c.settle(not isinstance(value, dict))
 
     # ------------------------------------------------------------------------------ headers, names
 
@@ -281,10 +201,6 @@ class ToolCalls:
         c = self.current
         c.raw.append(piece)  # type: ignore[union-attr]
         arguments_piece(c, piece, lambda s: self._emit(c, s))  # type: ignore[arg-type]
-
-    def _emit(self, c: ToolCall, s: str) -> None:
-        c.args.append(s)
-        self.out.args(c.index, s)
 
 
 def reader(

@@ -2,8 +2,8 @@
 ``argument`` elements or one ``json`` element.
 
 :class:`TagCalls` assembles them as the parser enters and leaves the ``call``, ``argument`` and
-``json`` groups, with the interface of :class:`kimi_chat.families.k2.calls.ToolCalls` where the groups
-mean the same (``begin``, ``end``, ``stray``, ``calls``):
+``json`` groups, with the interface of K2's call assembler where the groups mean the same (``begin``,
+``end``, ``stray``, ``calls``: :class:`~kimi_chat.output.buffers.CallAssembler`):
 
 * ``name`` is the ``tool`` attribute; ``id`` is ``PREFIX NAME:IDX`` with ``IDX`` the 0-based position
   in the turn; an ``index`` attribute other than the 1-based position (what ``encoding_k3`` writes)
@@ -13,7 +13,7 @@ mean the same (``begin``, ``end``, ``stray``, ``calls``):
   so nothing is unescaped); any other type is its text verbatim. A value that is not JSON, or
   contradicts its ``type``, makes the call ``invalid_json`` (the text is kept). A repeated key is
   kept in the text as written, with a warning: JSON readers take the last one. A ``json`` element's
-  text is the arguments, read as K2's (:func:`~kimi_chat.families.k2.calls.arguments_piece`: trimmed,
+  text is the arguments, read as K2's (:func:`~kimi_chat.output.arguments.arguments_piece`: trimmed,
   empty is ``{}``, a double-encoded object unwrapped once with a warning).
 * Statuses as for K2: ``unclosed`` (the text ended in the call), ``incomplete`` (the call was closed
   by something else than its close tag before any element), ``unknown_tool``, ``invalid_json``, ``ok``.
@@ -24,14 +24,15 @@ mean the same (``begin``, ``end``, ``stray``, ``calls``):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...output.arguments import arguments_end, arguments_piece
 from ...output.jsonvalue import INVALID, json_value
-from ...output.buffers import CallSnapshot, DeltaBuffer, joined
+from ...output.buffers import CallAssembler, CallSnapshot, DeltaBuffer, joined
 from ...output.tools import normalise_tools, schema_keys
-from ..k2.calls import Warn, arguments_end, arguments_piece
-from ...output.types import ParsedToolCall, ToolCallStatus
+from ...output.types import ParsedToolCall, ToolCallStatus, Warn
 from ...output.fields import nothing
 from ...output.peg import EOF, Machine
 from .tags import TagLexer
@@ -51,9 +52,25 @@ _TYPES: dict[str, Any] = {
 """XTML / JSON-schema type name -> whether a JSON value is of it."""
 
 
+_ESCAPES: dict[str, str] = {ch: json.dumps(ch)[1:-1] for ch in map(chr, [*range(0x20), 0x22, 0x5C])}
+"""What ``json.dumps(ensure_ascii=False)`` escapes in a string (control characters, ``"``, ``\\``), as it
+writes them."""
+_ESCAPE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
+_ESCAPED_BYTES = "".join(_ESCAPES).encode("ascii")
+
+
 def _quote(s: str) -> str:
-    """``s`` as the inside of a JSON string (escaping is per character: pieces concatenate)."""
-    return json.dumps(s, ensure_ascii=False)[1:-1]
+    """``s`` as the inside of a JSON string, as ``json.dumps(s, ensure_ascii=False)[1:-1]`` writes it
+    (escaping is per character: pieces concatenate). A string with nothing to escape is itself, found so
+    at C speed: a short one by a search for ``"`` and ``\\`` and :meth:`str.isprintable` (``False`` for
+    control characters, and for some others, which then take the slower path), a long one by deleting the
+    escaped characters from its UTF-8 bytes (none of them is part of another character's bytes)."""
+    if len(s) < 64:
+        clean = '"' not in s and "\\" not in s and s.isprintable()
+    else:
+        b = s.encode("utf-8", "surrogatepass")
+        clean = len(b.translate(None, _ESCAPED_BYTES)) == len(b)
+    return s if clean else _ESCAPE.sub(lambda m: _ESCAPES[m.group()], s)
 
 
 class TagCall(CallSnapshot):
@@ -79,13 +96,13 @@ class TagCall(CallSnapshot):
         self.value: list[str] = []  # the current non-string value's text
         self.value_offset = 0
         self.status = ToolCallStatus.UNCLOSED
-        self.mode = 0  # a json element's text, as K2's arguments (toolcalls.arguments_piece)
+        self.mode = 0  # a json element's text, as K2's arguments (output.arguments.arguments_piece)
         self.held: list[str] = []
         self._snap: ParsedToolCall | None = None
         self._key: tuple[Any, ...] = ()
 
 
-class TagCalls:
+class TagCalls(CallAssembler):
     """The tag-written tool calls of one turn (see the module docstring).
 
     ``tools``: the declared tools (as given to the parser); ``prefix``: the id prefix (``functions.``);
@@ -94,10 +111,8 @@ class TagCalls:
     """
 
     def __init__(self, tools: Any, prefix: str, out: DeltaBuffer, warn: Warn, lexer: Any) -> None:
+        super().__init__(prefix, out, warn)
         self.tools = normalise_tools(tools) or None
-        self.prefix = prefix
-        self.out = out
-        self.warn = warn
         self.lexer = lexer
         self.calls: list[TagCall] = []
         self.current: TagCall | None = None
@@ -156,13 +171,6 @@ class TagCalls:
                       f"{str(c.index + 1)!r} (its 1-based position)", offset, spelling)
         self.out.call(c.index, c.id, name)
 
-    def end(self, spelling: str | None, at_eof: bool) -> None:
-        """The current call ends (``spelling``: its close tag, if it consumed one)."""
-        c = self.current
-        self._end(spelling, at_eof)
-        if c is not None:
-            self.out.decided(c.snapshot())
-
     def _end(self, spelling: str | None, at_eof: bool) -> None:
         c = self.current
         if c is None:
@@ -185,17 +193,7 @@ class TagCalls:
         else:
             self._emit(c, "}")
             self._check_required(c)
-        if c.unknown:
-            c.status = ToolCallStatus.UNKNOWN_TOOL
-        elif c.bad:
-            c.status = ToolCallStatus.INVALID_JSON
-        else:
-            c.status = ToolCallStatus.OK
-
-    def stray(self, spelling: str) -> None:
-        """A stray marker or tag inside the current call (if any) is part of its raw text."""
-        if self.current is not None:
-            self.current.raw.append(spelling)
+        c.settle(c.bad)
 
     def raw_text(self, piece: str) -> None:
         """Text inside the call outside its elements (only kept in ``raw``)."""
@@ -229,7 +227,7 @@ class TagCalls:
             self.warn("duplicate_argument", f"tool call {c.index}: argument {key!r} repeated (both kept "
                       "in the arguments text; JSON readers take the last)", offset, spelling)
         c.key, c.type, c.value, c.value_offset = key, typ, [], offset
-        self._emit(c, ("{" if c.elements == 0 else ",") + json.dumps(key, ensure_ascii=False) + ":"
+        self._emit(c, ("{" if c.elements == 0 else ",") + '"' + _quote(key) + '":'
                    + ('"' if typ == "string" else ""))
         c.elements += 1
 
@@ -324,10 +322,6 @@ class TagCalls:
         if missing:
             self.warn("argument_missing", f"tool call {c.index} ({c.name}): required argument(s) "
                       f"{', '.join(map(repr, missing))} missing", c.offset)
-
-    def _emit(self, c: TagCall, s: str) -> None:
-        c.args.append(s)
-        self.out.args(c.index, s)
 
 
 def reader(

@@ -6,6 +6,8 @@ its markers, with the interface of the marker lexer (``feed``, ``pending``, ``fl
 
 * An opening (or closing) marker is held back with the text after it until its ``<|sep|>``; the tag
   is then one token: ``on_marker(class, whole tag text)``, its attributes in :attr:`TagLexer.attrs`.
+  In a long chunk a complete tag (no marker start character in its body) is found by one search (the
+  marker lexer's ``compound`` token), with the same calls; a tag's reading is cached (tags repeat).
 * Bounded: a tag body longer than ``TagSet.max_len`` characters, a marker other than ``<|sep|>``
   before the ``<|sep|>``, or the end of the input, release the held tag (nothing is lost: every
   character goes to ``on_text`` or ``on_marker``). Its *head* (the tag name, and for an opening tag
@@ -32,6 +34,7 @@ from typing import Any
 
 from collections.abc import Callable
 
+from ...caches import LRUCache
 from ...output.peg import CUT, STRAY, MarkerTable
 from ...output.lexer import MarkerLexer, OnMarker, OnText, Real
 
@@ -49,6 +52,8 @@ _MAX_NAME = 32
 """The longest run of name characters after a tag marker read as a (malformed) tag name."""
 _ATTR = re.compile(rf"({_NAME})=\"([^\"]*)\"")
 _ENTITY = re.compile(r"&(quot|amp);")
+_CLASSIFIED: LRUCache[tuple[Any, Any]] = LRUCache("k3.tag_classes", 512)
+"""``(opener, body)`` -> ``(tag set, what _classify says)``: tags repeat within a turn and across requests."""
 
 
 def unescape(value: str) -> str:
@@ -74,7 +79,10 @@ class TagLexer:
 
     def __init__(self, table: MarkerTable, tags: Any,
                  warn: Callable[[str, str, str], None] | None = None) -> None:
-        self._inner = MarkerLexer(table)
+        key = (table.start_chars, tags.open, tags.close, tags.sep, tags.max_len)
+        self._inner = MarkerLexer(table, (tags.open[0], _WHOLE_TAGS.get_or_compute(key, lambda: _whole_tags(*key)),
+                                          self._whole_tag))
+        self._classes = table.classes
         self.warn = _none if warn is None else warn
         """``warn(kind, message, text)``: called just before ``on_marker`` of a repaired tag."""
         self.table = table
@@ -84,18 +92,18 @@ class TagLexer:
         self.name = ""
         self.attrs: dict[str, str] = {}
         self._opener: str | None = None  # the held tag marker, if a tag is open
-        self._body: list[str] = []
-        self._len = 0
+        self._body = ""  # the held tag's text after its marker (at most max_len + a piece: joined as it comes)
         self._on_text: OnText = _none
         self._on_marker: OnMarker = _none
         self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
+        self._seen: dict[tuple[str, str], Any] = {}  # this parse's first 64 tags, classified (before _CLASSIFIED)
 
     @property
     def pending(self) -> str:
         """Everything held back: an open tag's marker and text, and the marker lexer's suffix."""
         if self._opener is None:
             return self._inner.pending
-        return self._opener + "".join(self._body) + self._inner.pending
+        return self._opener + self._body + self._inner.pending
 
     def may_start(self, text: str) -> bool:
         """Whether ``text`` must be scanned."""
@@ -106,9 +114,15 @@ class TagLexer:
         """Lex ``pending + text`` (as :meth:`MarkerLexer.feed`, ``real`` and ``base`` included):
         returns ``None``, or the unscanned rest (the held tag included) if ``on_marker`` returned ``True``."""
         self._on_text, self._on_marker = on_text, on_marker
-        if real is not None and self._opener is not None:
-            base += len(self._opener) + self._len
-        rest = self._inner.feed(text, self._text, self._marker, real, base)
+        inner = self._inner
+        if self._opener is not None and real is None and not inner.pending and text and self.start0 not in text \
+                and self.start1 not in text:  # the text of an open tag, no marker in it: what the scan would say
+            self._text(text)
+            rest = None
+        else:
+            if real is not None and self._opener is not None:
+                base += len(self._opener) + len(self._body)
+            rest = inner.feed(text, self._text, self._marker, real, base)
         if self._after is not None:  # a released tag ended the turn: what came after it is the rest
             after, self._after = self._after, None
             rest = "".join(after) + (rest if rest is not None else self._inner.flush())
@@ -119,7 +133,7 @@ class TagLexer:
     def flush(self) -> str:
         """Give up everything held as raw text (the parser is ignoring the rest)."""
         p = self.pending
-        self._opener, self._body, self._len = None, [], 0
+        self._opener, self._body = None, ""
         self._inner.flush()
         return p
 
@@ -129,9 +143,9 @@ class TagLexer:
         docstring)."""
         self._on_text, self._on_marker = on_text, on_marker
         p = self._inner.flush()
-        if self._opener is not None and self._cut(self._opener, "".join(self._body), p):
-            whole = self._opener + "".join(self._body) + p
-            self._opener, self._body, self._len = None, [], 0
+        if self._opener is not None and self._cut(self._opener, self._body, p):
+            whole = self._opener + self._body + p
+            self._opener, self._body = None, ""
             on_marker(CUT, whole)
             return
         if p:
@@ -153,9 +167,8 @@ class TagLexer:
             if self._on_text(piece):  # the turn ended in this text: the rest is not lexed
                 self._after = []
             return
-        self._body.append(piece)
-        self._len += len(piece)
-        if self._len > self.tags.max_len:
+        self._body += piece
+        if len(self._body) > self.tags.max_len:
             self._release()
 
     def _cut(self, opener: str, body: str, pending: str) -> bool:
@@ -171,8 +184,8 @@ class TagLexer:
 
     def _release(self) -> None:
         """The held tag cannot be completed: its head is the tag (repaired) or a stray, the rest text."""
-        opener, body = self._opener, "".join(self._body)
-        self._opener, self._body, self._len = None, [], 0
+        opener, body = self._opener, self._body
+        self._opener, self._body = None, ""
         tags = self.tags
         is_open = opener == tags.open
         classes = tags.open_classes if is_open else tags.close_classes
@@ -196,7 +209,23 @@ class TagLexer:
             self._after = []
 
     def _classify(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
-        """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray)."""
+        """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray); the
+        attributes are a new dict each time. Tags repeat: the answer is cached per ``(opener, body)``
+        (for this lexer's tag set: an entry made for another is computed again)."""
+        key = (opener, body)
+        found = self._seen.get(key, _none)
+        if found is _none:
+            tags = self.tags
+            hit = _CLASSIFIED.get(key)
+            if hit is None or hit[0] is not tags:
+                hit = (tags, self._classify_new(opener, body))
+                _CLASSIFIED.put(key, hit)
+            found = hit[1]
+            if len(self._seen) < 64:
+                self._seen[key] = found
+        return None if found is None else (found[0], found[1], dict(found[2]))
+
+    def _classify_new(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
         tags = self.tags
         if opener == tags.open:
             m = _OPEN_BODY.match(body)
@@ -225,16 +254,46 @@ class TagLexer:
             return None
         return self._on_marker(cls, spelling)
 
+    def _whole_tag(self, m: re.Match[str]) -> int | None:
+        """A complete tag found by one search of the marker lexer (its ``compound``): the calls its marker,
+        body and ``<|sep|>`` make, one by one (while nothing is held: the tag at once). Returns where the
+        lexer stops (after the marker that stopped it), or ``None``."""
+        body, close_body = m.group("open_body", "close_body")
+        opener, sep = self.tags.open, self.tags.sep
+        if body is None:
+            opener, body = self.tags.close, close_body
+        if self._opener is None and self._after is None:
+            self._opener, self._body = opener, body
+            return m.end() if self._tag(sep) else None
+        if self._marker(self._classes[opener], opener):
+            return m.start() + len(opener)
+        if body:
+            self._text(body)
+        return m.end() if self._marker(self._classes[sep], sep) else None
+
     def _tag(self, sep: str) -> bool | None:
         opener = self._opener
-        body = "".join(self._body)
-        self._opener, self._body, self._len = None, [], 0
+        body = self._body
+        self._opener, self._body = None, ""
         whole = opener + body + sep  # type: ignore[operator]
         found = self._classify(opener, body)  # type: ignore[arg-type]
         if found is None:
             return self._on_marker(STRAY, whole)
         cls, self.name, self.attrs = found
         return self._on_marker(cls, whole)
+
+
+_WHOLE_TAGS: LRUCache[str] = LRUCache("k3.whole_tag_patterns", 16)
+"""The regex of a complete tag (:func:`_whole_tags`), per tag set and marker start characters."""
+
+
+def _whole_tags(start_chars: str, open_: str, close: str, sep: str, max_len: int) -> str:
+    """A complete tag, as the marker lexer's compound token: the marker, a body without a marker start
+    character (so no marker is in it) of at most ``max_len`` characters (a longer one is released), the
+    ``<|sep|>``; one alternative per marker, each beginning with its literal text."""
+    body = "[^" + re.escape(start_chars) + "]{0," + str(max_len) + "}"
+    o, c, s = re.escape(open_), re.escape(close), re.escape(sep)
+    return f"{o}(?P<open_body>{body}){s}|{c}(?P<close_body>{body}){s}"
 
 
 def _none(*args: object) -> None:
