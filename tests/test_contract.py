@@ -384,6 +384,13 @@ def test_moonshot_default_temperature_follows_thinking():
     assert (on.temperature, off.temperature, given.temperature) == (1.0, 0.6, None)
 
 
+@pytest.mark.parametrize("dialect, temperature", [("kimi-k2-instruct-0905", 0.6), ("kimi-k2-instruct@rev1", 0.6),
+                                                  ("kimi-k2-thinking@rev1", 1.0), ("kimi-k2.6", 1.0)])
+def test_moonshot_default_temperature_of_a_k2_dialect_follows_whether_it_thinks(dialect, temperature):
+    """An instruct model does not think (Moonshot's non-thinking default, 0.6); K2-Thinking always does."""
+    assert _read({"messages": [USER]}, dialect=dialect, contract="moonshot").temperature == temperature
+
+
 @pytest.mark.parametrize("fields, param", [
     ({"temperature": -0.1}, "temperature"),
     ({"temperature": "hot"}, "temperature"),

@@ -30,7 +30,7 @@ under ``contract="moonshot"``."""
 MOONSHOT_TEMPERATURE = (0.0, 1.0)
 """The ``temperature`` range Moonshot accepts (KVV ``tests/params``: 0, 0.6 and 1 pass; -0.1, 1.1 and 2
 are refused); without one, ``contract="moonshot"`` uses Moonshot's default, 1.0 with thinking on and
-0.6 with it off."""
+0.6 with it off (an instruct dialect, which does not think: 0.6)."""
 
 _TOOL_CHOICES = ("auto", "none", "required")
 _RESPONSE_FORMATS = ("text", "json_object", "json_schema")

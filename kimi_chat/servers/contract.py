@@ -284,7 +284,8 @@ def read_chat_request(body: Any, *, dialect: str | Dialect, contract: str = "ope
     options = {**body_options(body, d, given, warnings.append), **given}
     options = lint_refusals(d, messages, tools, options, warnings)
     if contract == "moonshot" and sampling["temperature"] is None:  # Moonshot's default
-        sampling["temperature"] = 1.0 if options.get("thinking", True) is not False else 0.6
+        thinks = (d.reasoning or "thinking" in d.options) and options.get("thinking", True) is not False
+        sampling["temperature"] = 1.0 if thinks else 0.6
     return ChatRequest(
         model=model, messages=messages, tools=tools, tool_choice=tool_choice,
         response_format=response_format, render_options=options,
