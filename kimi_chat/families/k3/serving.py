@@ -30,6 +30,10 @@ VOCABULARY = (M.K3_OPEN, M.K3_END_OF_MSG)
 """K3's vocabulary has ``<|open|>`` and ``<|end_of_msg|>`` at these ids (where K2 has ``<|im_end|>`` /
 ``<|im_user|>``)."""
 END_OF_TURN = M.K3_END_OF_MSG
+MODEL_TYPES = ("kimi_k3",)
+"""A K3 model directory's ``config.json`` says ``model_type: kimi_k3`` (or a variant of it)."""
+SERVED_DIALECT: str | None = DIALECT
+"""Every model with K3's vocabulary is served as Kimi-K3."""
 ALWAYS_REASONS = True
 ANSWER_OPEN: str | None = M.K3_OPEN.text + "response" + M.K3_SEP.text
 """The response channel's open tag (what a K3 prompt with thinking off pre-fills)."""
