@@ -48,7 +48,7 @@ from .gbnf import GrammarError
 from .lark import build_lark
 from .schemas import Note, bundle, walk_schemas
 from .tool_calls import tool_call_grammar
-from .translate import RESPONSE_PATH, response_schema
+from .translate import RESPONSE_PATH, after_reasoning, response_schema
 
 __all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer", "clear_cache", "CACHE_SIZE"]
 
@@ -318,8 +318,10 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
       {"schema": ...}}`` constrains the reply (K2: the content; K3: the response channel);
     * ``render_options``: the prompt's render options (``thinking=False``...), plus ``first_index``
       (the running index of the first call, default 0), ``max_calls`` (default 8), ``reasoning``
-      (allow reasoning where the format has it, default True) and ``content`` (allow content before
-      forced calls, default False).
+      (allow reasoning where the format has it, default True), ``content`` (allow content before
+      forced calls, default False) and ``after_reasoning`` (default False: the grammar starts where the
+      reasoning ended, for a server that applies it from its reasoning parser's end; K2: the body, as
+      with thinking off; K3: after the think channel).
 
     Raises :class:`~kimi_chat.grammar.GrammarError` for an unknown named tool, ``"required"`` without
     tools, a malformed ``response_format``, or a grammar llguidance refuses.
@@ -350,6 +352,9 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
            response_format: Any, render_options: Mapping[str, Any]) -> Constraint:
     """:func:`constraint`, uncached."""
     options = dict(render_options)
+    start = None
+    if options.pop("after_reasoning", False):
+        options, start = after_reasoning(d, options)
     max_calls = int(options.pop("max_calls", 8))
     first_index = int(options.pop("first_index", 0))
     reasoning = bool(options.pop("reasoning", True))
@@ -375,7 +380,8 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     names = {name: i for i, name in enumerate(fns)}
     try:
             lark, family_notes = build_lark(fam.TRANSLATOR, fam.GRAMMAR, bundled, tool_choice, parallel_tool_calls, d,
-                                        max_calls, first_index, None, reasoning, content, options, response)
+                                        max_calls, first_index, None, reasoning, content, options, response,
+                                        start_rule=start)
     except GrammarError as e:
         raise GrammarError(_request_path(str(e), names)) from None
     notes += family_notes
@@ -385,7 +391,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     unique = tuple(dict.fromkeys(_note_path(n, names) for n in notes))
     request = dict(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, dialect=d,
                    max_calls=max_calls, first_index=first_index, reasoning=reasoning, content=content,
-                   response=response, **options)
+                   response=response, after_reasoning=start is not None, **options)
     return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique,
                       schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)
 

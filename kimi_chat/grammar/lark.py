@@ -129,7 +129,7 @@ class LarkTranslatorMixin:
 def build_lark(translator: type[Any], grammar: Mapping[str, Any], tools: Sequence[Any] | None, tool_choice: Any,
                parallel_tool_calls: bool, dialect: Any, max_calls: int, first_index: int,
                token_markers: Collection[str] | None, reasoning: bool, content: bool, options: Mapping[str, Any],
-               response_schema: Any) -> tuple[str, tuple[Any, ...]]:
+               response_schema: Any, start_rule: str | None = None) -> tuple[str, tuple[Any, ...]]:
     """The Lark grammar of ``translator`` (a family's GBNF translator with :class:`LarkTranslatorMixin`)
     over ``grammar`` for one request, and the notes of what it does not enforce exactly."""
     from .translate import walk
@@ -145,6 +145,6 @@ def build_lark(translator: type[Any], grammar: Mapping[str, Any], tools: Sequenc
 
     rules, tr = walk(translator, grammar, tools, tool_choice, parallel_tool_calls, dialect, max_calls, first_index,
                      token_markers, reasoning, content, options, json=json_writer, configure=configure,
-                     reply_schema=response_schema)
+                     reply_schema=response_schema, start_rule=start_rule)
     lark = to_lark(rules, tr.forbidden)
     return lark, tuple(tr.notes) + tuple(n for w in writers for n in w.notes)

@@ -30,8 +30,8 @@ from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional,
 from .json_schema import JsonSchemaTranslator
 from .vocabulary import default_token_markers, forbidden_spellings, output_machine
 
-__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "response_schema", "walk", "build_grammar",
-           "check_no_marker", "RESPONSE_PATH"]
+__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "response_schema", "after_reasoning", "walk",
+           "build_grammar", "check_no_marker", "RESPONSE_PATH"]
 
 RESPONSE_PATH = "response_format.json_schema.schema"
 """Where the reply's schema is in a request (the path notes and errors about it name)."""
@@ -281,17 +281,32 @@ def response_schema(response_format: Any) -> Any:
     raise GrammarError(f"response_format.type: expected 'text', 'json_object' or 'json_schema', got {kind!r}")
 
 
+def after_reasoning(dialect: Dialect, options: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The render/grammar ``options`` and the format rule to start at for a grammar that starts where the
+    reasoning ended (a server applies it from there: vLLM, SGLang with a reasoning parser): the family's
+    ``after_reasoning`` (its constraint module; K2: the body, as with thinking off; K3: after the think
+    channel, whose close ended the reasoning), over ``options``."""
+    import importlib
+
+    from ..families import family_of
+
+    extra, start = importlib.import_module(family_of(dialect).constraint).after_reasoning(dialect)
+    return {**options, **extra}, start
+
+
 def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
          tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
          first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
          options: Mapping[str, Any], json: Any = None,
-         configure: Any = None, reply_schema: Any = None) -> tuple[Rules, FormatTranslator]:
+         configure: Any = None, reply_schema: Any = None,
+         start_rule: str | None = None) -> tuple[Rules, FormatTranslator]:
     """The walk of ``translator`` over ``grammar`` from the start rule the parser picks for ``dialect``
     and render ``options``: the rule set (root rule ``root``; the free-text rule ``text`` is left for the
     writer to define: GBNF here, Lark in :mod:`kimi_chat.grammar.lark`) and the translator. ``json``:
     a factory ``(rules, forbidden) -> JSON writer`` (default: :class:`JsonSchemaTranslator`, GBNF);
     ``configure``: called with the translator before the walk; ``reply_schema``: the JSON schema the
-    reply must satisfy (:func:`response_schema`; :meth:`FormatTranslator.reply`)."""
+    reply must satisfy (:func:`response_schema`; :meth:`FormatTranslator.reply`); ``start_rule``: the
+    format rule to start at instead of the parser's (:func:`after_reasoning`)."""
     if max_calls < 1:
         raise GrammarError("max_calls must be at least 1")
     fns = normalise_tools(tools, error=GrammarError)
@@ -312,7 +327,7 @@ def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tool
     if configure is not None:
         configure(tr)
     try:
-        body = tr.x(F.Ref(machine.start_rule), Ctx())
+        body = tr.x(F.Ref(start_rule or machine.start_rule), Ctx())
     except Unrequirable as e:  # pragma: no cover - the formats only have them in optional/recovery parts
         raise GrammarError(f"the format requires {e} where a grammar cannot") from None
     rules.set("root", body or '""')
@@ -322,11 +337,11 @@ def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tool
 def build_grammar(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
                   tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
                   first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
-                  options: Mapping[str, Any], reply_schema: Any = None) -> str:
+                  options: Mapping[str, Any], reply_schema: Any = None, start_rule: str | None = None) -> str:
     """The pruned GBNF (root rule ``root``) of ``translator`` run over ``grammar`` from the start rule
     the parser picks for ``dialect`` and render ``options`` (see :func:`~kimi_chat.grammar.tool_call_grammar`)."""
     rules, tr = walk(translator, grammar, tools, tool_choice_, parallel_tool_calls, dialect, max_calls, first_index,
-                     token_markers, reasoning, content, options, reply_schema=reply_schema)
+                     token_markers, reasoning, content, options, reply_schema=reply_schema, start_rule=start_rule)
     forbidden = tr.forbidden
     used = rules.text()
     if re.search(r"\btext\b", used):

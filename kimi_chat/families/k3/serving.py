@@ -184,9 +184,9 @@ def content_ids(ids: list[int], decode: Decode) -> list[int]:
 # ------------------------------------------------------------------------------------------- vLLM
 
 VLLM_STRUCTURAL_TAG_MODEL = "kimi_k3"
-VLLM_KEEPS_ITS_CONSTRAINT = ("Kimi-K3: vLLM's kimi_k3 structural tag (the constraint cannot start after the think channel, "
-                             "where vLLM starts applying it)")
-"""vLLM's own K3 XTML structural tag (tool_choice required / named)."""
+VLLM_KEEPS_ITS_CONSTRAINT: str | None = None
+"""kimi_chat's constraint for a forced tool choice, as for K2: with a reasoning parser it starts right after the
+think channel's close tag (where the reasoning parser says reasoning ended and vLLM starts applying it)."""
 TEXT_PART_LISTS = False
 """K3 content lists go through vLLM's chat parser."""
 
