@@ -106,3 +106,36 @@ def test_auto_tools_without_gbnf_export_are_generated_unconstrained(tokenizer):
         fake.close()
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "OK"
     assert len(fake.bodies) == 1 and "grammar" not in fake.bodies[0]
+
+
+def test_real_llama_server_replies_json_of_the_schema(tmp_path):
+    """The GBNF export on a real llama-server (the terse tiny model: its strings close at once, so the
+    reply completes): a ``json_schema`` reply, plain and streamed, is JSON of the schema."""
+    pytest.importorskip("llama_cpp", reason="the upstream engine reads the GGUF's vocabulary with llama-cpp-python")
+    import jsonschema
+
+    from conftest import require_in_ci
+    from llama_server_support import LlamaServer, missing_reason
+    from kimi_chat.testing.tiny_model import build_tiny_model
+
+    reason = missing_reason()
+    if reason:
+        require_in_ci(False, f"llama-server ({reason})")
+        pytest.skip(reason)
+    gguf = build_tiny_model(tmp_path / "terse.gguf", dialect=K2, terse=True)
+    body = {"model": "m", "messages": [USER], "response_format": WEATHER, "max_tokens": 200, "temperature": 0}
+    with LlamaServer(gguf, None, tmp_path / "llama-server.log") as ls:
+        engine = UpstreamEngine.connect(ls.url, gguf)
+        try:
+            with Uvicorn(create_app(engine)) as s:
+                plain = httpx.post(s.url + "/v1/chat/completions", json=body, timeout=120).json()
+                with httpx.stream("POST", s.url + "/v1/chat/completions", json={**body, "stream": True},
+                                  timeout=120) as r:
+                    events = list(sse_events(r.iter_lines()))
+        finally:
+            engine.close()
+    streamed = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+    finishes = [e["choices"][0]["finish_reason"] for e in events if e.get("choices") and e["choices"][0]["finish_reason"]]
+    assert plain["choices"][0]["finish_reason"] == "stop" and finishes == ["stop"]
+    for text in (plain["choices"][0]["message"]["content"], streamed):
+        jsonschema.validate(json.loads(text), SCHEMA)
