@@ -12,6 +12,14 @@ data for the tiny model's vocabulary)::
 Greedy generation of exactly N tokens (``max_tokens`` N, the tiny model's noise never ends its turn
 early at temperature 0 with this prompt: checked). Each line: best-of milliseconds for N = 1 and N = 64;
 per request = the N = 1 times; per token = (t64 - t1) / 63. ratio = served / direct.
+
+``--upstream`` instead measures what the GBNF export costs a real llama-server (``--upstream`` mode; the
+binary is ``$KIMI_CHAT_LLAMA_SERVER`` or beside the Python, as tests/llama_server_support.py finds it), on
+the tiny Kimi-K2-Instruct-0905 model: the same ``/completion`` request (ids in, ids out, greedy, at most
+64 tokens) with no grammar and with the GBNF of a plain request (marker-free text), a ``json_schema``
+reply, and a forced call among 1 and 16 tools. Each line: the grammar's size, best-of milliseconds per
+request for 1 token (the grammar's parse and the first mask) and per generated token after it; ratio =
+that grammar / no grammar.
 """
 
 from __future__ import annotations
@@ -29,11 +37,69 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _timing import best_of  # noqa: E402
 
 
+def _tools(n: int) -> list[dict]:
+    return [{"type": "function", "function": {"name": f"tool_{i}", "description": "A tool.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                         "unit": {"type": "string", "enum": ["c", "f"]}},
+        "required": ["city", "days", "unit"], "additionalProperties": False}}} for i in range(n)]
+
+
+def upstream(repeat: int) -> None:
+    """The GBNF export's cost to llama-server (module doc)."""
+    from kimi_chat.grammar.constraint import constraint
+    from kimi_chat.servers.contract import read_chat_request
+    from kimi_chat.servers.serve import UpstreamEngine
+    from kimi_chat.servers.serve.engines import Sampling
+    from kimi_chat.servers.serve.generation import prepare
+    from kimi_chat.testing.tiny_model import build_tiny_model
+    from llama_server_support import LlamaServer, missing_reason
+
+    if missing_reason():
+        raise SystemExit(missing_reason())
+    d = "kimi-k2-instruct-0905"
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "temperature": {"type": "number"}},
+              "required": ["city", "temperature"], "additionalProperties": False}
+    cases = {
+        "no grammar": (None, {}),
+        "plain request": (constraint(None, dialect=d).gbnf, {}),
+        "json_schema": (constraint(None, dialect=d, response_format={"type": "json_schema", "json_schema": {
+            "name": "w", "schema": schema}}).gbnf, {}),
+        "forced, 1 tool": (constraint(_tools(1), dialect=d, tool_choice="required").gbnf, {"tools": _tools(1)}),
+        "forced, 16 tools": (constraint(_tools(16), dialect=d, tool_choice="required").gbnf, {"tools": _tools(16)}),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_model(Path(tmp) / "k2.gguf", dialect=d)
+        with LlamaServer(path, None, Path(tmp) / "llama-server.log") as ls:
+            engine = UpstreamEngine.connect(ls.url, path)
+            greedy = Sampling(temperature=0.0, seed=1)
+            rows = []
+            for name, (gbnf, extra) in cases.items():
+                req = read_chat_request({"model": "m", "messages": [{"role": "user", "content": "Tell me a story."}],
+                                         **extra}, dialect=d)
+                ids = prepare(engine, req).prompt_ids
+                gen = lambda n: len(list(engine.generate(ids, constraint=gbnf, max_tokens=n, sampling=greedy,  # noqa: E731
+                                                         cancel=threading.Event())))
+                n64 = gen(64)  # warm (and how many tokens the grammar lets it write)
+                t1, t64 = best_of(lambda: gen(1), repeat), best_of(lambda: gen(64), repeat)
+                rows.append((name, len(gbnf or ""), t1, (t64 - t1) / max(n64 - 1, 1), n64))
+            engine.close()
+    base1, base_tok = rows[0][2], rows[0][3]
+    print(f"{'grammar':<18} {'GBNF bytes':>10} {'1 token ms':>11} {'per token ms':>13} {'tokens':>7} "
+          f"{'ratio req':>10} {'ratio tok':>10}")
+    for name, size, t1, per, n in rows:
+        print(f"{name:<18} {size:>10} {t1 * 1e3:>11.2f} {per * 1e3:>13.3f} {n:>7} {t1 / base1:>10.2f} "
+              f"{per / base_tok:>10.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--upstream", action="store_true", help="the GBNF export's cost to llama-server instead")
     args = ap.parse_args()
     repeat = 3 if args.quick else 7
+    if args.upstream:
+        upstream(repeat)
+        return
 
     import httpx
 

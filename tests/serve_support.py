@@ -96,6 +96,9 @@ class ScriptedEngine:
             yield tid
         self.endings.append("done")
 
+    def check_constraint(self, constraint: Any, request: Any) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -119,3 +122,74 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
             return bool(predicate())
         time.sleep(0.01)
     return True
+
+
+class FakeVocabulary:
+    """What :class:`~kimi_chat.servers.serve.engines.UpstreamEngine` reads of the GGUF it is given (a
+    vocabulary-only :class:`~kimi_chat.engines.native.NativeModel`), from kimi_chat's tokenizer: the tokenizer,
+    the dialect, the marker tokens (the dialect's defaults) and the end of generation (the end of the turn)."""
+
+    def __init__(self, tokenizer: KimiTokenizer, dialect: str) -> None:
+        from kimi_chat.grammar import default_token_markers
+        from kimi_chat.output.format import format_for
+
+        self._tok = tokenizer
+        self.path = "fake.gguf"
+        self.dialect = get_dialect(dialect)
+        self._markers = default_token_markers(self.dialect)
+        self._ends = frozenset(format_for(self.dialect).end_of_turn_ids)
+
+    def tokenizer(self) -> KimiTokenizer:
+        return self._tok
+
+    def marker_tokens(self, dialect: Any) -> frozenset[str]:
+        return self._markers
+
+    def is_eog(self, token_id: int) -> bool:
+        return token_id in self._ends
+
+    def close(self) -> None:
+        pass
+
+
+class FakeLlamaServer:
+    """A stand-in for llama-server's ``/props`` and streamed ``/completion`` (``return_tokens``) on a real
+    uvicorn: it answers every completion with ``reply`` (ids, streamed one per event, then ``stop``) and
+    keeps each request body in :attr:`bodies` (the grammar the upstream engine sent)."""
+
+    def __init__(self, reply: Sequence[int], n_ctx: int = 4096) -> None:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, StreamingResponse
+        from starlette.routing import Route
+
+        self.reply = list(reply)
+        self.bodies: list[dict[str, Any]] = []
+
+        async def props(request: Request) -> JSONResponse:
+            return JSONResponse({"default_generation_settings": {"n_ctx": n_ctx}})
+
+        async def completion(request: Request) -> StreamingResponse:
+            body = await request.json()
+            self.bodies.append(body)
+            ids = self.reply[:body.get("n_predict", len(self.reply))]
+
+            async def events() -> Any:
+                for tid in ids:
+                    yield f"data: {json.dumps({'tokens': [tid], 'stop': False})}\n\n"
+                yield f"data: {json.dumps({'tokens': [], 'stop': True})}\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+
+        self.server = Uvicorn(Starlette(routes=[Route("/props", props), Route("/completion", completion,
+                                                                              methods=["POST"])]))
+        self.url = self.server.url
+
+    def close(self) -> None:
+        self.server.close()
+
+    def __enter__(self) -> "FakeLlamaServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

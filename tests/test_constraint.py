@@ -39,6 +39,7 @@ from kimi_chat.output import ToolCallStatus, parse
 
 from conftest import REFERENCE_MISSING
 import test_grammar as G
+from gbnf_recognizer import accepts
 from constraint_support import CORPUS, assistant, completion, sample, tool
 
 K2 = "kimi-k2-instruct"
@@ -191,9 +192,43 @@ def test_response_format_constrains_the_content():
     with_tools = constraint(TOOLS, dialect=K2, response_format=rf)  # auto: the JSON reply, or a call
     assert with_tools.accepts('{"n": 1}') and with_tools.accepts(section(call("get_weather", 0, {"city": "P"})))
     assert not with_tools.accepts("free text")
-    assert any(n.path == "response_format" for n in c.gbnf_notes)
     with pytest.raises(GrammarError, match="response_format"):
         constraint(None, dialect=K2, response_format={"type": "xml"})
+
+
+def test_gbnf_export_constrains_the_reply_to_the_response_format():
+    # llama-server --grammar (kimi-chat serve --upstream): the reply is a JSON value of the schema, as the
+    # Lark grammar wants it; what the GBNF rules leave out (maximum) is named, the rest is exact
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 3},
+                                               "tag": {"type": "string", "enum": ["a", "b"]}},
+              "required": ["n"], "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    c = constraint(None, dialect=K2, response_format=rf)
+    for ok in ('{"n": 3}', '{"n":3}', '{"n": -2, "tag": "b"}'):
+        assert c.accepts(ok) and accepts(c.gbnf, ok), ok
+    for bad in ("hello", "", '{"n": "3"}', '{"m": 3}', '{"n": 3, "tag": "c"}', '{"n": 3} and more'):
+        assert not accepts(c.gbnf, bad), bad
+    assert not c.gbnf_exact
+    assert [n.path for n in c.gbnf_notes] == ["response_format.json_schema.schema.properties.n.maximum"]
+    assert accepts(c.gbnf, '{"n": 4}') and not c.accepts('{"n": 4}')  # what the note says
+    obj = constraint(None, dialect=K2, response_format={"type": "json_object"})
+    assert obj.gbnf_exact and obj.gbnf_notes == ()
+    assert accepts(obj.gbnf, '{"any": [1, {"x": null}], "s": "a < b"}') and accepts(obj.gbnf, "{}")
+    for bad in ("[1]", '"x"', "text", '{"a": 1'):
+        assert not accepts(obj.gbnf, bad), bad
+    # a JSON string of the reply cannot spell a marker (the parser would read it as one)
+    assert not accepts(obj.gbnf, '{"s": "' + END + '"}')
+    # auto: the JSON reply or a call; forced calls are unchanged by response_format
+    auto = constraint(TOOLS, dialect=K2, response_format=rf)
+    assert accepts(auto.gbnf, '{"n": 1}') and accepts(auto.gbnf, section(call("get_weather", 0, {"city": "P"})))
+    assert not accepts(auto.gbnf, "free text")
+    forced = constraint(TOOLS, dialect=K2, tool_choice="required", response_format=rf)
+    assert forced.gbnf == constraint(TOOLS, dialect=K2, tool_choice="required").gbnf
+    # a reply schema the GBNF rules cannot translate: no export, and the note names the response format
+    long = constraint(None, dialect=K2, response_format={"type": "json_schema", "json_schema": {
+        "schema": {"type": "object", "properties": {"a": {"type": "string", "minLength": 2000}}}}})
+    assert long.exact and long.gbnf == "" and not long.gbnf_exact
+    assert long.gbnf_notes[-1].path == "response_format" and "minLength" in long.gbnf_notes[-1].reason
 
 
 def test_errors_name_the_field():

@@ -30,6 +30,7 @@ from kimi_chat.grammar.constraint import constraint
 from kimi_chat.output import ToolCallStatus, parse
 
 import test_grammar_k3 as G
+from gbnf_recognizer import accepts
 from constraint_support import CORPUS, assistant, completion, sample, tool
 
 K3 = G.K3
@@ -77,6 +78,16 @@ def test_response_format_constrains_the_response_channel():
     assert c.accepts(G.turn(reasoning="r", content='{"ok": true}'))
     assert not c.accepts(G.turn(reasoning="r", content='{"ok": 1}'))
     assert not c.accepts(G.turn(reasoning="r", content="sure"))
+    # the GBNF export (llama-server --grammar) constrains the response channel too, exactly here
+    assert c.gbnf_exact and c.gbnf_notes == ()
+    assert accepts(c.gbnf, G.turn(reasoning="r", content='{"ok": true}'))
+    assert accepts(c.gbnf, G.turn(reasoning="r", content='{"ok":false}'))
+    for bad in ('{"ok": 1}', "sure", '{"ok": true, "x": 1}', ""):
+        assert not accepts(c.gbnf, G.turn(reasoning="r", content=bad)), bad
+    off = constraint(None, dialect=K3, response_format={"type": "json_object"}, thinking=False)
+    assert off.accepts(G.turn(content='{"a": [1]}', think=False)) and accepts(off.gbnf, G.turn(content='{"a": [1]}',
+                                                                                               think=False))
+    assert not accepts(off.gbnf, G.turn(content="[1]", think=False))
 
 
 # ------------------------------------------------------------------------------ the schema corpus

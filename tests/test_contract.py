@@ -157,6 +157,90 @@ def test_lint_errors_are_refused_naming_message_and_field():
     assert e.param == "messages[0].tool_call"
 
 
+def test_every_lint_error_code_has_a_decision():
+    """Each lint error is refused (LINT_REFUSED, with its reason) or is a template option dropped with a
+    warning: a new error code cannot slip through unrefused without a decision here."""
+    from kimi_chat.checks.lint import ERROR_CODES
+    from kimi_chat.servers._fields import _UNREAD_OPTION_CODES, LINT_REFUSED
+
+    assert set(LINT_REFUSED) | set(_UNREAD_OPTION_CODES) == ERROR_CODES
+    assert not set(LINT_REFUSED) & set(_UNREAD_OPTION_CODES)
+
+
+DEVELOPER = {"role": "developer", "content": "Answer in French."}
+NAME_OR_ROLE = ["kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.5", "kimi-k2.6"]
+
+
+@pytest.mark.parametrize("dialect", NAME_OR_ROLE)
+def test_developer_message_served_where_the_template_writes_it_as_a_turn(dialect):
+    """The name-or-role K2 templates head a developer message ``<|im_system|>developer<|im_middle|>``: a
+    valid OpenAI request the template renders as a turn is not refused (the lint error is a warning)."""
+    req = _read({"messages": [DEVELOPER, USER]}, dialect=dialect)
+    assert req.messages[0] == DEVELOPER
+    assert [w for w in req.warnings if w.startswith("messages[0].role: ") and "developer-role" in w]
+
+
+@needs_reference
+@pytest.mark.parametrize("dialect", NAME_OR_ROLE)
+def test_developer_message_renders_as_the_official_template(dialect):
+    from kimi_chat import render
+    from kimi_chat.reference.oracle import render_official
+
+    req = _read({"messages": [DEVELOPER, USER]}, dialect=dialect)
+    ours = render(req.messages, dialect=dialect, add_generation_prompt=True, **req.render_options)
+    official = render_official(req.messages, dialect=dialect, add_generation_prompt=True, **req.render_options)
+    assert ours == official
+    assert "<|im_system|>developer<|im_middle|>Answer in French.<|im_end|>" in official
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2-instruct@rev1", "kimi-k2-instruct@rev2"])
+def test_developer_message_refused_where_the_template_writes_no_header(dialect):
+    """rev1 / rev2 have fixed role headers: a developer message's text would run into the previous turn."""
+    e = _refused({"messages": [DEVELOPER, USER]}, dialect=dialect)
+    assert e.param == "messages[0].role" and "developer-role" in str(e)
+
+
+def test_developer_message_on_k3_is_dropped_as_its_encoder_does():
+    req = _read({"messages": [DEVELOPER, USER]})
+    assert req.messages[0] == DEVELOPER
+
+
+@pytest.mark.parametrize("dialect", [K3, "kimi-k2-instruct-0905", "kimi-k2.6", "kimi-k2-instruct@rev1"])
+@pytest.mark.parametrize("message, param", [
+    ({"role": "system"}, "messages[0].content"),
+    ({"role": "user", "content": None}, "messages[0].content"),
+    ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]},
+     "messages[0].content[0]"),
+    ({"role": "user", "content": "hi", "foo": 1}, "messages[0].foo"),
+    ({"role": "function", "name": "f", "content": "x"}, "messages[0].role"),
+])
+def test_schema_departures_refused_in_every_dialect(dialect, message, param):
+    e = _refused({"messages": [message, USER]}, dialect=dialect)
+    assert e.param == param and e.status == 400
+
+
+@pytest.mark.parametrize("dialect", [K3, "kimi-k2-instruct-0905", "kimi-k2.6"])
+def test_an_echoed_sdk_assistant_message_is_served(dialect):
+    """What the OpenAI SDK's ``message.model_dump()`` sends back (its null fields, reasoning_content)."""
+    echo = {"role": "assistant", "content": "OK", "refusal": None, "annotations": None, "audio": None,
+            "function_call": None, "tool_calls": None, "reasoning_content": "r"}
+    req = _read({"messages": [USER, echo, USER]}, dialect=dialect)
+    assert len(req.messages) == 3
+
+
+def test_missing_tool_call_id_on_a_call_refused_where_the_template_writes_it():
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
+    e = _refused({"tools": [WEATHER], "messages": [USER, call, {"role": "tool", "tool_call_id": "x", "content": "r"}]},
+                 dialect="kimi-k2-instruct-0905")
+    assert e.param == "messages[1].tool_calls[0].id"
+
+
+def test_non_bool_template_option_refused():
+    e = _refused({"messages": [USER], "chat_template_kwargs": {"thinking": "false"}}, dialect="kimi-k2.6")
+    assert e.param == "chat_template_kwargs.thinking"
+
+
 # ----------------------------------------------------------------------------- tool_choice (KVV test_tool_choice)
 
 
@@ -298,6 +382,13 @@ def test_moonshot_default_temperature_follows_thinking():
     off = _read({"messages": [USER], "thinking": {"type": "disabled"}}, contract="moonshot")
     given = _read({"messages": [USER]})
     assert (on.temperature, off.temperature, given.temperature) == (1.0, 0.6, None)
+
+
+@pytest.mark.parametrize("dialect, temperature", [("kimi-k2-instruct-0905", 0.6), ("kimi-k2-instruct@rev1", 0.6),
+                                                  ("kimi-k2-thinking@rev1", 1.0), ("kimi-k2.6", 1.0)])
+def test_moonshot_default_temperature_of_a_k2_dialect_follows_whether_it_thinks(dialect, temperature):
+    """An instruct model does not think (Moonshot's non-thinking default, 0.6); K2-Thinking always does."""
+    assert _read({"messages": [USER]}, dialect=dialect, contract="moonshot").temperature == temperature
 
 
 @pytest.mark.parametrize("fields, param", [

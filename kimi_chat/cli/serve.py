@@ -37,7 +37,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--backend", choices=("llama.cpp", "ik_llama.cpp"), default="llama.cpp",
                    help="in-process engine (default llama.cpp)")
     p.add_argument("--upstream", metavar="URL", default=None,
-                   help="generate on the llama-server at URL (its /completion endpoint) instead of in process")
+                   help="generate on the llama-server at URL (its /completion endpoint) instead of in process; "
+                   "the constraint goes as GBNF (a forced call or a response_format schema beyond its limits is a "
+                   "400), which llama-server applies more slowly than the in-process engine's llguidance")
     p.add_argument("--dialect", "-d", default=None,
                    help="dialect (default: the one the GGUF's embedded template is identified as)")
     p.add_argument("--contract", choices=("open", "moonshot"), default="open", help=_CONTRACT_HELP)

@@ -14,8 +14,8 @@ llguidance grammar (Lark; tool arguments and ``response_format`` schemas compile
   text :func:`kimi_chat.parse` takes, with or without the end-of-turn marker), on a byte-level
   tokenizer with the family's markers as special tokens (no reference data needed);
 * ``gbnf`` / ``gbnf_exact`` / ``gbnf_notes``: the GBNF export for llama-server's ``--grammar``
-  (:func:`~kimi_chat.grammar.tool_call_grammar`, schemas by
-  :func:`~kimi_chat.grammar.json_schema_to_gbnf`), with its own exactness.
+  (:func:`~kimi_chat.grammar.tool_call_grammar`, the tools' and the ``response_format`` schemas by
+  the rules of :func:`~kimi_chat.grammar.json_schema_to_gbnf`), with its own exactness.
 
 The family-specific part is ``kimi_chat.families.<family>.constraint`` (``TRANSLATOR`` and ``GRAMMAR``,
 the walk's translator and the format it walks; ``special_markers``, ``end_markers``).
@@ -48,6 +48,7 @@ from .gbnf import GrammarError
 from .lark import build_lark
 from .schemas import Note, bundle, walk_schemas
 from .tool_calls import tool_call_grammar
+from .translate import RESPONSE_PATH, after_reasoning, response_schema
 
 __all__ = ["ConstraintNote", "Constraint", "constraint", "llg_tokenizer", "byte_tokenizer", "clear_cache", "CACHE_SIZE"]
 
@@ -80,12 +81,14 @@ class Constraint:
         # built on first use: the GBNF export costs more than the Lark grammar (its marker-free text
         # and strings are automata written out as rules)
         req = dict(self.request)
-        notes = _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), req.pop("response", None))
+        response = req.pop("response", None)
+        notes = _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), response)
         try:
-            gbnf = tool_call_grammar(**req)
+            gbnf = tool_call_grammar(**req, reply_schema=response)
         except GrammarError as e:
             gbnf = ""
-            notes.append(Note("tools", f"no GBNF export: {e}"))
+            where = "response_format" if str(e).startswith(RESPONSE_PATH) else "tools"
+            notes.append(Note(where, f"no GBNF export: {e}"))
         return gbnf, tuple(dict.fromkeys(notes))
 
     @property
@@ -262,30 +265,14 @@ def _tokenize(text: str, ids: Mapping[str, int]) -> list[int]:
 
 # ---------------------------------------------------------------------- building
 
-def _response_schema(response_format: Any) -> Any:
-    """The schema ``response_format`` constrains the reply to (``None``: free text)."""
-    if response_format is None:
-        return None
-    if not isinstance(response_format, Mapping):
-        raise GrammarError(f"response_format: expected an object, got {type(response_format).__name__}")
-    kind = response_format.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        return {"type": "object"}
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, Mapping) else None
-        if schema is None:
-            raise GrammarError("response_format.json_schema: no schema")
-        return schema
-    raise GrammarError(f"response_format.type: expected 'text', 'json_object' or 'json_schema', got {kind!r}")
-
-
 def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Note]:
+    """What the GBNF export leaves out of the tools' schemas and the reply's (``response``)."""
     notes = []
-    for i, (name, fn) in enumerate(fns.items()):
-        for sub, where in walk_schemas(fn.get("parameters"), f"tools[{i}].function.parameters"):
+    schemas = [(fn.get("parameters"), f"tools[{i}].function.parameters") for i, fn in enumerate(fns.values())]
+    if response is not None:
+        schemas.append((response, RESPONSE_PATH))
+    for schema, path in schemas:
+        for sub, where in walk_schemas(schema, path):
             for key in _GBNF_UNENFORCED:
                 if key in sub:
                     notes.append(Note(f"{where}.{key}", f"{key!r} is not enforced by the GBNF export"))
@@ -294,8 +281,6 @@ def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Not
             if isinstance(sub.get("properties"), Mapping) and sub.get("additionalProperties", True) is not False:
                 notes.append(Note(f"{where}.additionalProperties",
                                   "the GBNF export never generates undeclared properties"))
-    if response is not None:
-        notes.append(Note("response_format", "the GBNF export does not constrain the reply to the schema"))
     return notes
 
 
@@ -333,8 +318,10 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
       {"schema": ...}}`` constrains the reply (K2: the content; K3: the response channel);
     * ``render_options``: the prompt's render options (``thinking=False``...), plus ``first_index``
       (the running index of the first call, default 0), ``max_calls`` (default 8), ``reasoning``
-      (allow reasoning where the format has it, default True) and ``content`` (allow content before
-      forced calls, default False).
+      (allow reasoning where the format has it, default True), ``content`` (allow content before
+      forced calls, default False) and ``after_reasoning`` (default False: the grammar starts where the
+      reasoning ended, for a server that applies it from its reasoning parser's end; K2: the body, as
+      with thinking off; K3: after the think channel).
 
     Raises :class:`~kimi_chat.grammar.GrammarError` for an unknown named tool, ``"required"`` without
     tools, a malformed ``response_format``, or a grammar llguidance refuses.
@@ -365,6 +352,9 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
            response_format: Any, render_options: Mapping[str, Any]) -> Constraint:
     """:func:`constraint`, uncached."""
     options = dict(render_options)
+    start = None
+    if options.pop("after_reasoning", False):
+        options, start = after_reasoning(d, options)
     max_calls = int(options.pop("max_calls", 8))
     first_index = int(options.pop("first_index", 0))
     reasoning = bool(options.pop("reasoning", True))
@@ -372,7 +362,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     fns = normalise_tools(tools, error=GrammarError)
     if tool_choice == "auto" and not fns:
         tool_choice = "none"
-    response = _response_schema(response_format)
+    response = response_schema(response_format)
     notes: list[Note] = []
     bundled = []
     for i, (name, fn) in enumerate(fns.items()):
@@ -382,15 +372,16 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
             params, ref_notes = bundle(dict(params), f"tools[{i}].function.parameters")
             notes += ref_notes
         bundled.append({"type": "function", "function": {**fn, "parameters": params}})
-    notes += _invalid_schema(response, "response_format.json_schema.schema")
+    notes += _invalid_schema(response, RESPONSE_PATH)
     if isinstance(response, Mapping):
-        response, ref_notes = bundle(dict(response), "response_format.json_schema.schema")
+        response, ref_notes = bundle(dict(response), RESPONSE_PATH)
         notes += ref_notes
     fam = importlib.import_module(family_of(d).constraint)
     names = {name: i for i, name in enumerate(fns)}
     try:
             lark, family_notes = build_lark(fam.TRANSLATOR, fam.GRAMMAR, bundled, tool_choice, parallel_tool_calls, d,
-                                        max_calls, first_index, None, reasoning, content, options, response)
+                                        max_calls, first_index, None, reasoning, content, options, response,
+                                        start_rule=start)
     except GrammarError as e:
         raise GrammarError(_request_path(str(e), names)) from None
     notes += family_notes
@@ -400,7 +391,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     unique = tuple(dict.fromkeys(_note_path(n, names) for n in notes))
     request = dict(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, dialect=d,
                    max_calls=max_calls, first_index=first_index, reasoning=reasoning, content=content,
-                   response=response, **options)
+                   response=response, after_reasoning=start is not None, **options)
     return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique,
                       schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)
 

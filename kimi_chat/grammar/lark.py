@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from .gbnf import Rules, optional
+from .gbnf import Rules
 
 __all__ = ["to_lark", "json_rule", "regex_escape", "text_terminal", "LarkJson", "LarkTranslatorMixin", "build_lark"]
 
@@ -119,27 +119,17 @@ class LarkJson:
 
 class LarkTranslatorMixin:
     """What every family's Lark translator adds to its GBNF one (put it first among the bases):
-    the content, where ``response_format`` gives a schema, is a ``%json`` of it (required with
-    ``tool_choice`` ``none``, optional with ``auto``: the model may call a tool instead), and
-    ``notes`` for what the family's own translation does not enforce exactly."""
+    ``notes`` for what the family's own translation does not enforce exactly. (The reply of a
+    ``response_format`` is the walk's, :meth:`~kimi_chat.grammar.translate.FormatTranslator.reply`:
+    here a ``%json`` of its schema.)"""
 
-    response_schema: Any = None
     notes: list[Any]
-
-    def text(self, e: Any, ctx: Any) -> str:
-        out: str = super().text(e, ctx)  # type: ignore[misc]
-        if e.field == "content" and not e.ws_only and out and self.response_schema is not None:
-            rule = self.json.schema(self.response_schema, self.response_schema, "response",  # type: ignore[attr-defined]
-                                    "response_format.json_schema.schema")
-            choice = self.choice  # type: ignore[attr-defined]
-            return rule if choice == "none" else optional(rule) if choice == "auto" else out
-        return out
 
 
 def build_lark(translator: type[Any], grammar: Mapping[str, Any], tools: Sequence[Any] | None, tool_choice: Any,
                parallel_tool_calls: bool, dialect: Any, max_calls: int, first_index: int,
                token_markers: Collection[str] | None, reasoning: bool, content: bool, options: Mapping[str, Any],
-               response_schema: Any) -> tuple[str, tuple[Any, ...]]:
+               response_schema: Any, start_rule: str | None = None) -> tuple[str, tuple[Any, ...]]:
     """The Lark grammar of ``translator`` (a family's GBNF translator with :class:`LarkTranslatorMixin`)
     over ``grammar`` for one request, and the notes of what it does not enforce exactly."""
     from .translate import walk
@@ -151,10 +141,10 @@ def build_lark(translator: type[Any], grammar: Mapping[str, Any], tools: Sequenc
         return writers[-1]
 
     def configure(tr: Any) -> None:
-        tr.response_schema = response_schema
         tr.notes = []
 
     rules, tr = walk(translator, grammar, tools, tool_choice, parallel_tool_calls, dialect, max_calls, first_index,
-                     token_markers, reasoning, content, options, json=json_writer, configure=configure)
+                     token_markers, reasoning, content, options, json=json_writer, configure=configure,
+                     reply_schema=response_schema, start_rule=start_rule)
     lark = to_lark(rules, tr.forbidden)
     return lark, tuple(tr.notes) + tuple(n for w in writers for n in w.notes)

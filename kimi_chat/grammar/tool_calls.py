@@ -38,6 +38,7 @@ from typing import Any
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..families import family_of
+from .translate import after_reasoning as after_reasoning_options
 from .translate import build_grammar
 
 __all__ = ["CALL_ID_PREFIX", "tool_call_grammar"]
@@ -57,6 +58,8 @@ def tool_call_grammar(
     token_markers: Collection[str] | None = None,
     reasoning: bool = True,
     content: bool = False,
+    reply_schema: Any = None,
+    after_reasoning: bool = False,
     **options: Any,
 ) -> str:
     """A GBNF grammar (root rule ``root``) for the assistant output of one request.
@@ -74,13 +77,27 @@ def tool_call_grammar(
       prompt opened the think channel): ``False`` closes the think channel at once;
     * ``content``: allow content before the tool calls with ``"required"``/named choices (K3: text
       in the response channel);
+    * ``reply_schema``: the JSON schema the reply must satisfy (K2: the content; K3: the response
+      channel), as ``response_format`` gives it (:func:`~kimi_chat.grammar.translate.response_schema`:
+      ``{"type": "object"}`` for ``json_object``); required with ``tool_choice`` ``"none"``, optional
+      with ``"auto"`` (the model may call a tool instead). Translated by :func:`json_schema_to_gbnf`'s
+      rules (what they do not enforce: :attr:`kimi_chat.grammar.Constraint.gbnf_notes`). Not the K3
+      render option ``response_schema`` (which only changes the prompt);
+    * ``after_reasoning``: the grammar starts where the reasoning ended (a server that applies it from
+      the reasoning parser's end: K2, the body; K3, after the think channel);
     * ``options``: render options of the prompt (``thinking=False``...), as for the parser
       (K3, ``thinking=False``: the output starts inside the response channel).
 
     Raises :class:`GrammarError` for an unknown named tool, ``"required"`` without tools or a schema
-    that cannot be translated.
+    (of a tool, or ``reply_schema``) that cannot be translated.
     """
     d = get_dialect(dialect)
     family = family_of(d)
+    start = None
+    if after_reasoning:
+        opts, start = after_reasoning_options(d, {"reasoning": reasoning, **options})
+        reasoning = bool(opts.pop("reasoning", reasoning))
+        options = opts
     return build_grammar(family.grammar_translator, family.output_format.grammar, tools, tool_choice,
-                         parallel_tool_calls, d, max_calls, first_index, token_markers, reasoning, content, options)
+                         parallel_tool_calls, d, max_calls, first_index, token_markers, reasoning, content, options,
+                         reply_schema=reply_schema, start_rule=start)

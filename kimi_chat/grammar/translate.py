@@ -30,7 +30,11 @@ from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional,
 from .json_schema import JsonSchemaTranslator
 from .vocabulary import default_token_markers, forbidden_spellings, output_machine
 
-__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "walk", "build_grammar", "check_no_marker"]
+__all__ = ["Ctx", "Unrequirable", "FormatTranslator", "tool_choice", "response_schema", "after_reasoning", "walk",
+           "build_grammar", "check_no_marker", "RESPONSE_PATH"]
+
+RESPONSE_PATH = "response_format.json_schema.schema"
+"""Where the reply's schema is in a request (the path notes and errors about it name)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class FormatTranslator:
 
     ctx_groups: tuple[str, ...] = ("call",)
 
+    response_schema: Any = None
+    """The JSON schema the reply must satisfy (``response_format``; ``None``: free text), set by :func:`walk`."""
+
     def __init__(self, rules: Rules, grammar: Mapping[str, F.Expr], tools: dict[str, Any], names: list[str],
                  choice: str, parallel: bool, max_calls: int, first_index: int, token_markers: Collection[str],
                  text_rule: str, reasoning: bool, content: bool, json: JsonSchemaTranslator) -> None:
@@ -72,6 +79,7 @@ class FormatTranslator:
         self.json = json
         self.forbidden: tuple[str, ...] = ()  # the marker spellings text may not contain (set by build_grammar)
         self.done: dict[tuple[str, Ctx], str] = {}
+        self._reply: str | None = None
         self.slugs: dict[str, str] = {}
         for n in names:
             s = slug(n)
@@ -149,7 +157,7 @@ class FormatTranslator:
         if isinstance(e, F.Tok):
             return self.tok(e, ctx)
         if isinstance(e, F.Text):
-            return self.text(e, ctx)
+            return self.reply(e, self.text(e, ctx))
         if isinstance(e, F.Opt):
             return self.opt(e, ctx)
         if isinstance(e, F.Star):
@@ -159,6 +167,20 @@ class FormatTranslator:
         if isinstance(e, (F.Ahead, F.Eof, F.Rest)):
             raise GrammarError(f"format expression {e} is only expected in recovery alternatives")
         raise GrammarError(f"unknown format expression {e!r}")  # pragma: no cover
+
+    def reply(self, e: F.Text, out: str) -> str:
+        """Text field ``e`` (its family translation ``out``) as ``response_format`` wants it: where a
+        schema is given, the content (K2's content, K3's response channel) is a JSON value of it (the
+        JSON writer's: GBNF or llguidance's ``%json``), required with ``tool_choice`` ``none``, optional
+        with ``auto`` (the model may call a tool instead); forced calls keep what the family writes."""
+        if e.field != "content" or e.ws_only or not out or self.response_schema is None:
+            return out
+        if self._reply is None:
+            self.json.prefix = "response-"
+            self._reply = self.json.schema(self.response_schema, self.response_schema, "response", RESPONSE_PATH)
+            if " " in self._reply or "|" in self._reply:
+                self._reply = self.r.set(self.r.fresh("response"), self._reply)
+        return self._reply if self.choice == "none" else optional(self._reply) if self.choice == "auto" else out
 
     def ref(self, e: F.Ref, ctx: Ctx) -> str:
         """A rule of the format: one GBNF rule per (rule, context), inlined when a single item."""
@@ -237,16 +259,54 @@ def tool_choice(tool_choice: Any, tools: Mapping[str, Any]) -> tuple[str, list[s
     raise GrammarError(f"tool_choice: unsupported value {tool_choice!r}")
 
 
+def response_schema(response_format: Any) -> Any:
+    """The JSON schema an OpenAI ``response_format`` constrains the reply to: ``{"type": "object"}``
+    for ``json_object``, the given schema for ``json_schema``, ``None`` (free text) for ``text`` or no
+    ``response_format``. Raises :class:`GrammarError` naming the field for a malformed one."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, Mapping):
+        raise GrammarError(f"response_format: expected an object, got {type(response_format).__name__}")
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if schema is None:
+            raise GrammarError("response_format.json_schema: no schema")
+        return schema
+    raise GrammarError(f"response_format.type: expected 'text', 'json_object' or 'json_schema', got {kind!r}")
+
+
+def after_reasoning(dialect: Dialect, options: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The render/grammar ``options`` and the format rule to start at for a grammar that starts where the
+    reasoning ended (a server applies it from there: vLLM, SGLang with a reasoning parser): the family's
+    ``after_reasoning`` (its constraint module; K2: the body, as with thinking off; K3: after the think
+    channel, whose close ended the reasoning), over ``options``."""
+    import importlib
+
+    from ..families import family_of
+
+    extra, start = importlib.import_module(family_of(dialect).constraint).after_reasoning(dialect)
+    return {**options, **extra}, start
+
+
 def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
          tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
          first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
          options: Mapping[str, Any], json: Any = None,
-         configure: Any = None) -> tuple[Rules, FormatTranslator]:
+         configure: Any = None, reply_schema: Any = None,
+         start_rule: str | None = None) -> tuple[Rules, FormatTranslator]:
     """The walk of ``translator`` over ``grammar`` from the start rule the parser picks for ``dialect``
     and render ``options``: the rule set (root rule ``root``; the free-text rule ``text`` is left for the
     writer to define: GBNF here, Lark in :mod:`kimi_chat.grammar.lark`) and the translator. ``json``:
     a factory ``(rules, forbidden) -> JSON writer`` (default: :class:`JsonSchemaTranslator`, GBNF);
-    ``configure``: called with the translator before the walk."""
+    ``configure``: called with the translator before the walk; ``reply_schema``: the JSON schema the
+    reply must satisfy (:func:`response_schema`; :meth:`FormatTranslator.reply`); ``start_rule``: the
+    format rule to start at instead of the parser's (:func:`after_reasoning`)."""
     if max_calls < 1:
         raise GrammarError("max_calls must be at least 1")
     fns = normalise_tools(tools, error=GrammarError)
@@ -263,10 +323,11 @@ def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tool
                     text_rule="text", reasoning=reasoning, content=content,
                     json=(json or (lambda r, f: JsonSchemaTranslator(r, "jstr-0", forbidden=f)))(rules, forbidden))
     tr.forbidden = forbidden
+    tr.response_schema = reply_schema
     if configure is not None:
         configure(tr)
     try:
-        body = tr.x(F.Ref(machine.start_rule), Ctx())
+        body = tr.x(F.Ref(start_rule or machine.start_rule), Ctx())
     except Unrequirable as e:  # pragma: no cover - the formats only have them in optional/recovery parts
         raise GrammarError(f"the format requires {e} where a grammar cannot") from None
     rules.set("root", body or '""')
@@ -276,11 +337,11 @@ def walk(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tool
 def build_grammar(translator: type[FormatTranslator], grammar: Mapping[str, F.Expr], tools: Sequence[Any] | None,
                   tool_choice_: Any, parallel_tool_calls: bool, dialect: str | Dialect, max_calls: int,
                   first_index: int, token_markers: Collection[str] | None, reasoning: bool, content: bool,
-                  options: Mapping[str, Any]) -> str:
+                  options: Mapping[str, Any], reply_schema: Any = None, start_rule: str | None = None) -> str:
     """The pruned GBNF (root rule ``root``) of ``translator`` run over ``grammar`` from the start rule
     the parser picks for ``dialect`` and render ``options`` (see :func:`~kimi_chat.grammar.tool_call_grammar`)."""
     rules, tr = walk(translator, grammar, tools, tool_choice_, parallel_tool_calls, dialect, max_calls, first_index,
-                     token_markers, reasoning, content, options)
+                     token_markers, reasoning, content, options, reply_schema=reply_schema, start_rule=start_rule)
     forbidden = tr.forbidden
     used = rules.text()
     if re.search(r"\btext\b", used):

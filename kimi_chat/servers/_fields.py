@@ -14,7 +14,7 @@ from ..dialects import Dialect
 from ..errors import KimiChatError, RequestError
 
 __all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "check_messages", "check_tools",
-           "check_tool_choice", "check_response_format", "check_sampling", "lint_refusals"]
+           "check_tool_choice", "check_response_format", "check_sampling", "lint_refusals", "LINT_REFUSED"]
 
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 """A function name: a letter or ``_``, then letters, digits, ``_`` or ``-``; at most 64 characters
@@ -30,7 +30,7 @@ under ``contract="moonshot"``."""
 MOONSHOT_TEMPERATURE = (0.0, 1.0)
 """The ``temperature`` range Moonshot accepts (KVV ``tests/params``: 0, 0.6 and 1 pass; -0.1, 1.1 and 2
 are refused); without one, ``contract="moonshot"`` uses Moonshot's default, 1.0 with thinking on and
-0.6 with it off."""
+0.6 with it off (an instruct dialect, which does not think: 0.6)."""
 
 _TOOL_CHOICES = ("auto", "none", "required")
 _RESPONSE_FORMATS = ("text", "json_object", "json_schema")
@@ -234,11 +234,38 @@ def check_sampling(body: Mapping[str, Any], contract: str) -> dict[str, Any]:
     return out
 
 
+LINT_REFUSED: dict[str, str] = {
+    "unknown-role": "a role outside the OpenAI chat schema (system, user, assistant, tool, developer): an "
+    "OpenAI-shaped API answers 400 for it, and the templates have no turn for it",
+    "developer-role": "refused only where the template writes no turn for it (fixed role headers: Kimi-K2-Instruct "
+    "rev1 and rev2 write the text with no header, run into the previous turn); the name-or-role templates "
+    "(0905, Thinking, K2.5, K2.6) write it as a system turn headed 'developer', served as rendered",
+    "missing-content": "the OpenAI schema requires content on system, user and tool messages",
+    "missing-tool-call-id": "the OpenAI schema requires tool_calls[j].id (the template writes it empty)",
+    "unknown-field": "not a field of the OpenAI message schema (the template ignores it: a typo such as tool_call "
+    "would silently drop the calls)",
+    "invalid-field": "a value outside the OpenAI message schema (a content part of an unknown type...)",
+    "non-bool-option": "a template option the template tests as a bool, given another type",
+}
+"""The lint errors (:data:`kimi_chat.checks.lint.ERROR_CODES`) a request is refused for, with the reason:
+each is a request Moonshot's OpenAI-shaped API answers with a 400 (its schema), or one the official template
+cannot render as what was asked. The other error codes (a template option the dialect does not read:
+``unread-kwarg``, ``unread-thinking-kwarg``, ``unread-preserve-thinking``) are dropped with a warning: the
+template ignores them, so the prompt is what the official template renders."""
+
+
+def _refused(d: Dialect, code: str) -> bool:
+    if code == "developer-role":  # (the name-or-role templates head the turn with the role: a system turn)
+        return d.role_names == "fixed"
+    return code in LINT_REFUSED
+
+
 def lint_refusals(d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, options: dict[str, Any],
                   warnings: list[str]) -> dict[str, Any]:
-    """Refuse what :func:`kimi_chat.lint` reports as an error about the messages (naming
-    ``messages[i].FIELD``) and a non-bool option (``chat_template_kwargs.KEY``); a template option the
-    dialect does not read is dropped with a warning (the template ignores it). Returns the options."""
+    """Refuse the lint errors of :data:`LINT_REFUSED` (:func:`kimi_chat.lint`), naming ``messages[i].FIELD``
+    or ``chat_template_kwargs.KEY``; a template option the dialect does not read is dropped with a warning
+    (the template ignores it), and an error served as rendered (a developer message on a template that
+    writes it as a system turn) is a warning. Returns the options."""
     from ..checks.lint import lint
     from ..messages import InvalidMessagesError
     from ..prompt import TOKENIZING_OPTIONS
@@ -258,12 +285,15 @@ def lint_refusals(d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | No
     for w in findings:
         if w.severity != "error":
             continue
-        if w.message_index is not None:
-            param = f"messages[{w.message_index}]" + (f".{w.field}" if w.field else "")
-            raise RequestError(f"{w.text} ({w.code})", param=param)
         if w.code in _UNREAD_OPTION_CODES and w.field in out:
             del out[w.field]
             warnings.append(f"chat_template_kwargs.{w.field}: {w.text}")
             continue
+        if w.message_index is not None:
+            param = f"messages[{w.message_index}]" + (f".{w.field}" if w.field else "")
+            if not _refused(d, w.code):
+                warnings.append(f"{param}: {w.text} ({w.code})")
+                continue
+            raise RequestError(f"{w.text} ({w.code})", param=param)
         raise RequestError(f"{w.text} ({w.code})", param=f"chat_template_kwargs.{w.field}" if w.field else None)
     return out

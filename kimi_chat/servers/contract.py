@@ -3,10 +3,13 @@ a validated :class:`ChatRequest`, or a :class:`RequestError` (an OpenAI-shaped 4
 
 The contract is Moonshot's, as its Kimi Vendor Verifier (KVV, ``../shared/kvv``) tests it:
 
-* ``messages``: a non-empty list of objects. What :func:`kimi_chat.lint` reports as an error for the
-  dialect (an unknown role, a missing ``content``, a field the template does not read...) is refused,
-  naming ``messages[i].FIELD``; so is a tool result without ``tool_call_id`` (in every family: K3's
-  encoder would pair it by position, but the request is malformed);
+* ``messages``: a non-empty list of objects. The errors :func:`kimi_chat.lint` reports for the dialect that
+  leave the OpenAI message schema (an unknown role, a missing ``content``, a field the template does not
+  read...: :data:`~kimi_chat.servers._fields.LINT_REFUSED`, each with its reason) are refused, naming
+  ``messages[i].FIELD``; so is a tool result without ``tool_call_id`` (in every family: K3's encoder would
+  pair it by position, but the request is malformed). A ``developer`` message is served where the template
+  writes it as a turn (the K2 name-or-role templates: a system turn headed ``developer``; Kimi-K3's encoder
+  drops it) and refused where it writes no header (Kimi-K2-Instruct rev1 / rev2);
 * tools: ``tools`` (request level) and a system message's ``tools`` (Kimi-K3's dynamically loaded
   tools; that message's ``content`` must be empty) and nowhere else: each a ``{"type": "function",
   "function": {"name", "description"?, "parameters"?, "strict"?}}`` with a name matching
@@ -281,7 +284,8 @@ def read_chat_request(body: Any, *, dialect: str | Dialect, contract: str = "ope
     options = {**body_options(body, d, given, warnings.append), **given}
     options = lint_refusals(d, messages, tools, options, warnings)
     if contract == "moonshot" and sampling["temperature"] is None:  # Moonshot's default
-        sampling["temperature"] = 1.0 if options.get("thinking", True) is not False else 0.6
+        thinks = (d.reasoning or "thinking" in d.options) and options.get("thinking", True) is not False
+        sampling["temperature"] = 1.0 if thinks else 0.6
     return ChatRequest(
         model=model, messages=messages, tools=tools, tool_choice=tool_choice,
         response_format=response_format, render_options=options,

@@ -47,6 +47,13 @@ class ServingHooks(Protocol):
     recognised by name only)."""
     END_OF_TURN: Marker
     """The marker that ends an assistant turn (a served model's ``eos_token_id``)."""
+    MODEL_TYPES: tuple[str, ...]
+    """``config.json`` ``model_type`` prefixes of the family's model directories (``kimi_k3``): how
+    ``--tokenizer-mode kimi_chat`` knows a directory's family before its tokenizer is loaded (else by a
+    tokenizer config holding :data:`VOCABULARY` at its ids; else the default dialect's family)."""
+    SERVED_DIALECT: str | None
+    """The dialect a model with the family's :data:`VOCABULARY` is served in (``kimi-k3``); ``None``: the
+    dialect is identified from the model's chat template (:func:`kimi_chat.servers.vllm.tokenizer.model_dialect`)."""
 
     # -- the streaming stages --
     ALWAYS_REASONS: bool

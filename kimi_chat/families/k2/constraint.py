@@ -12,6 +12,7 @@ the engine's end-of-generation token, allowed once the grammar is complete.
 
 from __future__ import annotations
 
+from typing import Any
 
 from ... import markers as M
 from ...dialects import Dialect
@@ -20,7 +21,7 @@ from ...grammar.lark import LarkTranslatorMixin
 from .grammar import K2Translator
 from ...grammar.vocabulary import default_token_markers
 
-__all__ = ["LarkK2Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"]
+__all__ = ["LarkK2Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers", "after_reasoning"]
 
 
 class LarkK2Translator(LarkTranslatorMixin, K2Translator):
@@ -42,3 +43,9 @@ def special_markers(dialect: Dialect) -> tuple[M.Marker, ...]:
 def end_markers(dialect: Dialect) -> tuple[str, ...]:
     """The spellings that end the turn (the engine's end-of-generation tokens)."""
     return tuple(m.text for m in TOKEN_CLASSES["END_TURN"])
+
+
+def after_reasoning(dialect: Dialect) -> tuple[dict[str, Any], str | None]:
+    """Where a grammar starts once the reasoning ended (:func:`kimi_chat.grammar.translate.after_reasoning`):
+    the body, as with thinking off (no reasoning block); the parser's start rule for those options."""
+    return ({"thinking": False, "reasoning": False} if dialect.reasoning else {}), None

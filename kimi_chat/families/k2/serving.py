@@ -40,6 +40,10 @@ PLAIN_DIALECT = "kimi-k2-instruct"
 VOCABULARY: tuple[M.Marker, ...] = ()
 """K2 is the family of any tokenizer no other family recognises."""
 END_OF_TURN = M.IM_END
+MODEL_TYPES: tuple[str, ...] = ()
+"""None of its own: K2 is the family of a model directory no other family claims."""
+SERVED_DIALECT: str | None = None
+"""K2 models differ by dialect: it is identified from the model's chat template."""
 ALWAYS_REASONS = False
 ANSWER_OPEN: str | None = None
 TOOL_SECTION = (M.TOOL_CALLS_SECTION_BEGIN.text, M.TOOL_CALLS_SECTION_END.text)

@@ -23,7 +23,7 @@ from ...grammar.lark import LarkTranslatorMixin
 from ...grammar.schemas import ANNOTATIONS, Note
 from .grammar import GRAMMAR, K3Translator
 
-__all__ = ["LarkK3Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"]
+__all__ = ["LarkK3Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers", "after_reasoning"]
 
 _OBJECT_ENFORCED = frozenset({"type", "properties", "required", "additionalProperties", "$defs", "definitions",
                               "$ref", "$id", "$anchor", "x-guidance"}) | ANNOTATIONS
@@ -106,3 +106,9 @@ def special_markers(dialect: Dialect) -> tuple[M.Marker, ...]:
 def end_markers(dialect: Dialect) -> tuple[str, ...]:
     """The spellings that end the turn: ``<|end_of_msg|>``."""
     return (M.K3_END_OF_MSG.text,)
+
+
+def after_reasoning(dialect: Dialect) -> tuple[dict[str, Any], str | None]:
+    """Where a grammar starts once the reasoning ended (:func:`kimi_chat.grammar.translate.after_reasoning`):
+    right after the think channel's close tag (what ends the reasoning), thinking on: ``after_think``."""
+    return {}, "after_think"

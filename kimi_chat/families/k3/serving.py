@@ -30,6 +30,10 @@ VOCABULARY = (M.K3_OPEN, M.K3_END_OF_MSG)
 """K3's vocabulary has ``<|open|>`` and ``<|end_of_msg|>`` at these ids (where K2 has ``<|im_end|>`` /
 ``<|im_user|>``)."""
 END_OF_TURN = M.K3_END_OF_MSG
+MODEL_TYPES = ("kimi_k3",)
+"""A K3 model directory's ``config.json`` says ``model_type: kimi_k3`` (or a variant of it)."""
+SERVED_DIALECT: str | None = DIALECT
+"""Every model with K3's vocabulary is served as Kimi-K3."""
 ALWAYS_REASONS = True
 ANSWER_OPEN: str | None = M.K3_OPEN.text + "response" + M.K3_SEP.text
 """The response channel's open tag (what a K3 prompt with thinking off pre-fills)."""
@@ -180,9 +184,9 @@ def content_ids(ids: list[int], decode: Decode) -> list[int]:
 # ------------------------------------------------------------------------------------------- vLLM
 
 VLLM_STRUCTURAL_TAG_MODEL = "kimi_k3"
-VLLM_KEEPS_ITS_CONSTRAINT = ("Kimi-K3: vLLM's kimi_k3 structural tag (the constraint cannot start after the think channel, "
-                             "where vLLM starts applying it)")
-"""vLLM's own K3 XTML structural tag (tool_choice required / named)."""
+VLLM_KEEPS_ITS_CONSTRAINT: str | None = None
+"""kimi_chat's constraint for a forced tool choice, as for K2: with a reasoning parser it starts right after the
+think channel's close tag (where the reasoning parser says reasoning ended and vLLM starts applying it)."""
 TEXT_PART_LISTS = False
 """K3 content lists go through vLLM's chat parser."""
 

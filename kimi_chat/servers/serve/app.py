@@ -6,7 +6,8 @@ it full is answered 429 at once); a client that disconnects cancels its generati
 a per-request timeout (504, or an error event once streaming); a body size limit (413); the API key,
 when set, required as ``Authorization: Bearer KEY`` (401 otherwise, compared in constant time); one log
 line per request on the ``kimi_chat.serve`` logger (id, dialect, prompt/completion tokens, seconds,
-outcome). Errors are OpenAI-shaped: ``{"error": {"message", "type", "param", "code"}}``.
+outcome), and one per request field that does not change the prompt or is served as the official
+template renders it (a ``developer`` message on K2...: :attr:`ChatRequest.warnings`). Errors are OpenAI-shaped: ``{"error": {"message", "type", "param", "code"}}``.
 """
 
 from __future__ import annotations
@@ -185,6 +186,8 @@ class _Server:
             return refuse(_error(400, f"the request body is not valid JSON: {e}", code="invalid_json"), "400")
         try:
             chat = read_chat_request(body, dialect=self.engine.dialect, contract=self.config.contract)
+            for warning in chat.warnings:  # (served as the template renders it: said in the log)
+                LOGGER.info("%s warning: %s", rid, warning)
             prepared = await run_in_threadpool(prepare, self.engine, chat)
             prompt = prompt_tokens(prepared.prompt_ids, dialect=self.engine.dialect, request=chat)
         except RequestError as e:

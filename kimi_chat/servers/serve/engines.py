@@ -5,8 +5,10 @@
 * :class:`UpstreamEngine`: a running ``llama-server``: the prompt goes to its ``/completion`` endpoint as
   token ids, the generated ids come back (``return_tokens``) and are parsed here, by id, so a marker the
   model spells with ordinary tokens stays text. The constraint goes as its GBNF export
-  (:attr:`kimi_chat.grammar.Constraint.gbnf`: tool calls; it does not constrain a ``response_format``
-  reply, and this llama-server build has no llguidance).
+  (:attr:`kimi_chat.grammar.Constraint.gbnf`: tool calls and a ``response_format`` reply; this
+  llama-server build has no llguidance); a request whose forced call or ``response_format`` has no GBNF
+  export (a schema beyond its rules' limits) is refused (:meth:`UpstreamEngine.check_constraint`) rather
+  than generated unconstrained.
 
 Both take the prompt as ids (rendered and tokenized by kimi_chat), a constraint (a
 :class:`~kimi_chat.grammar.Constraint`, GBNF text, or ``None``), ``max_tokens``, :class:`Sampling` and a ``cancel`` event checked
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ...dialects import Dialect
-from ...errors import KimiChatError
+from ...errors import KimiChatError, RequestError
 from ...tokens.tokenizer import KimiTokenizer
 
 __all__ = ["Sampling", "Engine", "EngineError", "NativeEngine", "UpstreamEngine", "constraint_gbnf"]
@@ -79,6 +81,11 @@ class Engine(Protocol):
         when ``cancel`` is set."""
         ...
 
+    def check_constraint(self, constraint: Any, request: Any) -> None:
+        """Raise :class:`~kimi_chat.errors.RequestError` (a 400 naming the field) when this engine cannot
+        enforce what ``request`` (a :class:`~kimi_chat.servers.contract.ChatRequest`) must be constrained to."""
+        ...
+
     def close(self) -> None:
         """Free the engine."""
         ...
@@ -132,6 +139,9 @@ class NativeEngine:
         finally:
             gen.close()
 
+    def check_constraint(self, constraint: Any, request: Any) -> None:
+        """Every constraint is enforced in process (llguidance)."""
+
     def close(self) -> None:
         self.native.close()
 
@@ -174,6 +184,27 @@ class UpstreamEngine:
 
     def is_eog(self, token_id: int) -> bool:
         return self.vocabulary.is_eog(token_id)  # type: ignore[no-any-return]
+
+    def check_constraint(self, constraint: Any, request: Any) -> None:
+        """Refuse a request whose constraint has no GBNF export where it must hold: a ``response_format``
+        reply (``json_object`` / ``json_schema``) or a forced call (``tool_choice`` ``required`` / a named
+        function). The 400 names the field and the reason (a schema beyond the GBNF rules' limits); the
+        in-process engine enforces such schemas. Without a forced choice, tools with no export are
+        generated unconstrained (the parser reads the calls by id and checks them)."""
+        if constraint is None or isinstance(constraint, str) or constraint.gbnf:
+            return
+        forced = request.tool_choice == "required" or isinstance(request.tool_choice, dict)
+        for note in constraint.gbnf_notes:
+            if not note.reason.startswith("no GBNF export"):
+                continue
+            if note.path == "response_format" or (forced and note.path == "tools"):
+                param = "tools"
+                if note.path == "response_format":
+                    kind = (request.response_format or {}).get("type")
+                    param = "response_format.json_schema.schema" if kind == "json_schema" else "response_format"
+                raise RequestError(f"the upstream llama-server cannot enforce this: {note.reason} (its grammar is "
+                                   "the GBNF export; the in-process engine, without --upstream, enforces it)",
+                                   param=param, code="unsupported_schema")
 
     def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Sampling,
                  cancel: threading.Event) -> Iterator[int]:

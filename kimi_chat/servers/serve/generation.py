@@ -87,7 +87,8 @@ def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
 def prepare(engine: Engine, request: Any) -> Prepared:
     """Render, tokenize and constrain ``request`` for ``engine``. Raises what rendering raises for input
     the official machinery refuses (:class:`~kimi_chat.errors.KimiChatError` subclasses naming index and
-    field), :class:`~kimi_chat.grammar.GrammarError`, and :class:`ContextError`."""
+    field), :class:`~kimi_chat.grammar.GrammarError`, :class:`ContextError`, and the engine's refusal of a
+    constraint it cannot enforce (:meth:`~kimi_chat.servers.serve.engines.Engine.check_constraint`)."""
     options = dict(request.render_options)
     ids = render_tokens(request.messages, tokenizer=engine.tokenizer(), tools=request.tools, dialect=engine.dialect,
                         special_tokens="text", **options).ids
@@ -100,7 +101,9 @@ def prepare(engine: Engine, request: Any) -> Prepared:
     max_tokens = request.max_tokens if request.max_tokens is not None else min(DEFAULT_MAX_TOKENS, room)
     sampling = Sampling(temperature=0.6 if request.temperature is None else float(request.temperature),
                         top_p=1.0 if request.top_p is None else float(request.top_p), seed=request.seed)
-    return Prepared(request, list(ids), _constraint(engine, request, options), max_tokens, sampling, options)
+    constraint = _constraint(engine, request, options)
+    engine.check_constraint(constraint, request)
+    return Prepared(request, list(ids), constraint, max_tokens, sampling, options)
 
 
 def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator[Delta | Outcome]:

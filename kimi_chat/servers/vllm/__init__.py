@@ -61,6 +61,7 @@ from vllm.tool_parsers import ToolParser, ToolParserManager
 from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 from ..family import DIALECT_KWARG, choose_family, override
 from ..hooks import ServingHooks, serving_of
+from ..forced import thinking_off
 from .structured import install
 
 __all__ = ["NAME", "KimiChatToolParser", "KimiChatReasoningParser", "register"]
@@ -78,10 +79,7 @@ def _reasons(serving: ServingHooks, tokenizer: Any, ctk: Any) -> bool:
     return serving.reasons(tokenizer, ov[0] if ov is not None else None)
 
 
-def _thinking_off(ctk: Any) -> bool:
-    """``chat_template_kwargs`` turn thinking off (``thinking``/``enable_thinking`` false)."""
-    ctk = ctk or {}
-    return ctk.get("thinking") is False or ctk.get("enable_thinking") is False
+_thinking_off = thinking_off  # ``chat_template_kwargs`` turn thinking off (kimi_chat.servers.forced)
 
 
 def _decoder(tokenizer: Any):

@@ -4,13 +4,16 @@
 ``vllm serve MODEL --tokenizer-mode kimi_chat`` loads ``tiktoken.model`` and ``tokenizer_config.json``
 of the model directory (or Hugging Face repo: only those files and ``config.json`` /
 ``chat_template.jinja`` / ``generation_config.json`` are fetched) into a :class:`KimiTokenizer`; no
-``tokenization_kimi.py`` is imported, so no ``--trust-remote-code``. A Kimi-K3 directory (its
-``config.json`` says ``model_type: kimi_k3``, or its config names ``<|open|>``) gets K3's 256
-special ids; a K3 directory without a ``tokenizer_config.json`` gets :data:`~kimi_chat.tokens.tokenizer.K3_CONFIG`.
+``tokenization_kimi.py`` is imported, so no ``--trust-remote-code``. The directory's family
+(:func:`directory_family`: its ``config.json`` ``model_type``, or its tokenizer config holding the family's
+distinctive tokens, the family's serving hooks ``MODEL_TYPES`` / ``VOCABULARY``; else the default
+dialect's) loads it (its record's ``snapshot_tokenizer``: a Kimi-K3 directory gets K3's 256 special ids,
+and :data:`~kimi_chat.tokens.tokenizer.K3_CONFIG` without a ``tokenizer_config.json``).
 
 The tokenizer also decides the model's dialect once, at load (:func:`model_dialect`), for the
-renderer (:mod:`kimi_chat.servers.vllm.renderer`): ``$KIMI_CHAT_DIALECT`` when set, else K3 by its
-vocabulary, else the identification of the directory's chat template (exact text, then behaviour).
+renderer (:mod:`kimi_chat.servers.vllm.renderer`): ``$KIMI_CHAT_DIALECT`` when set, else the dialect
+of a family that serves all its models in one (``SERVED_DIALECT``: Kimi-K3), known by its vocabulary,
+else the identification of the directory's chat template (exact text, then behaviour).
 
 What vLLM asks of a tokenizer: ``encode`` / ``__call__`` (prompt text: special-token text is the
 special id, as the official ``encode``; the chat renderer never goes through here),
@@ -32,15 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from ... import markers as M
-from ...dialects import Dialect, get_dialect
+from ...dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ...errors import KimiChatError, UnknownDialectError
-from ...tokens.tokenizer import BYTE_DECODER, K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
+from ...families import Family, family_names, family_of
+from ...tokens.tokenizer import BYTE_DECODER, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
 
 from ..family import DIALECT_ENV
 from ..hooks import serving_of
 from .options import MODE, render_ids, template_options
 
-__all__ = ["MODE", "DIALECT_ENV", "register_mode", "KimiChatVllmTokenizer", "ModelDialect", "model_dialect", "load_kimi_tokenizer"]
+__all__ = ["MODE", "DIALECT_ENV", "register_mode", "KimiChatVllmTokenizer", "ModelDialect", "model_dialect", "load_kimi_tokenizer",
+           "directory_family"]
 
 # DIALECT_ENV (``KIMI_CHAT_DIALECT``): the environment variable naming the dialect to serve
 # (``kimi-k2.6``, ``kimi-k3``...); it overrides the identification, and the parser plugins read the
@@ -91,15 +96,37 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise KimiChatError(f"{path}: not readable JSON ({e})") from e
 
 
-def _is_k3(model_config: Mapping[str, Any], tokenizer_config: Mapping[str, Any]) -> bool:
-    if str(model_config.get("model_type", "")).startswith("kimi_k3"):
-        return True
+def directory_family(model_config: Mapping[str, Any], tokenizer_config: Mapping[str, Any]) -> Family:
+    """The family of a model directory from its ``config.json`` (``model_config``) and
+    ``tokenizer_config.json``: the first registered family whose serving hooks' ``MODEL_TYPES`` prefix
+    the ``model_type``, or whose ``VOCABULARY`` the config's ``added_tokens_decoder`` holds at its ids;
+    else the default dialect's family."""
+    model_type = str(model_config.get("model_type", ""))
     added = tokenizer_config.get("added_tokens_decoder") or {}
-    return any(isinstance(v, Mapping) and v.get("content") == M.K3_OPEN.text for v in added.values())
+    for name in family_names():
+        record = family_of(name)
+        hooks = serving_of(record)
+        if any(model_type.startswith(t) for t in hooks.MODEL_TYPES):
+            return record
+        if hooks.VOCABULARY and all(isinstance(added.get(str(m.id)), Mapping) and added[str(m.id)].get("content")
+                                    == m.text for m in hooks.VOCABULARY):
+            return record
+    return family_of(get_dialect(DEFAULT_DIALECT))
+
+
+def _vocabulary_family(tokenizer: KimiTokenizer) -> Family | None:
+    """The family whose distinctive special tokens (serving hooks ``VOCABULARY``) ``tokenizer`` has at
+    their ids (``None``: no family's)."""
+    for name in family_names():
+        record = family_of(name)
+        vocabulary = serving_of(record).VOCABULARY
+        if vocabulary and all(tokenizer.special_tokens.get(m.text) == m.id for m in vocabulary):
+            return record
+    return None
 
 
 def load_kimi_tokenizer(directory: str | Path) -> KimiTokenizer:
-    """The :class:`KimiTokenizer` of a model directory (K2 or K3, see the module docstring)."""
+    """The :class:`KimiTokenizer` of a model directory (its family's, see the module docstring)."""
     d = Path(directory)
     model = d / TIKTOKEN_MODEL_FILE
     if not model.is_file():
@@ -108,13 +135,8 @@ def load_kimi_tokenizer(directory: str | Path) -> KimiTokenizer:
             "whose directories hold tiktoken.model and tokenizer_config.json"
         )
     cfg_path = d / TOKENIZER_CONFIG_FILE
-    tok_cfg = _read_json(cfg_path)
-    if _is_k3(_read_json(d / "config.json"), tok_cfg):
-        return KimiTokenizer.from_files(model, cfg_path if tok_cfg else K3_CONFIG,
-                                        num_special=M.K3_NUM_RESERVED_SPECIAL)
-    if not tok_cfg:
-        raise KimiChatError(f"{cfg_path}: file not found (a Kimi-K2 model directory holds {TOKENIZER_CONFIG_FILE})")
-    return KimiTokenizer.from_files(model, cfg_path)
+    family = directory_family(_read_json(d / "config.json"), _read_json(cfg_path))
+    return family.snapshot_tokenizer(d, None)
 
 
 def chat_template_of(directory: str | Path) -> str | None:
@@ -132,13 +154,15 @@ def chat_template_of(directory: str | Path) -> str | None:
 
 def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDialect:
     """The dialect to serve the model in ``directory`` with: ``$KIMI_CHAT_DIALECT`` (checked against the
-    tokenizer's family), else ``kimi-k3`` for a K3 vocabulary, else the identification of the chat
+    tokenizer's family), else the ``SERVED_DIALECT`` of the family whose vocabulary the tokenizer has
+    (``kimi-k3`` for a K3 vocabulary), else the identification of the chat
     template (exact text first, then behaviour: :func:`kimi_chat.checks.verification.identify`). Raises
     :class:`~kimi_chat.errors.KimiChatError` (a clear startup error) for a template kimi_chat does not
     know, a directory without a template, or an override of the wrong family."""
-    from ...families.k3.tokens import check_vocabulary
+    from ...tokens.vocabulary import check_vocabulary
 
-    k3_vocab = M.K3_OPEN.text in tokenizer.special_tokens
+    vocab_family = _vocabulary_family(tokenizer)
+    served = serving_of(vocab_family).SERVED_DIALECT if vocab_family is not None else None
     forced = os.environ.get(DIALECT_ENV, "").strip()
     if forced:
         try:
@@ -150,8 +174,9 @@ def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDiale
         except ValueError as e:
             raise KimiChatError(f"${DIALECT_ENV}={forced}: {e}") from None
         return ModelDialect(d, f"${DIALECT_ENV}={forced}")
-    if k3_vocab:
-        return ModelDialect(get_dialect("kimi-k3"), "Kimi-K3 vocabulary (<|open|>/<|end_of_msg|> special tokens)")
+    if vocab_family is not None and served is not None:
+        spelled = "/".join(m.text for m in serving_of(vocab_family).VOCABULARY)
+        return ModelDialect(get_dialect(served), f"{vocab_family.title} vocabulary ({spelled} special tokens)")
     text = chat_template_of(directory)
     hint = f"set {DIALECT_ENV} to a dialect name (kimi-chat dialects) to serve it anyway"
     if text is None:

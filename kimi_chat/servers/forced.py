@@ -1,0 +1,85 @@
+"""A forced tool choice (``"required"`` or a named function) as kimi_chat's constraint: what the vLLM
+(:mod:`kimi_chat.servers.vllm.structured`) and SGLang (:mod:`kimi_chat.servers.sglang.constraint`) plugins
+share. Importable without either framework.
+
+The constraint is :func:`kimi_chat.grammar.constraint` of the request: the Kimi format the parser runs,
+markers as special tokens (typed marker text never satisfies them), the tools' schemas compiled by
+llguidance. Where the server applies the grammar only after the reasoning (a reasoning parser runs and
+the framework starts the grammar where it says reasoning ended), the grammar starts there
+(``constraint(..., after_reasoning=True)``: K2, the body; K3, right after the think channel's close tag);
+otherwise it is the whole output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..dialects import Dialect, get_dialect
+from .family import override
+from .hooks import ServingHooks
+
+__all__ = ["forced", "named", "forced_dialect", "forced_grammar", "thinking_off", "REASONING_DIALECT",
+           "PLAIN_DIALECT"]
+
+REASONING_DIALECT = "kimi-k2.6"
+"""The dialect of a K2-family tokenizer with ``<think>`` (no override): the latest reasoning K2."""
+PLAIN_DIALECT = "kimi-k2-instruct-0905"
+"""The dialect of a K2-family tokenizer without ``<think>`` (no override)."""
+
+
+def forced(tool_choice: Any) -> bool:
+    """Whether ``tool_choice`` forces a call: ``"required"`` or a named function (a dict or a framework's
+    object with a ``function``)."""
+    if tool_choice == "required":
+        return True
+    fn = getattr(tool_choice, "function", None)
+    if fn is None and isinstance(tool_choice, Mapping):
+        fn = tool_choice.get("function")
+    return fn is not None
+
+
+def named(tool_choice: Any) -> Any:
+    """``tool_choice`` as :func:`kimi_chat.grammar.constraint` takes it (a dict for a named function)."""
+    if tool_choice == "required":
+        return tool_choice
+    fn = getattr(tool_choice, "function", None)
+    name = getattr(fn, "name", None) if fn is not None else tool_choice["function"]["name"]
+    return {"type": "function", "function": {"name": name}}
+
+
+def forced_dialect(chat_template_kwargs: Mapping[str, Any] | None, reasons: bool, serving: ServingHooks) -> Dialect:
+    """The dialect of the constraint: the override's (``chat_template_kwargs["kimi_chat_dialect"]`` /
+    ``$KIMI_CHAT_DIALECT``), else the family's one dialect (``serving.SERVED_DIALECT``: Kimi-K3), else
+    :data:`REASONING_DIALECT` for a tokenizer with ``<think>`` (``reasons``), else :data:`PLAIN_DIALECT`."""
+    ov = override(chat_template_kwargs)
+    if ov is not None:
+        return ov[0]
+    if serving.SERVED_DIALECT is not None:
+        return get_dialect(serving.SERVED_DIALECT)
+    return get_dialect(REASONING_DIALECT if reasons else PLAIN_DIALECT)
+
+
+def thinking_off(chat_template_kwargs: Mapping[str, Any] | None) -> bool:
+    """Whether the request's ``chat_template_kwargs`` switch thinking off (``thinking`` or
+    ``enable_thinking`` false)."""
+    ctk = chat_template_kwargs or {}
+    return ctk.get("thinking") is False or ctk.get("enable_thinking") is False
+
+
+def forced_grammar(tools: Sequence[Any] | None, tool_choice: Any, parallel_tool_calls: bool, *, dialect: Dialect,
+                   after_reasoning: bool, thinking: bool = True) -> str:
+    """The Lark grammar (llguidance) of a forced tool choice: the body alone when ``after_reasoning``
+    (the server applies it from where reasoning ended) or the whole output (``thinking``: the request's
+    thinking switch, where the dialect reasons)."""
+    from ..grammar.constraint import constraint
+
+    options: dict[str, Any] = {}
+    if after_reasoning and dialect.reasoning:
+        # thinking on: where the reasoning ended (K3: after the think channel's close); off: the output
+        # the prompt leaves, which starts after any reasoning (K3: inside the response channel)
+        options = {"after_reasoning": True} if thinking else {"thinking": False, "reasoning": False}
+    elif not thinking:
+        options = {"thinking": False}
+    return constraint(tools, dialect=dialect, tool_choice=named(tool_choice),
+                      parallel_tool_calls=parallel_tool_calls is not False, **options).lark
