@@ -173,7 +173,8 @@ def test_token_references():
     assert "<|tool_calls_section_begin|>" in g and '"<|tool_calls_section_begin|>"' not in g
     literal = tool_call_grammar(TOOLS, tool_choice="required", token_markers=())
     assert '"<|tool_call_begin|>"' in literal
-    assert M.THINK_BEGIN.text not in default_token_markers("kimi-k2-thinking")
+    assert M.THINK_BEGIN.text in default_token_markers("kimi-k2-thinking")  # 163606 in its vocabulary
+    assert M.THINK_BEGIN.text not in default_token_markers("kimi-k2-instruct-0905")  # plain text there
     assert M.THINK_BEGIN.text in default_token_markers("kimi-k2.5")
     g25 = tool_call_grammar(TOOLS, dialect="kimi-k2.5")
     assert "</think>" in g25 and '"</think>"' not in g25

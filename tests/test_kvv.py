@@ -11,8 +11,7 @@ against the server on the terse tiny model (``kimi-chat tiny-model --terse``) on
   :data:`K2_NOT_APPLICABLE`).
 
 Left out (deselected), in one place (:data:`DESELECTED`): the tests issue 26 lists as judging what a model
-writes of its own accord, with its reasons. A run failing for a cause outside the server is an ``xfail``
-naming it (:data:`KNOWN_FAILURES`). Every other test must pass; a suite's own skips (Moonshot's
+writes of its own accord, with its reasons. Every other test must pass; a suite's own skips (Moonshot's
 "not pass" marks) stay skips. Skipped without the KVV copy, the reference data (the tiny model's vocabulary),
 llama-cpp-python or the serve extra; under CI their absence fails.
 """
@@ -75,18 +74,6 @@ K2_RUNS: dict[str, str] = {
 (``chat_template_kwargs.thinking``) where the dialect thinks (K2-Thinking's template has no switch: the kwarg
 is a warning, dropped), ``none`` (no thinking field) for the instruct dialects. ``tests/k3_features`` sends
 Moonshot's ``thinking`` object itself (a K2 template without the switch: a warning)."""
-
-KNOWN_FAILURES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("kimi-k2-thinking@rev1", "k3_features"): (("test_json_schema_strict", "test_json_schema_non_strict"),
-        "the llguidance constraint writes K2-Thinking's <think> as text (kimi_chat/grammar/vocabulary.py "
-        "default_token_markers: think markers are tokens only for think == 'k25'), but its tokenizer has <think> / "
-        "</think> as tokens (163606 / 163607; PROVENANCE.md, families/k2/serving.py): the model's own <think> token "
-        "is masked, a reasoning block can only be spelled in text, which the parser (by id) keeps as content, and a "
-        "json_schema reply that starts one runs to max_tokens (finish_reason length); the one-line fix (outside "
-        "serve's files) is in the serve branch's report"),
-}
-"""KVV runs with tests that fail for a cause outside the server: (the tests, the cause). Those failures are an
-``xfail`` naming the cause (reported on every run, not hidden); any other failure of the run fails it."""
 
 RUNS = [
     pytest.param("kimi-k3", "params", "kimi", id="k3-params"),
@@ -217,19 +204,14 @@ def test_kvv_suite_passes(servers, tmp_path, dialect, suite, think_mode):
     print(json.dumps({"dialect": dialect, "suite": suite, **{k: len(v) for k, v in outcomes.items()}}))
     failed = outcomes["failed"]
     log = (tmp_path / f"{dialect}-{suite}.log").read_text()
+    assert not failed, f"{len(failed)} KVV tests failed: {failed}\n{log[-6000:]}"
     assert outcomes["passed"], log[-3000:]
-    known, cause = KNOWN_FAILURES.get((dialect, suite), ((), ""))
-    unexpected = [f for f in failed if not any(f"::{name}[" in f for name in known)]
-    assert not unexpected, f"{len(unexpected)} KVV tests failed: {unexpected}\n{log[-6000:]}"
-    if failed:
-        pytest.xfail(f"{len(failed)} known failures {failed}: {cause}")
 
 
 def test_deselected_tests_exist_in_kvv():
     """The deselection list names KVV tests that exist (a renamed test must not slip out of the run)."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in (KVV_DIR / "tests").rglob("test_*.py"))
-    known = [name for names, _ in KNOWN_FAILURES.values() for name in names]
-    missing = [name for name in [*DESELECTED, *K2_NOT_APPLICABLE, *known] if f"def {name}(" not in text
+    missing = [name for name in [*DESELECTED, *K2_NOT_APPLICABLE] if f"def {name}(" not in text
                and not (KVV_DIR / "tests" / "k3_features" / name).is_file()]
     assert not missing
 

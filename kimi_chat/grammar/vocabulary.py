@@ -46,7 +46,9 @@ def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, 
 
 def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:
     """Marker spellings taken to be single special tokens of a model of ``dialect``: every format
-    marker with an id (:func:`format_markers`), except ``<think>``/``</think>``, which are tokens only
-    in the K2.5/K2.6 vocabulary. :class:`kimi_chat.engines.native.NativeModel` asks the loaded model instead."""
+    marker with an id (:func:`format_markers`), except ``<think>``/``</think>`` in a dialect without
+    reasoning: they are tokens (163606/163607) in the vocabulary of the reasoning dialects (K2-Thinking,
+    K2.5, K2.6: ``reference/PROVENANCE.md``, the config their token ids are rendered with), plain text in
+    Kimi-K2-Instruct's. :class:`kimi_chat.engines.native.NativeModel` asks the loaded model instead."""
     d = get_dialect(dialect)
-    return frozenset(m.text for m in format_markers(d) if m not in (M.THINK_BEGIN, M.THINK_END) or d.think == "k25")
+    return frozenset(m.text for m in format_markers(d) if m not in (M.THINK_BEGIN, M.THINK_END) or d.reasoning)

@@ -34,7 +34,7 @@ TRANSLATOR = LarkK2Translator
 
 
 def special_markers(dialect: Dialect) -> tuple[M.Marker, ...]:
-    """The markers that are special tokens of a ``dialect`` model (``<think>`` only for K2.5/K2.6)."""
+    """The markers that are special tokens of a ``dialect`` model (``<think>`` only where the dialect reasons)."""
     tokens = default_token_markers(dialect)
     return tuple(m for m in M.MARKERS if m.id is not None and (m.text in tokens or m not in
                                                                 (M.THINK_BEGIN, M.THINK_END)))
