@@ -231,6 +231,19 @@ def test_gbnf_export_constrains_the_reply_to_the_response_format():
     assert long.gbnf_notes[-1].path == "response_format" and "minLength" in long.gbnf_notes[-1].reason
 
 
+def test_after_reasoning_is_the_body():
+    # K2: where the reasoning ended (a server's reasoning parser saw </think>) the rest is the body, as
+    # with thinking off and no reasoning block
+    for d, off in (("kimi-k2.6", {"thinking": False}), ("kimi-k2-thinking", {})):  # K2-Thinking: no switch
+        c = constraint(TOOLS, dialect=d, tool_choice="required", after_reasoning=True)
+        assert c.lark == constraint(TOOLS, dialect=d, tool_choice="required", reasoning=False, **off).lark
+        ok = section(call("get_weather", 0, {"city": "P"}))
+        assert c.accepts(ok) and not c.accepts(M.THINK_BEGIN.text + "r" + M.THINK_END.text + ok)
+        assert not c.accepts("r" + M.THINK_END.text + ok)
+    plain = constraint(TOOLS, dialect=K2, tool_choice="required", after_reasoning=True)
+    assert plain.lark == constraint(TOOLS, dialect=K2, tool_choice="required").lark  # no reasoning to skip
+
+
 def test_errors_name_the_field():
     with pytest.raises(GrammarError, match="not a declared function tool"):
         constraint(TOOLS, dialect=K2, tool_choice={"type": "function", "function": {"name": "nope"}})

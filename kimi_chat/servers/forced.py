@@ -77,7 +77,7 @@ def forced_grammar(tools: Sequence[Any] | None, tool_choice: Any, parallel_tool_
     options: dict[str, Any] = {}
     if not thinking and "thinking" in dialect.options:
         # the output the prompt leaves starts after any reasoning (K3: inside the response channel)
-        options = {"thinking": False, "reasoning": False} if after_reasoning and dialect.reasoning else {"thinking": False}
+        options = {"thinking": False} | ({"reasoning": False} if after_reasoning and dialect.reasoning else {})
     elif after_reasoning:
         options = {"after_reasoning": True}  # the family's start (K3: after the think channel's close)
     return constraint(tools, dialect=dialect, tool_choice=named(tool_choice),
