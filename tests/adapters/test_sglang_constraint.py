@@ -21,7 +21,11 @@ from kimi_chat.servers import sglang as plugin  # noqa: F401  (registers "kimi_c
 from kimi_chat.tokens.tokenizer import KimiTokenizer
 
 from .adapter_support import hf_tokenizer
-from .sglang_serving import request, serving_chat
+from .sglang_serving import NS, request, serving_chat
+
+# _process_messages calls this Hunyuan-only normaliser, whose module cannot be imported here (the GPU
+# stack): for a Kimi request it changes nothing (it reads Hunyuan's reasoning_effort values only)
+NS.setdefault("normalize_hunyuan_reasoning_effort", lambda request, reasoning_parser, reasoning_config: None)
 
 K26 = "kimi-k2.6"
 SCHEMA = {"type": "object",
