@@ -225,6 +225,12 @@ def test_gbnf_export_constrains_the_reply_to_the_response_format():
     forced = constraint(TOOLS, dialect=K2, tool_choice="required", response_format=rf)
     assert forced.gbnf == constraint(TOOLS, dialect=K2, tool_choice="required").gbnf
     # a reply schema the GBNF rules cannot translate: no export, and the note names the response format
+    # what reading the schema found holds for the export too (here: a reference that resolves nowhere)
+    loose = constraint(None, dialect=K2, response_format={"type": "json_schema", "json_schema": {
+        "schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/none"}}, "required": ["a"],
+                   "additionalProperties": False}}})
+    assert not loose.exact and not loose.gbnf_exact
+    assert "response_format.json_schema.schema.properties.a.$ref" in [n.path for n in loose.gbnf_notes]
     long = constraint(None, dialect=K2, response_format={"type": "json_schema", "json_schema": {
         "schema": {"type": "object", "properties": {"a": {"type": "string", "minLength": 2000}}}}})
     assert long.exact and long.gbnf == "" and not long.gbnf_exact
