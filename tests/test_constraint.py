@@ -226,10 +226,29 @@ def test_gbnf_export_constrains_the_reply_to_the_response_format():
     forced = constraint(TOOLS, dialect=K2, tool_choice="required", response_format=rf)
     assert forced.gbnf == constraint(TOOLS, dialect=K2, tool_choice="required").gbnf
     # a reply schema the GBNF rules cannot translate: no export, and the note names the response format
+    # what reading the schema found holds for the export too (here: a reference that resolves nowhere)
+    loose = constraint(None, dialect=K2, response_format={"type": "json_schema", "json_schema": {
+        "schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/none"}}, "required": ["a"],
+                   "additionalProperties": False}}})
+    assert not loose.exact and not loose.gbnf_exact
+    assert "response_format.json_schema.schema.properties.a.$ref" in [n.path for n in loose.gbnf_notes]
     long = constraint(None, dialect=K2, response_format={"type": "json_schema", "json_schema": {
         "schema": {"type": "object", "properties": {"a": {"type": "string", "minLength": 2000}}}}})
     assert long.exact and long.gbnf == "" and not long.gbnf_exact
     assert long.gbnf_notes[-1].path == "response_format" and "minLength" in long.gbnf_notes[-1].reason
+
+
+def test_after_reasoning_is_the_body():
+    # K2: where the reasoning ended (a server's reasoning parser saw </think>) the rest is the body, as
+    # with thinking off and no reasoning block
+    for d, off in (("kimi-k2.6", {"thinking": False}), ("kimi-k2-thinking", {})):  # K2-Thinking: no switch
+        c = constraint(TOOLS, dialect=d, tool_choice="required", after_reasoning=True)
+        assert c.lark == constraint(TOOLS, dialect=d, tool_choice="required", reasoning=False, **off).lark
+        ok = section(call("get_weather", 0, {"city": "P"}))
+        assert c.accepts(ok) and not c.accepts(M.THINK_BEGIN.text + "r" + M.THINK_END.text + ok)
+        assert not c.accepts("r" + M.THINK_END.text + ok)
+    plain = constraint(TOOLS, dialect=K2, tool_choice="required", after_reasoning=True)
+    assert plain.lark == constraint(TOOLS, dialect=K2, tool_choice="required").lark  # no reasoning to skip
 
 
 def test_errors_name_the_field():

@@ -71,6 +71,22 @@ def test_choices_markers_and_indices():
     assert off.accepts(G.turn(one, think=False)) and not off.accepts(G.turn(one))
 
 
+def test_after_reasoning_starts_right_after_the_think_channel():
+    # a server applying the grammar from where its reasoning parser says reasoning ended (the think
+    # channel's close tag) gets the rest of the turn: the response channel, then the calls
+    one = G.call("ping", 1)
+    full = G.turn(one, reasoning="r")
+    close = G.end("think")
+    body = full[full.index(close) + len(close):]
+    c = constraint(G.TOOLS, dialect=K3, tool_choice="required", after_reasoning=True)
+    assert c.accepts(body) and c.accepts(body + EOM)
+    assert not c.accepts(full) and not c.accepts(close + body)  # the think channel is behind it
+    assert not c.accepts(G.tag("response") + "text" + body[len(G.tag("response")):])  # content before a forced call
+    assert accepts(c.gbnf, body) and not accepts(c.gbnf, full)  # the GBNF export starts there too
+    auto = constraint(G.TOOLS, dialect=K3, after_reasoning=True)
+    assert auto.accepts(G.tag("response") + "Hi." + G.end("response") + G.end("message"))
+
+
 def test_response_format_constrains_the_response_channel():
     rf = {"type": "json_schema", "json_schema": {"name": "a", "schema": {
         "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}}}

@@ -72,8 +72,9 @@ class Family:
     pending, not prompt (:func:`kimi_chat.servers.contract.prompt_tokens`), imported on first use."""
     constraint: str
     """The module of the family's part of a llguidance constraint (``TRANSLATOR``, ``GRAMMAR``,
-    ``special_markers``, ``end_markers``: :mod:`kimi_chat.grammar.constraint`), imported on first use (it
-    needs the ``constraints`` extra only when a constraint is built)."""
+    ``special_markers``, ``end_markers``: :mod:`kimi_chat.grammar.constraint`; ``after_reasoning``, where a
+    grammar starts once the reasoning ended, for the GBNF export too: :func:`kimi_chat.grammar.translate.after_reasoning`),
+    imported on first use (it needs the ``constraints`` extra only when a constraint is built)."""
 
     # -- checks, engines, cli, reference --
     lint: Callable[..., list[Any]]

@@ -75,6 +75,9 @@ class Constraint:
     """Tool name -> its ``parameters`` schema as declared (what :meth:`validate` checks)."""
     request: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The request's arguments of :func:`~kimi_chat.grammar.tool_call_grammar` (for the GBNF export)."""
+    schema_notes: tuple[Note, ...] = field(default=(), repr=False, compare=False)
+    """The notes of reading the schemas (invalid schemas, references resolved loosely), which hold for the
+    GBNF export too (it reads the same bundled schemas)."""
 
     @cached_property
     def _gbnf(self) -> tuple[str, tuple[Note, ...]]:
@@ -82,7 +85,8 @@ class Constraint:
         # and strings are automata written out as rules)
         req = dict(self.request)
         response = req.pop("response", None)
-        notes = _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), response)
+        notes = list(self.schema_notes)
+        notes += _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), response)
         try:
             gbnf = tool_call_grammar(**req, reply_schema=response)
         except GrammarError as e:
@@ -376,6 +380,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     if isinstance(response, Mapping):
         response, ref_notes = bundle(dict(response), RESPONSE_PATH)
         notes += ref_notes
+    prepared = tuple(notes)  # what reading the schemas found (invalid schemas, references): the GBNF export's too
     fam = importlib.import_module(family_of(d).constraint)
     names = {name: i for i, name in enumerate(fns)}
     try:
@@ -392,7 +397,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     request = dict(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, dialect=d,
                    max_calls=max_calls, first_index=first_index, reasoning=reasoning, content=content,
                    response=response, after_reasoning=start is not None, **options)
-    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique,
+    return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, schema_notes=prepared,
                       schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)
 
 

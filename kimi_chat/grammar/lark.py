@@ -22,7 +22,7 @@ from typing import Any
 
 from .gbnf import Rules
 
-__all__ = ["to_lark", "json_rule", "regex_escape", "text_terminal", "LarkJson", "LarkTranslatorMixin", "build_lark"]
+__all__ = ["to_lark", "lark_string", "json_rule", "regex_escape", "text_terminal", "LarkJson", "LarkTranslatorMixin", "build_lark"]
 
 _PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|<[^>]*>|(\[(?:[^\]\\]|\\.)*\](?:\{\d*(?:,\d*)?\})?)')
 _TEXT_THEN_LITERAL = re.compile(r'(?<![\w-])text ("(?:[^"\\]|\\.)*")')
@@ -48,12 +48,34 @@ def json_rule(rules: Rules, base: str, schema: Any) -> str:
     return rules.set(rules.fresh(base), "%json " + json.dumps(schema, ensure_ascii=False, sort_keys=False))
 
 
+_STRING_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|U[0-9A-Fa-f]{8}|.)")
+
+
+def lark_string(literal: str) -> str:
+    r"""A GBNF string literal (``"a\x22b"``) as every llguidance version reads a Lark string: ``\xHH``
+    (which llguidance 1.7, the one vLLM 0.33 pins, refuses) as ``\"`` / ``\\`` / ``\u00HH``,
+    ``\UHHHHHHHH`` (which no version takes) as the character itself; other escapes as they are."""
+
+    def sub(m: re.Match[str]) -> str:
+        e = m.group(1)
+        if e[0] == "x" and len(e) == 3:
+            o = int(e[1:], 16)
+            return '\\"' if o == 0x22 else "\\\\" if o == 0x5C else f"\\u{o:04X}"
+        if e[0] == "U" and len(e) == 9:
+            return chr(int(e[1:], 16))
+        return m.group(0)
+
+    return _STRING_ESCAPE.sub(sub, literal)
+
+
 def _body(body: str) -> str:
     if body.startswith("%json "):
         return body
 
     def piece(m: re.Match[str]) -> str:
-        return f"/{m.group(1)}/" if m.group(1) else m.group(0)
+        if m.group(1):
+            return f"/{m.group(1)}/"
+        return lark_string(m.group(0)) if m.group(0).startswith('"') else m.group(0)
 
     return _PIECE.sub(piece, body)
 
@@ -78,7 +100,7 @@ def to_lark(rules: Rules, forbidden: Collection[str], root: str = "root") -> str
             raise ValueError(f"not a rule line: {line!r}")
         body = m.group(2) if m.group(2).startswith("%json ") else _TEXT_THEN_LITERAL.sub(until, m.group(2))
         lines.append(f"{m.group(1)}: {_body(body)}")
-    lines += [f"{name}[suffix={lit}]: TEXT" for lit, name in suffixed.items()]
+    lines += [f"{name}[suffix={lark_string(lit)}]: TEXT" for lit, name in suffixed.items()]
     if "text: TEXT" in lines or suffixed:
         lines.append("TEXT: " + text_terminal(forbidden))
     return "\n".join(lines) + "\n"

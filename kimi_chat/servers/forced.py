@@ -71,15 +71,14 @@ def forced_grammar(tools: Sequence[Any] | None, tool_choice: Any, parallel_tool_
                    after_reasoning: bool, thinking: bool = True) -> str:
     """The Lark grammar (llguidance) of a forced tool choice: the body alone when ``after_reasoning``
     (the server applies it from where reasoning ended) or the whole output (``thinking``: the request's
-    thinking switch, where the dialect reasons)."""
+    thinking switch, for a dialect that takes the ``thinking`` option; the others ignore it)."""
     from ..grammar.constraint import constraint
 
     options: dict[str, Any] = {}
-    if after_reasoning and dialect.reasoning:
-        # thinking on: where the reasoning ended (K3: after the think channel's close); off: the output
-        # the prompt leaves, which starts after any reasoning (K3: inside the response channel)
-        options = {"after_reasoning": True} if thinking else {"thinking": False, "reasoning": False}
-    elif not thinking:
-        options = {"thinking": False}
+    if not thinking and "thinking" in dialect.options:
+        # the output the prompt leaves starts after any reasoning (K3: inside the response channel)
+        options = {"thinking": False} | ({"reasoning": False} if after_reasoning and dialect.reasoning else {})
+    elif after_reasoning:
+        options = {"after_reasoning": True}  # the family's start (K3: after the think channel's close)
     return constraint(tools, dialect=dialect, tool_choice=named(tool_choice),
                       parallel_tool_calls=parallel_tool_calls is not False, **options).lark

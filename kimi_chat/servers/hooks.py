@@ -124,6 +124,9 @@ class ServingHooks(Protocol):
         ...
 
     # -- SGLang --
+    SGLANG_KEEPS_ITS_CONSTRAINT: str | None
+    """Why a forced tool choice keeps SGLang's own constraint instead of kimi_chat's
+    (:mod:`kimi_chat.servers.sglang.constraint`); ``None``: kimi_chat's constraint is installed."""
     SGLANG_STRUCTURAL_TAG_NAME: str | None
     """xgrammar's built-in structural tag for the format (``None``: none, see
     :func:`sglang_structural_tag`)."""

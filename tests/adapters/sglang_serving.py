@@ -114,10 +114,11 @@ class ScriptedEngine:
             }
 
 
-def publish_server_config(**server_args: Any) -> None:
-    """Publish the ``serving``/``observability`` config namespaces the chat path reads, projected from
-    a real ``ServerArgs`` the way ``runtime_context._build_config_bags`` does (that function also
-    computes derived leaves of other namespaces, which import the GPU stack)."""
+def publish_server_config(namespaces: tuple[str, ...] = ("serving", "observability"), **server_args: Any) -> None:
+    """Publish the config ``namespaces`` the chat path reads (default ``serving``/``observability``; the
+    constraint tests add ``exec``, where ``--grammar-backend`` is), projected from a real ``ServerArgs``
+    the way ``runtime_context._build_config_bags`` does (that function also computes derived leaves of
+    other namespaces, which import the GPU stack)."""
     from sglang.srt import runtime_context as rc
     from sglang.srt.arg_groups.arg_utils import namespace_of
     from sglang.srt.server_args import ServerArgs
@@ -126,7 +127,7 @@ def publish_server_config(**server_args: Any) -> None:
     tops: dict[str, Any] = {}
     for fld, path in namespace_of(ServerArgs).items():
         parts = path.split(".")
-        if parts[0] not in ("serving", "observability"):
+        if parts[0] not in namespaces:
             continue
         bag = tops.get(parts[0]) or tops.setdefault(parts[0], rc._ConfigBag(parts[0]))
         for depth in range(1, len(parts)):
@@ -139,10 +140,12 @@ def publish_server_config(**server_args: Any) -> None:
     rc._CONTEXT._config_bags = tops
 
 
-def serving_chat(tokenizer: Any, tool_call_parser: str | None, reasoning_parser: str | None):
-    """An ``OpenAIServingChat`` configured as ``--tool-call-parser X --reasoning-parser Y`` for a
-    plain chat-template model, with a :class:`ScriptedEngine`."""
-    publish_server_config(tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser)
+def serving_chat(tokenizer: Any, tool_call_parser: str | None, reasoning_parser: str | None, **server_args: Any):
+    """An ``OpenAIServingChat`` configured as ``--tool-call-parser X --reasoning-parser Y`` (and
+    ``server_args``, e.g. ``grammar_backend``, published with the ``exec`` namespace) for a plain
+    chat-template model, with a :class:`ScriptedEngine`."""
+    publish_server_config(("serving", "observability") + (("exec",) if server_args else ()),
+                          tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, **server_args)
     s = OpenAIServingChat.__new__(OpenAIServingChat)
     engine = ScriptedEngine(tokenizer)
     s.tokenizer_manager = engine

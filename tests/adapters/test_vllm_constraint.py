@@ -138,9 +138,60 @@ def test_named_choice_allows_only_that_function(tok_reasoning):
     assert not _accepted(tok_reasoning, grammar, _section(_call("get_time", "{}")))
 
 
-def test_k3_keeps_vllms_k3_structural_tag():
+def _k3_case(name: str):
+    from .k3_support import K3_CASES
+
+    return next(c for c in K3_CASES if c.name == name)
+
+
+def _k3_adjusted(tok_k3, tool_choice="required", reasoning: bool = True) -> ChatCompletionRequest:
+    from .k3_support import TOOLS as K3_TOOLS, USER, prompt_ids
+
+    case = _k3_case("calls_without_content")
+    request = ChatCompletionRequest(model="kimi", messages=list(USER), tools=K3_TOOLS, tool_choice=tool_choice)
+    return H.adjusted(H.parser_cls(tok_k3, "kimi_chat", reasoning), tok_k3, {}, request, prompt_ids(case))
+
+
+def _k3_after_think(name: str) -> list[int]:
+    """The output ids of a K3 case after the think channel's close tag, where the reasoning parser says
+    reasoning ended and vLLM starts applying the grammar (tests/adapters/test_vllm_k3.py pins that)."""
+    from .k3_support import output_ids
+
+    out = output_ids(_k3_case(name))
+    close = hf_tokenizer("k3").encode(M.K3_CLOSE.text + "think" + M.K3_SEP.text, add_special_tokens=False)
+    at = next(i for i in range(len(out)) if out[i:i + len(close)] == close)
+    return out[at + len(close):]
+
+
+def test_k3_forced_tool_choice_carries_kimi_chats_constraint_after_the_think_channel():
+    from .k3_support import TOOLS as K3_TOOLS
+
     tok_k3 = hf_tokenizer("k3")
-    request = ChatCompletionRequest(model="kimi", messages=MESSAGES, tools=TOOLS, tool_choice="required")
-    request = H.adjusted(H.parser_cls(tok_k3, "kimi_chat"), tok_k3, {}, request, [M.K3_OPEN.id])
-    so = request.structured_outputs
-    assert so is not None and so.grammar is None and so.structural_tag is not None
+    so = _k3_adjusted(tok_k3).structured_outputs
+    want = constraint(K3_TOOLS, dialect="kimi-k3", tool_choice="required", after_reasoning=True).lark
+    assert so is not None and so.grammar == want and so.structural_tag is None
+    # without a reasoning parser the grammar is the whole output, from inside the think channel
+    whole = _k3_adjusted(tok_k3, reasoning=False).structured_outputs
+    assert whole.grammar == constraint(K3_TOOLS, dialect="kimi-k3", tool_choice="required").lark
+
+
+def test_k3_guidance_matcher_accepts_the_official_call_and_refuses_the_rest():
+    tok_k3 = hf_tokenizer("k3")
+    grammar = _k3_adjusted(tok_k3).structured_outputs.grammar
+    ok = _k3_after_think("calls_without_content")  # rendered by the official K3 encoder, <|end_of_msg|> last
+    assert ok[-1] == M.K3_END_OF_MSG.id
+
+    def accepted(ids: list[int]) -> bool:
+        g = _guidance(tok_k3, grammar)
+        return g.accept_tokens("r", ids) and g.is_terminated()
+
+    assert accepted(ok)
+    assert not accepted(_k3_after_think("reasoning_content_calls"))  # content before a forced call
+    assert not accepted(_k3_after_think("content_only"))  # no call
+    # the tools channel's open tag typed as ordinary tokens never satisfies the special tokens
+    g = _guidance(tok_k3, grammar)
+    head = ok[:ok.index(M.K3_OPEN.id, 1) + 1]  # <|open|>response<|sep|><|close|>response<|sep|><|open|>
+    assert g.validate_tokens(head) == head
+    typed = tok_k3.encode("<|open|>", add_special_tokens=False, split_special_tokens=True)
+    assert M.K3_OPEN.id not in typed
+    assert g.validate_tokens(head[:-1] + typed) == head[:-1]

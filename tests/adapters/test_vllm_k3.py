@@ -222,16 +222,19 @@ def test_thinking_off_from_chat_template_kwargs(tok):
     assert acc.result() == case.expect
 
 
-def test_required_tool_choice_uses_vllms_k3_structural_tag(tok):
-    """``tool_choice="required"``: the request gets vLLM's own K3 XTML structural tag (``kimi_k3`` in
-    its registry), and the constrained output is parsed by kimi_chat."""
+def test_required_tool_choice_carries_kimi_chats_constraint(tok):
+    """``tool_choice="required"``: the request gets kimi_chat's K3 constraint (starting after the think
+    channel, where the reasoning parser ends reasoning), not vLLM's ``kimi_k3`` structural tag, and the
+    constrained output is parsed by kimi_chat (tests/adapters/test_vllm_constraint.py: the matcher)."""
+    from kimi_chat.grammar import constraint
+
     cls = H.parser_cls(tok, "kimi_chat")
     request = _request(CASE)
     request.tool_choice = "required"
     request = H.adjusted(cls, tok, {}, request, prompt_ids(CASE))
-    tag = request.structured_outputs.structural_tag
-    assert tag is not None and "<|open|>tools<|sep|>" in tag and "<|open|>argument " in tag
-    assert 'call tool=\\"get_weather\\" index=\\"' in tag  # vLLM's kimi_k3 builder, not the K2 "kimi" tag
+    so = request.structured_outputs
+    assert so.structural_tag is None
+    assert so.grammar == constraint(TOOLS, dialect="kimi-k3", tool_choice="required", after_reasoning=True).lark
     p = cls(tok, request.tools, model_config=None)
     p.set_prompt_token_ids(prompt_ids(CASE))
     reasoning, content, calls = p.parse(output_text(CASE), request, enable_auto_tools=True)

@@ -47,5 +47,8 @@ def end_markers(dialect: Dialect) -> tuple[str, ...]:
 
 def after_reasoning(dialect: Dialect) -> tuple[dict[str, Any], str | None]:
     """Where a grammar starts once the reasoning ended (:func:`kimi_chat.grammar.translate.after_reasoning`):
-    the body, as with thinking off (no reasoning block); the parser's start rule for those options."""
-    return ({"thinking": False, "reasoning": False} if dialect.reasoning else {}), None
+    the body, as with thinking off where the dialect has the switch (K2.5/K2.6), and no reasoning block;
+    the parser's start rule for those options."""
+    if not dialect.reasoning:
+        return {}, None
+    return ({"thinking": False} if "thinking" in dialect.options else {}) | {"reasoning": False}, None

@@ -230,6 +230,8 @@ def vllm_request_options(tool_choice: Any, response_format: Any) -> dict[str, An
 
 # ----------------------------------------------------------------------------------------- SGLang
 
+SGLANG_KEEPS_ITS_CONSTRAINT: str | None = None
+"""kimi_chat's constraint for a forced tool choice (with ``--grammar-backend llguidance``)."""
 SGLANG_STRUCTURAL_TAG_NAME: str | None = "kimi"
 """xgrammar's built-in structural tag for Kimi-K2's format."""
 

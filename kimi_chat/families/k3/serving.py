@@ -224,6 +224,11 @@ def vllm_request_options(tool_choice: Any, response_format: Any) -> dict[str, An
 
 # ----------------------------------------------------------------------------------------- SGLang
 
+SGLANG_KEEPS_ITS_CONSTRAINT: str | None = (
+    "Kimi-K3: SGLang applies a grammar after the reasoning detector's think_end_token, which kimi_chat's "
+    "detector spells </think> (K3 ends reasoning with <|close|>think<|sep|>); SGLang's K3 structural tag")
+"""SGLang's own K3 structural tag: its reasoning gate (``ReasonerGrammarBackend``) waits for the reasoning
+detector's ``think_end_token`` ids, and a grammar starting after the think channel would never start."""
 SGLANG_STRUCTURAL_TAG_NAME: str | None = None
 """None: SGLang's own K3 structural tag (:func:`sglang_structural_tag`)."""
 

@@ -30,7 +30,13 @@ Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps 
 the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
 makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
 false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
-detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag.
+detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag (the
+family's ``SGLANG_KEEPS_ITS_CONSTRAINT`` says why).
+
+``tool_choice="required"`` / a named function, K2: kimi_chat's constraint (the Kimi format the parser
+runs, the tools' schemas by llguidance) as the request's EBNF, with ``--grammar-backend llguidance`` (and
+``--reasoning-parser`` for a reasoning model); otherwise SGLang's structural tag
+(:mod:`kimi_chat.servers.sglang.constraint`).
 
 SGLang hands its detectors text only (``parse_streaming_increment(new_text)``: no token ids), so a
 marker the model typed as ordinary tokens (a ``</think>`` it mentions inside its reasoning) reads as the
@@ -61,6 +67,8 @@ from ...output import ToolCallStatus
 from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_streamed
 from ..family import choose_family
 from ..hooks import serving_of
+from .constraint import install as install_constraint
+from .constraint import kimi_structure_constraint
 
 _HTTP_SERVER = "sglang.srt.entrypoints.http_server"
 
@@ -94,6 +102,7 @@ class KimiChatDetector(BaseFormatDetector):
 
     def __init__(self, tokenizer: Any = None) -> None:
         super().__init__()
+        self._tokenizer = tokenizer if tokenizer is not None else _server_tokenizer()
         family = _family(tokenizer)
         self.family = family.name
         self._serving = serving_of(family)
@@ -158,6 +167,12 @@ class KimiChatDetector(BaseFormatDetector):
             return StructureInfo(begin=begin, end=end, trigger=trigger)
 
         return get_info
+
+    def kimi_structure_constraint(self, tools: Any, tool_choice: Any, parallel_tool_calls: bool) -> Any:
+        """A forced tool choice's constraint: kimi_chat's, ``("ebnf", LARK)``, where it applies, else
+        ``None`` (SGLang's own): :mod:`kimi_chat.servers.sglang.constraint`, which asks this first."""
+        return kimi_structure_constraint(tools, tool_choice, parallel_tool_calls, serving=self._serving,
+                                         tokenizer=self._tokenizer, logger=LOGGER)
 
     def get_structural_tag_name(self) -> str | None:
         return self._serving.SGLANG_STRUCTURAL_TAG_NAME  # K2: xgrammar's built-in "kimi"; K3: none
@@ -278,6 +293,7 @@ def register(names: Iterable[str] | None = None) -> None:
     for n in names:
         FunctionCallParser.ToolCallParserEnum[n] = KimiChatDetector
         ReasoningParser.DetectorMap[n] = KimiChatReasoningDetector
+    install_constraint(FunctionCallParser)  # a forced tool choice: kimi_chat's constraint (.constraint)
 
 
 register()

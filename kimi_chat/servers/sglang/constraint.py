@@ -1,0 +1,121 @@
+"""``tool_choice: "required"`` and named functions in SGLang: kimi_chat's constraint, as the request's EBNF
+for SGLang's llguidance grammar backend.
+
+SGLang (0.5.23) asks ``FunctionCallParser.get_structure_constraint`` for a forced tool choice's
+constraint; for a detector with a structural tag that is an xgrammar structural tag of Kimi's format
+(K2: xgrammar's built-in ``kimi``; K3: SGLang's ``kimik3_structural_tag``), whose arguments are xgrammar's
+JSON-schema translation. :func:`install` wraps that method (SGLang builds ``FunctionCallParser`` itself,
+so there is no subclass to hand it): for kimi_chat's detector it returns ``("ebnf", LARK)``, the Lark of
+:func:`kimi_chat.grammar.constraint` (:mod:`kimi_chat.servers.forced`: the Kimi format the parser runs,
+markers as special tokens, the tools' schemas compiled by llguidance). ``to_sampling_params`` puts it in
+the sampling params' ``ebnf``; SGLang's llguidance backend (``GuidanceBackend.dispatch_ebnf``:
+``llguidance.grammar_from("ebnf", …)``, which takes a grammar opening with ``start:`` as Lark) compiles it.
+Any other detector gets SGLang's own answer.
+
+When it applies (otherwise SGLang's own constraint, the reason logged once at INFO):
+
+* ``tool_choice`` is ``"required"`` or a named function, and the request declares tools;
+* the family's serving hooks do not keep SGLang's constraint (``SGLANG_KEEPS_ITS_CONSTRAINT``);
+* the server runs ``--grammar-backend llguidance``: xgrammar's EBNF (the default backend) and outlines
+  cannot read the constraint (special tokens by name, ``%json``);
+* the grammar's start is known: SGLang calls the method without the request's thinking switch, so a
+  model that reasons needs ``--reasoning-parser`` (SGLang's ``ReasonerGrammarBackend`` then applies the
+  grammar from where the reasoning ended: the constraint is built with ``after_reasoning=True``, K2's
+  body, K3 right after the think channel's close tag). A model without reasoning (K2-Instruct) is
+  constrained from its first token.
+
+The dialect is ``$KIMI_CHAT_DIALECT``'s, else the family's one dialect (``kimi-k3``), else ``kimi-k2.6``
+for a tokenizer with ``<think>``, else ``kimi-k2-instruct-0905``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from ..family import override
+from ..forced import forced, forced_dialect, forced_grammar
+from ..hooks import ServingHooks
+from ..stages import tools_as_dicts
+
+__all__ = ["install", "kimi_structure_constraint", "grammar_backend", "reasoning_parser"]
+
+_LOGGED: set[str] = set()
+_WRAPPED = "__kimi_chat_wrapped__"
+
+
+def grammar_backend() -> str | None:
+    """The grammar backend the server runs (``--grammar-backend``, resolved: SGLang's runtime context),
+    or ``None`` where no server configuration is published in this process."""
+    from sglang.srt.runtime_context import get_exec
+
+    try:
+        return str(get_exec().kernel.grammar_backend)
+    except (ValueError, AttributeError, KeyError):
+        return None
+
+
+def reasoning_parser() -> str | None:
+    """The server's ``--reasoning-parser`` (``None``: none, or no published configuration)."""
+    from sglang.srt.runtime_context import get_serving
+
+    try:
+        return get_serving().reasoning_parser or None
+    except (ValueError, AttributeError, KeyError):
+        return None
+
+
+def _keep(logger: logging.Logger, why: str) -> None:
+    if why not in _LOGGED:
+        _LOGGED.add(why)
+        logger.info("kimi_chat: a forced tool choice keeps SGLang's own constraint (%s)", why)
+
+
+def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls: bool, *, serving: ServingHooks,
+                              tokenizer: Any, logger: logging.Logger) -> tuple[str, str] | None:
+    """``("ebnf", LARK)``: kimi_chat's constraint of a forced tool choice where it applies (module
+    docstring); ``None``: SGLang's own."""
+    if not tools or not forced(tool_choice):
+        return None
+    keeps = getattr(serving, "SGLANG_KEEPS_ITS_CONSTRAINT", None)
+    if keeps is not None:
+        _keep(logger, keeps)
+        return None
+    backend = grammar_backend()
+    if backend != "llguidance":
+        _keep(logger, f"the grammar backend is {backend or 'not known'}; kimi_chat's constraint needs "
+                      "--grammar-backend llguidance")
+        return None
+    ov = override(None)  # $KIMI_CHAT_DIALECT (SGLang passes no chat_template_kwargs here)
+    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, ov[0] if ov is not None else None)
+    after = reasons and reasoning_parser() is not None
+    if reasons and not after:
+        _keep(logger, "the model reasons and no --reasoning-parser runs: where SGLang builds the constraint "
+                      "the request's thinking switch is not known")
+        return None
+    d = forced_dialect(None, reasons, serving)
+    return "ebnf", forced_grammar(tools_as_dicts(tools), tool_choice, parallel_tool_calls, dialect=d,
+                                  after_reasoning=after)
+
+
+def install(parser_cls: Any) -> None:
+    """Wrap ``parser_cls.get_structure_constraint`` (SGLang's ``FunctionCallParser``) once: a detector
+    with a ``kimi_structure_constraint`` method (kimi_chat's) is asked first; ``None`` from it, or any
+    other detector, gets SGLang's own method. Idempotent."""
+    original = parser_cls.get_structure_constraint
+    if getattr(original, _WRAPPED, False):
+        return
+
+    @functools.wraps(original)
+    def get_structure_constraint(self: Any, tool_choice: Any, parallel_tool_calls: bool = True,
+                                 thinking_mode: bool = False) -> Any:
+        ours = getattr(self.detector, "kimi_structure_constraint", None)
+        if ours is not None:
+            found = ours(self.tools, tool_choice, parallel_tool_calls)
+            if found is not None:
+                return found
+        return original(self, tool_choice, parallel_tool_calls=parallel_tool_calls, thinking_mode=thinking_mode)
+
+    setattr(get_structure_constraint, _WRAPPED, True)
+    parser_cls.get_structure_constraint = get_structure_constraint
