@@ -42,18 +42,24 @@ REGISTRY: dict[str, "LRUCache[Any] | PerTokenizer[Any]"] = {}
 _MISSING: Any = object()
 
 
+KEY_VERSION = 2
+"""The ``marshal`` format of the keys. Version 2 writes no back-references: from version 3 on, marshal flags
+every object whose reference count is above one, so an equal value got another key as soon as something
+else held one of its parts (a cache holding a request's schema, say): a miss for the same request."""
+
+
 def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
-    """An exact key of plain data ``value``: ``marshal.dumps``, or ``None`` (do not cache).
+    """An exact key of plain data ``value``: ``marshal.dumps`` (:data:`KEY_VERSION`), or ``None`` (do not cache).
 
     marshal serialises only plain data of exact types (dict, list, tuple, str, int, float, bool,
     None, bytes; no subclasses, no other objects) with each value's type written (``1``, ``1.0`` and
     ``True`` are three keys; a tuple is not a list), dicts in their key order, and ``marshal.loads``
-    inverts it: equal keys are equal values of equal types in equal order (two equal values may still
-    get different keys, e.g. when one shares a sub-object: a miss, never a wrong hit). ``None`` for
+    inverts it: equal keys are equal values of equal types in equal order, and equal values of equal
+    types in equal order get equal keys, whoever else holds their parts. ``None`` for
     anything else (an object, a subclass, a value nested too deeply) and for keys longer than
     ``max_key_bytes``."""
     try:
-        key = marshal.dumps(value)
+        key = marshal.dumps(value, KEY_VERSION)
     except (ValueError, RecursionError):  # not plain data, or nested too deeply for marshal
         return None
     return key if len(key) <= max_key_bytes else None
@@ -63,7 +69,7 @@ _HANDED = threading.local()
 
 
 def hand_key(value: Any, key: bytes) -> None:
-    """Record ``key = marshal.dumps(value)`` just computed for the new list ``value`` (this thread),
+    """Record ``key = marshal.dumps(value, KEY_VERSION)`` just computed for the new list ``value`` (this thread),
     for :func:`handed_key` further down the same render: one serialisation serves every cache of
     the request. Only for a list the caller has just built (nobody else holds it yet)."""
     _HANDED.pair = (value, key)

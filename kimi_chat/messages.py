@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
-from .caches import LRUCache, hand_key, handed_key
+from .caches import KEY_VERSION, LRUCache, hand_key, handed_key
 from .errors import KimiChatError
 
 __all__ = [
@@ -435,7 +435,7 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
     out = [t if type(t) is dict else to_plain(t, index=i, what=what) for i, t in enumerate(items)]
     try:
-        key = marshal.dumps(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
+        key = marshal.dumps(out, KEY_VERSION)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
     except ValueError:
         out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
     else:

@@ -48,6 +48,22 @@ def test_content_key_tells_types_and_order_apart():
     assert None not in keys and len(set(keys)) == len(values)
 
 
+def test_content_key_of_equal_values_is_equal_whoever_holds_their_parts():
+    """An equal request gets the same key when something else holds a part of it (a cache keeping its
+    schema, the caller keeping a tool): marshal's back-references (format 3 on) depend on that."""
+    def request():
+        return [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                                                                              "properties": {"a": {"type": "integer"}}}}}]
+
+    alone = request()
+    key = caches.content_key(alone)
+    held = request()
+    kept = [held[0]["function"]["parameters"], held[0]["function"]["parameters"]["properties"]["a"], held[0]]  # noqa: F841
+    assert caches.content_key(held) == key
+    interned = [{"type": "function", "function": {"name": "".join(["f"]), "parameters": {}}}]
+    assert caches.content_key(interned) == caches.content_key([{"type": "function", "function": {"name": "f", "parameters": {}}}])
+
+
 def test_content_key_refuses_objects_subclasses_and_big_values():
     class S(str):
         pass
