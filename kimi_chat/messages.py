@@ -447,7 +447,10 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``messages`` as plain dicts, with no validation but a ``role`` in each (what the Kimi-K3 encoder
     takes): message objects made dicts without their ``None``-valued keys, objects nested at any level
     made plain (:func:`plain_items`). Raises :class:`InvalidMessagesError` naming the index."""
-    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
+    if type(messages) is list:
+        if renderable_fast(messages):  # plain dicts without None values, well-formed: taken as they are
+            return messages[:]
+    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
@@ -496,7 +499,10 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
     Raises :class:`InvalidMessagesError` naming each offending message index and field.
     """
-    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
+    if type(messages) is list:
+        if renderable_fast(messages):  # plain dicts without None values, well-formed: taken as they are
+            return messages[:]
+    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
     out: list[dict[str, Any]] = []
     append = out.append
@@ -546,14 +552,15 @@ _ASSISTANT_STR_FIELDS = ("name", "reasoning_content", "reasoning", "thinking")
 
 
 def renderable_fast(msgs: list[Any]) -> bool:
-    """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs``, checked in
-    plain Python: exact ``dict`` / ``list`` / ``str`` where the schema wants them, ``str`` keys.
-    ``True`` only where the validation passes (a ``False`` sends the input through the validation,
-    which accepts it or names the errors): the same result and the same errors, without the pydantic
-    round trip for the well-formed plain dicts of every request. (The key checks are written out: one
-    loop per dict, no call, as this runs on every message of every request.)"""
+    """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs`` and they are what
+    :func:`normalize_messages` returns for them, checked in plain Python: exact ``dict`` / ``list`` / ``str``
+    where the schema wants them, ``str`` keys, no ``None``-valued key in a message. ``True`` only where
+    the validation passes (a ``False`` sends the input through the validation, which accepts it or names
+    the errors): the same result and the same errors, without the pydantic round trip for the
+    well-formed plain dicts of every request. (The key checks are written out: one loop per dict, no
+    call, as this runs on every message of every request.)"""
     for m in msgs:
-        if type(m) is not dict:
+        if type(m) is not dict or None in m.values():
             return False
         for k in m:
             if type(k) is not str:
