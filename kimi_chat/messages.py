@@ -447,10 +447,7 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``messages`` as plain dicts, with no validation but a ``role`` in each (what the Kimi-K3 encoder
     takes): message objects made dicts without their ``None``-valued keys, objects nested at any level
     made plain (:func:`plain_items`). Raises :class:`InvalidMessagesError` naming the index."""
-    if type(messages) is list:
-        if renderable_fast(messages):  # plain dicts without None values, well-formed: taken as they are
-            return messages[:]
-    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
         raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
