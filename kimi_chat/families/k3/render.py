@@ -435,7 +435,11 @@ def _build(
                 put(index_attr)
                 app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
                 put(attr_end)
-                _content(w, m.get("content"), images, k)
+                content = m.get("content")
+                if type(content) is str and images is None:  # what _content does with it, at once
+                    app(content)
+                else:
+                    _content(w, content, images, k)
                 put(msg_end)
             continue
         mi = i
@@ -455,7 +459,11 @@ def _build(
                 put(attr_end)
             else:
                 put(user if role == "user" else system)
-            _content(w, m.get("content"), images, mi)
+            content = m.get("content")
+            if type(content) is str and images is None:  # what _content does with it, at once
+                app(content)
+            else:
+                _content(w, content, images, mi)
             put(msg_end)
         elif role == "assistant":
             tool_calls = m.get("tool_calls")
@@ -489,7 +497,11 @@ def _build(
                 put(response_open)
                 if track:
                     put((mi, True))  # a mark
-            _content(w, m.get("content"), images, mi)
+            content = m.get("content")
+            if type(content) is str and images is None:  # what _content does with it, at once
+                app(content)
+            else:
+                _content(w, content, images, mi)
             if not tool_calls:
                 put(response_end)
                 continue
