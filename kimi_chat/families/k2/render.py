@@ -127,7 +127,10 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> No
         # a call without an id: the official template writes an empty one (strict mode refuses it)
         call_id = M.tool_call_id(fn["name"], j) if regenerate else call.get("id", "")
         args = fn["arguments"]
-        if json_strings or not isinstance(args, str):
+        if type(args) is str:
+            if json_strings:
+                args = _encode_json_string(args)  # what _json does for a str (the field name only on error)
+        elif json_strings or not isinstance(args, str):
             args = _json(args, None, f"tool_calls[{j}].function.arguments", index)
         emit(_CALL_BEGIN)
         emit_text(call_id)
