@@ -526,28 +526,6 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _str_keys(d: dict[Any, Any]) -> bool:
-    for k in d:
-        if type(k) is not str:
-            return False
-    return True
-
-
-def _content_fast(content: Any) -> bool:
-    """Whether ``content`` is a ``str`` or a list of dicts with ``str`` keys (exact types)."""
-    if type(content) is str:
-        return True
-    if type(content) is not list:
-        return False
-    for part in content:
-        if type(part) is not dict or not _str_keys(part):
-            return False
-    return True
-
-
-_ASSISTANT_STR_FIELDS = ("name", "reasoning_content", "reasoning", "thinking")
-
-
 def renderable_fast(msgs: list[Any]) -> bool:
     """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs`` and they are what
     :func:`normalize_messages` returns for them, checked in plain Python: exact ``dict`` / ``list`` / ``str``
@@ -579,9 +557,12 @@ def renderable_fast(msgs: list[Any]) -> bool:
             if "name" in m and type(m["name"]) is not str:
                 return False
             continue
-        for key in _ASSISTANT_STR_FIELDS:
-            if key in m and type(m[key]) is not str:
-                return False
+        # the string fields of an assistant message (name and the three reasoning keys), written out
+        if (("reasoning_content" in m and type(m["reasoning_content"]) is not str)
+                or ("name" in m and type(m["name"]) is not str)
+                or ("reasoning" in m and type(m["reasoning"]) is not str)
+                or ("thinking" in m and type(m["thinking"]) is not str)):
+            return False
         calls = m.get("tool_calls")
         if calls is None and "tool_calls" not in m:
             continue
