@@ -496,15 +496,20 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
     Raises :class:`InvalidMessagesError` naming each offending message index and field.
     """
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    if type(messages) is list:
+        if renderable_fast(messages):  # plain dicts without None values, well-formed: taken as they are
+            return messages[:]
+    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
     out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
+    append = out.append
+    for m in messages:
         if type(m) is not dict:
+            i = len(out)
             m = to_plain(m, index=i)
             if not isinstance(m, dict):
                 raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
-        out.append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
+        append(m if None not in m.values() else {k: v for k, v in m.items() if v is not None})
     if renderable_fast(out):  # well-formed plain dicts: what the validation below accepts, without it
         return out
     try:
@@ -521,61 +526,61 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _str_keys(d: dict[Any, Any]) -> bool:
-    for k in d:
-        if type(k) is not str:
-            return False
-    return True
-
-
-def _content_fast(content: Any) -> bool:
-    """Whether ``content`` is a ``str`` or a list of dicts with ``str`` keys (exact types)."""
-    if type(content) is str:
-        return True
-    if type(content) is not list:
-        return False
-    for part in content:
-        if type(part) is not dict or not _str_keys(part):
-            return False
-    return True
-
-
-_ASSISTANT_STR_FIELDS = ("name", "reasoning_content", "reasoning", "thinking")
-
-
 def renderable_fast(msgs: list[Any]) -> bool:
-    """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs``, checked in
-    plain Python: exact ``dict`` / ``list`` / ``str`` where the schema wants them, ``str`` keys.
-    ``True`` only where the validation passes (a ``False`` sends the input through the validation,
-    which accepts it or names the errors): the same result and the same errors, without the pydantic
-    round trip for the well-formed plain dicts of every request."""
+    """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs`` and they are what
+    :func:`normalize_messages` returns for them, checked in plain Python: exact ``dict`` / ``list`` / ``str``
+    where the schema wants them, ``str`` keys, no ``None``-valued key in a message. ``True`` only where
+    the validation passes (a ``False`` sends the input through the validation, which accepts it or names
+    the errors): the same result and the same errors, without the pydantic round trip for the
+    well-formed plain dicts of every request. (The key checks are written out: one loop per dict, no
+    call, as this runs on every message of every request.)"""
     for m in msgs:
-        if type(m) is not dict or not _str_keys(m):
+        if type(m) is not dict or None in m.values():
             return False
+        for k in m:
+            if type(k) is not str:
+                return False
         role = m.get("role")
         if type(role) is not str:
             return False
-        if "content" in m and not _content_fast(m["content"]):
-            return False
+        content = m.get("content")
+        if type(content) is not str and "content" in m:
+            if type(content) is not list:
+                return False
+            for part in content:
+                if type(part) is not dict:
+                    return False
+                for k in part:
+                    if type(k) is not str:
+                        return False
         if role != "assistant":
             if "name" in m and type(m["name"]) is not str:
                 return False
             continue
-        for key in _ASSISTANT_STR_FIELDS:
-            if key in m and type(m[key]) is not str:
+        # the string fields of an assistant message (name and the three reasoning keys), written out
+        if (("reasoning_content" in m and type(m["reasoning_content"]) is not str)
+                or ("name" in m and type(m["name"]) is not str)
+                or ("reasoning" in m and type(m["reasoning"]) is not str)
+                or ("thinking" in m and type(m["thinking"]) is not str)):
+            return False
+        calls = m.get("tool_calls")
+        if calls is None and "tool_calls" not in m:
+            continue
+        if type(calls) is not list:
+            return False
+        for call in calls:
+            if type(call) is not dict:
                 return False
-        if "tool_calls" in m:
-            calls = m["tool_calls"]
-            if type(calls) is not list:
+            for k in call:
+                if type(k) is not str:
+                    return False
+            if ("id" in call and type(call["id"]) is not str) or ("type" in call and type(call["type"]) is not str):
                 return False
-            for call in calls:
-                if type(call) is not dict or not _str_keys(call):
-                    return False
-                if ("id" in call and type(call["id"]) is not str) or ("type" in call and type(call["type"]) is not str):
-                    return False
-                fn = call.get("function")
-                if (type(fn) is not dict or not _str_keys(fn) or type(fn.get("name")) is not str
-                        or "arguments" not in fn):
+            fn = call.get("function")
+            if type(fn) is not dict or type(fn.get("name")) is not str or "arguments" not in fn:
+                return False
+            for k in fn:
+                if type(k) is not str:
                     return False
     return True
 
@@ -610,7 +615,7 @@ def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     """Validate ``tools`` and return them as plain dicts (order and extra keys kept); ``None`` stays."""
     if tools is None:
         return None
-    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+    if type(tools) is not list and (isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence)):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
     plain = plain_items(tools, "tools")
     key = handed_key(plain)

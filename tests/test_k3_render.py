@@ -370,3 +370,19 @@ def test_render_layout_covers_k3(tok):
     assert [(p.text, p.literal, p.message_index, p.trainable) for p in lay.pieces()] == [tuple(s) for s in segments]
     ids = [i for p in lay.pieces() for i in tok.encode(p.text, allow_special=p.literal)]
     assert ids == render_k3_ids(msgs, tok, image_prompts=["<img>"])
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', ' {"a": 1}', '{"a": 1}\n', '\t{"a": [1, 2]} \r\n', '{"a"', '{"a": 1} x',
+                                  '{"a": 1}  {}', "[1]", " ", "", "x", '"s" ', "1 2", '{"a": NaN}'])
+def test_arguments_json_read_as_json_loads_reads_it(text):
+    """The encoder's json.loads of argument strings (whitespace around the value, trailing data,
+    no value): kimi_chat's reader gives the same value, or the same error and message."""
+    from kimi_chat.families.k3.inputs import loads
+
+    def outcome(read):
+        try:
+            return "ok", read(text)
+        except json.JSONDecodeError as e:
+            return "error", str(e)
+
+    assert outcome(loads) == outcome(json.loads)

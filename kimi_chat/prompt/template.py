@@ -94,7 +94,9 @@ def template_writer(renderer: FamilyRenderer) -> PromptWriter:
             check_strict(d, msgs, tool_list, add_generation_prompt, options)
         final = _tag_final_message(msgs) if continue_final_message else None
         # template kwargs the dialect's template does not read are ignored, as the template ignores them
-        read = options if options.keys() <= set(d.options) else {k: v for k, v in options.items() if k in d.options}
+        read = options
+        if options and not options.keys() <= set(d.options):
+            read = {k: v for k, v in options.items() if k in d.options}
         renderer(w, d, msgs, tool_list, add_generation_prompt, read)
         if final is not None:
             _cut_at_tag(w, final, len(msgs) - 1)

@@ -127,7 +127,10 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> No
         # a call without an id: the official template writes an empty one (strict mode refuses it)
         call_id = M.tool_call_id(fn["name"], j) if regenerate else call.get("id", "")
         args = fn["arguments"]
-        if json_strings or not isinstance(args, str):
+        if type(args) is str:
+            if json_strings:
+                args = _encode_json_string(args)  # what _json does for a str (the field name only on error)
+        elif json_strings or not isinstance(args, str):
             args = _json(args, None, f"tool_calls[{j}].function.arguments", index)
         emit(_CALL_BEGIN)
         emit_text(call_id)
@@ -245,14 +248,18 @@ def render_k2(
     track = marks is not None
     parts = w.parts
     fixed_headers = d.role_names == "fixed"
+    fixed_header = _FIXED_HEADERS.get
     omit_last_im_end = not add_generation_prompt and d.omit_last_im_end_without_generation_prompt
     for i, msg in enumerate(msgs):
         role = msg["role"]
         if track:
             marks.append((len(parts), i, False))  # type: ignore[union-attr]
         if fixed_headers:
-            if role in _FIXED_HEADERS:  # the fixed-header templates write no header for any other role
-                emit(_FIXED_HEADERS[role])
+            header = fixed_header(role)
+            if header is not None:  # the fixed-header templates write no header for any other role
+                emit(header)
+        elif "name" not in msg and role in _FIXED_HEADERS:
+            emit(_FIXED_HEADERS[role])  # what _header writes for a message without a name, at once
         else:
             _header(msg, w)
         content = msg.get("content")
@@ -261,7 +268,10 @@ def render_k2(
         if is_assistant and track and not (i <= split and style == "macro"):
             marks.append((len(parts), i, True))  # type: ignore[union-attr]
         if style == "rev1":
-            _content(d, content, w)
+            if type(content) is str:
+                emit_text(content)
+            else:
+                _content(d, content, w)
         elif style == "k2":
             if is_assistant and msg.get("tool_calls"):
                 if content:
@@ -271,6 +281,8 @@ def render_k2(
                 _tool_result_header(d, msg, w)
                 if content is not None:
                     emit_text(_jinja_str(content))
+            elif type(content) is str:
+                emit_text(content)
             else:
                 _content(d, content, w)
         else:  # "macro": Thinking / K2.5

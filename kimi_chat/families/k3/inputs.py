@@ -103,15 +103,20 @@ _scan = json.JSONDecoder().scan_once
 _ws = json.decoder.WHITESPACE.match
 
 
+_WS_CHARS = frozenset(" \t\n\r")
+
+
 def loads(s: str) -> Any:
-    # json.loads(s) for a str, without its per-call set-up (same scanner, same errors)
+    # json.loads(s) for a str, without its per-call set-up (same scanner, same errors); the whitespace
+    # pattern only runs where there is whitespace to skip (arguments mostly start with "{" and end with "}")
     try:
-        obj, end = _scan(s, _ws(s, 0).end())
+        obj, end = _scan(s, _ws(s, 0).end() if s[:1] in _WS_CHARS else 0)
     except StopIteration as e:
         raise json.JSONDecodeError("Expecting value", s, e.value) from None
-    end = _ws(s, end).end()
     if end != len(s):
-        raise json.JSONDecodeError("Extra data", s, end)
+        end = _ws(s, end).end()
+        if end != len(s):
+            raise json.JSONDecodeError("Extra data", s, end)
     return obj
 
 

@@ -96,15 +96,15 @@ _ATTR_END = ('"', _SEP)
 
 
 class _Run(NamedTuple):
-    """A constant run of encoder segments: its ``pieces`` and the offsets of the markers among them (the
-    template literals; the other pieces are text)."""
+    """A constant run of encoder segments: its ``pieces`` and the offsets of the text pieces among them
+    (the others, the markers, are template literals), computed once per constant run."""
 
     pieces: tuple[str, ...]
-    literals: tuple[int, ...]
+    texts: tuple[int, ...]
 
 
 def _run(pieces: tuple[str, ...]) -> _Run:
-    return _Run(pieces, tuple(k for k, p in enumerate(pieces) if p in _CONTROL))
+    return _Run(pieces, tuple(k for k, p in enumerate(pieces) if p not in _CONTROL))
 
 
 class _Out(NamedTuple):
@@ -222,6 +222,11 @@ _JSON_SCHEMA_HEAD = (
     + _RAW_JSON
     + "\nThe JSON data must match the following schema:\n```json\n"
 )
+_CONSTANT_RUNS = (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE,
+                  *_EFFORT_MESSAGES.values(), *_TOOL_CHOICE.values())
+# the whole constant messages and tags the pass writes, converted once: split (a marked pass) or joined
+_SPLIT_RUNS = {run: _run(run) for run in _CONSTANT_RUNS}
+_JOINED_RUNS = {run: _join(run) for run in _CONSTANT_RUNS}
 
 
 class K3Segment(NamedTuple):
@@ -321,6 +326,26 @@ def _declare(w: Writer, put: Any, conv: Any, tools: Any, body_head: str, index: 
     put(conv(_MSG_END))
 
 
+def _unfold(seq: list[Any], w: Writer) -> None:
+    """Write a marked pass's ``seq`` (:func:`_build`) into the marked writer ``w``: its parts, the indices of
+    the text parts, its marks."""
+    parts, texts, marks = w.parts, w.texts, w.marks
+    assert texts is not None and marks is not None
+    app, ext, add_text, add_texts, add_mark = parts.append, parts.extend, texts.append, texts.extend, marks.append
+    for item in seq:
+        cls = type(item)
+        if cls is _Run:
+            n = len(parts)
+            ext(item[0])
+            if item[1]:
+                add_texts(map(n.__add__, item[1]))
+        elif cls is tuple:
+            add_mark((len(parts), item[0], item[1]))
+        else:
+            add_text(len(parts))
+            app(item)
+
+
 def _build(
     messages: Sequence[Any],
     tools: Sequence[Any] | None,
@@ -353,28 +378,25 @@ def _build(
      think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
      json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _SPLIT if w.marks is not None else _JOINED
     marked = w
-    parts = w.parts
-    app = parts.append  # text; a marked writer's text parts are all but the literals recorded in `lits`
     track = w.marks is not None
-    mark = w.mark
-    lits: list[int] = []
     if track:
-
-        def put(run: _Run) -> None:
-            n = len(parts)
-            parts.extend(run.pieces)
-            lits.extend([n + k for k in run.literals])
+        # a marked pass appends to `seq` at C speed: a text piece (any object but a _Run or a tuple), a _Run
+        # of constant segments, or a mark `(message_index, trainable)`; the writer gets parts, text indices
+        # and marks from it at the end, in one loop
+        seq: list[Any] = []
+        app = put = seq.append
 
         def literal(piece: str) -> None:
-            lits.append(len(parts))
-            app(piece)
+            seq.append(_Run((piece,), ()))
 
         w = _Out(app, literal)  # type: ignore[assignment]
-        conv: Any = _run
+        conv: Any = _SPLIT_RUNS.__getitem__
     else:
+        parts = w.parts
+        app = parts.append
         put = parts.extend  # type: ignore[assignment]
         w = _Out(app, app)  # type: ignore[assignment]
-        conv = _join
+        conv = _JOINED_RUNS.__getitem__
 
     if tools:
         # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
@@ -407,13 +429,17 @@ def _build(
                         field="tool_call_id",
                     )
                 if track:
-                    mark(k, False)
+                    put((k, False))  # a mark
                 put(tool_head)
                 app(esc(name))
                 put(index_attr)
                 app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
                 put(attr_end)
-                _content(w, m.get("content"), images, k)
+                content = m.get("content")
+                if type(content) is str and images is None:  # what _content does with it, at once
+                    app(content)
+                else:
+                    _content(w, content, images, k)
                 put(msg_end)
             continue
         mi = i
@@ -421,11 +447,11 @@ def _build(
         if role == "user" or role == "system":
             if role == "system" and m.get("tools"):
                 if track:
-                    mark(mi, False)
+                    put((mi, False))  # a mark
                 _declare(w, put, conv, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
-                mark(mi, False)
+                put((mi, False))  # a mark
             name = m.get("name")
             if name:
                 put(user_named if role == "user" else system_named)
@@ -433,7 +459,11 @@ def _build(
                 put(attr_end)
             else:
                 put(user if role == "user" else system)
-            _content(w, m.get("content"), images, mi)
+            content = m.get("content")
+            if type(content) is str and images is None:  # what _content does with it, at once
+                app(content)
+            else:
+                _content(w, content, images, mi)
             put(msg_end)
         elif role == "assistant":
             tool_calls = m.get("tool_calls")
@@ -443,7 +473,7 @@ def _build(
                     f"must be a list, not {type(tool_calls).__name__}", message_index=mi, field="tool_calls"
                 )
             if track:
-                mark(mi, False)
+                put((mi, False))  # a mark
             name = m.get("name")
             if name:
                 put(assistant_named)
@@ -454,7 +484,7 @@ def _build(
             if thinking:
                 put(think_open)
                 if track:
-                    mark(mi, True)
+                    put((mi, True))  # a mark
                 rc = m.get("reasoning_content") or m.get("reasoning")
                 if rc is not None:
                     if type(rc) is str and images is None:
@@ -466,8 +496,12 @@ def _build(
             else:
                 put(response_open)
                 if track:
-                    mark(mi, True)
-            _content(w, m.get("content"), images, mi)
+                    put((mi, True))  # a mark
+            content = m.get("content")
+            if type(content) is str and images is None:  # what _content does with it, at once
+                app(content)
+            else:
+                _content(w, content, images, mi)
             if not tool_calls:
                 put(response_end)
                 continue
@@ -503,7 +537,7 @@ def _build(
         # any other role (developer included) is dropped, as the official encoder drops it
 
     if track:
-        mark(-1, False)
+        put((-1, False))  # a mark
     if tool_choice == "required" or tool_choice == "none":
         put(conv(_TOOL_CHOICE[tool_choice]))
     rf_type = response_format.get("type", response_format) if isinstance(response_format, dict) else response_format
@@ -520,10 +554,7 @@ def _build(
     if add_generation_prompt:
         put(conv(_GEN_THINK if thinking else _GEN_RESPONSE))
     if track:
-        texts = marked.texts
-        assert texts is not None
-        literals = set(lits)
-        texts.extend([k for k in range(len(parts)) if k not in literals])
+        _unfold(seq, marked)
     if images is not None and images.next != len(images.prompts):
         raise RenderError(
             f"{len(images.prompts)} image_prompts given but {images.next} images / placeholders rendered",
