@@ -32,7 +32,7 @@ from _timing import best_of  # noqa: E402
 
 import llguidance  # noqa: E402
 
-from kimi_chat.grammar.constraint import byte_tokenizer, clear_cache, constraint, llg_tokenizer  # noqa: E402
+from kimi_chat.grammar.request import byte_tokenizer, clear_cache, constraint, llg_tokenizer  # noqa: E402
 from kimi_chat.prompt import render  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def tokenizer(dialect: str):
         return llg_tokenizer(kt), kt.encode, f"the Kimi vocabulary ({kt.vocab_size} tokens)"
     except Exception as e:  # no reference data: the byte-level tokenizer
         from kimi_chat.dialects import get_dialect
-        from kimi_chat.grammar.constraint import _tokenize
+        from kimi_chat.grammar.request import _tokenize
 
         tok, ids = byte_tokenizer(get_dialect(dialect))
         return tok, (lambda s: _tokenize(s, ids)), f"the byte-level tokenizer ({type(e).__name__}: {e})"

@@ -46,7 +46,7 @@ def _tools(n: int) -> list[dict]:
 
 def upstream(repeat: int) -> None:
     """The GBNF export's cost to llama-server (module doc)."""
-    from kimi_chat.grammar.constraint import constraint
+    from kimi_chat.grammar.request import constraint
     from kimi_chat.servers.contract import read_chat_request
     from kimi_chat.servers.serve import UpstreamEngine
     from kimi_chat.servers.serve.engines import Sampling

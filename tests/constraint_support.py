@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from kimi_chat.grammar.constraint import Constraint, byte_tokenizer
+from kimi_chat.grammar.request import Constraint, byte_tokenizer
 from kimi_chat.prompt import render
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "constraint_schemas.json").read_text(encoding="utf-8"))["schemas"]

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from kimi_chat import markers as M
 from kimi_chat.grammar import GrammarError
-from kimi_chat.grammar.constraint import Constraint, ConstraintNote, byte_tokenizer, constraint, llg_tokenizer
+from kimi_chat.grammar.request import Constraint, ConstraintNote, byte_tokenizer, constraint, llg_tokenizer
 from kimi_chat.grammar.schemas import prepare
 from kimi_chat.output import ToolCallStatus, parse
 
@@ -440,7 +440,7 @@ def test_grammar_package_works_without_llguidance():
 
 def test_constraint_is_callable_however_it_was_imported():
     import kimi_chat.grammar as g
-    import kimi_chat.grammar.constraint as module
+    import kimi_chat.grammar.request as module
 
     assert g.constraint(None, dialect=K2).lark == module.constraint(None, dialect=K2).lark
     assert g.Constraint is Constraint and g.ConstraintNote is ConstraintNote

@@ -35,7 +35,7 @@ def _options(dialect: str) -> dict:
 @pytest.mark.parametrize("dialect", [K2, K3])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_llama_cpp_generates_replies_of_the_schema_from_the_gbnf_export(models, dialect, seed):
-    from kimi_chat.grammar.constraint import constraint
+    from kimi_chat.grammar.request import constraint
     from kimi_chat.output import parse
 
     model = models[dialect]

@@ -26,7 +26,7 @@ import jsonschema  # noqa: E402
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_chat.grammar.constraint import constraint
+from kimi_chat.grammar.request import constraint
 from kimi_chat.output import ToolCallStatus, parse
 
 import test_grammar_k3 as G

@@ -134,11 +134,23 @@ def test_no_import_cycle() -> None:
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-def test_no_public_name_hides_a_submodule() -> None:
-    """``kimi_chat.X`` for a public X is never a function or class standing where a submodule ``X`` is."""
-    subs = {m.name for m in pkgutil.iter_modules(kimi_chat.__path__)}
-    clash = sorted(n for n in kimi_chat.__all__ if n in subs)
-    assert not clash, f"public names that hide a submodule: {clash}"
+PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_public_name_hides_a_submodule(package: str) -> None:
+    """``P.X`` for a public X of a package P (its ``__all__``, the lazily imported names included) is never a
+    function or class standing where a submodule ``P.X`` is: no name means two things."""
+    path = MODULES[package].parent
+    subs = {m.name for m in pkgutil.iter_modules([str(path)])}
+    tree = ast.parse(MODULES[package].read_text(encoding="utf-8"))
+    public: set[str] = set()
+    for node in ast.walk(tree):  # __all__ = [...], and _LAZY-style tuples of names __getattr__ serves
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.List, ast.Tuple)):
+            if any(isinstance(t, ast.Name) and (t.id == "__all__" or t.id.isupper()) for t in node.targets):
+                public |= {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    clash = sorted(public & subs)
+    assert not clash, f"public names of {package} that hide a submodule: {clash}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -16,7 +16,7 @@ pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("llguidance")
 
-from kimi_chat.grammar.constraint import constraint  # noqa: E402
+from kimi_chat.grammar.request import constraint  # noqa: E402
 from kimi_chat.servers.serve import ServeConfig, UpstreamEngine, create_app  # noqa: E402
 from serve_support import FakeLlamaServer, FakeVocabulary, Uvicorn, sse_events  # noqa: E402
 

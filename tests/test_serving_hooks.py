@@ -76,7 +76,7 @@ FAMILY_DIALECTS = sorted((d.family, name) for name, d in DIALECTS.items())
 @pytest.mark.parametrize("family, dialect", FAMILY_DIALECTS)
 def test_the_records_module_paths_hold_what_their_users_read(family: str, dialect: str) -> None:
     """``usage`` and ``constraint`` are module paths imported on first use (by
-    :func:`kimi_chat.servers.contract.prompt_tokens` and :mod:`kimi_chat.grammar.constraint`): each
+    :func:`kimi_chat.servers.contract.prompt_tokens` and :mod:`kimi_chat.grammar.request`): each
     resolves, and holds what its reader calls, for every dialect of the family."""
     record = family_of(family)
     d = DIALECTS[dialect]

@@ -206,8 +206,8 @@ def test_identify_unknown_template():
 
 
 def test_identify_without_transformers_says_what_to_install(monkeypatch):
-    # the module identify() looks render_with_dialect up in (kimi_chat.checks.verification.identify is the function)
-    v = importlib.import_module("kimi_chat.checks.verification.identify")
+    # the module identify() looks render_with_dialect up in
+    v = importlib.import_module("kimi_chat.checks.verification.identification")
 
     def missing(*a, **k):
         raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")

@@ -72,7 +72,7 @@ class Family:
     pending, not prompt (:func:`kimi_chat.servers.contract.prompt_tokens`), imported on first use."""
     constraint: str
     """The module of the family's part of a llguidance constraint (``TRANSLATOR``, ``GRAMMAR``,
-    ``special_markers``, ``end_markers``: :mod:`kimi_chat.grammar.constraint`; ``after_reasoning``, where a
+    ``special_markers``, ``end_markers``: :mod:`kimi_chat.grammar.request`; ``after_reasoning``, where a
     grammar starts once the reasoning ended, for the GBNF export too: :func:`kimi_chat.grammar.translate.after_reasoning`),
     imported on first use (it needs the ``constraints`` extra only when a constraint is built)."""
 
@@ -131,8 +131,16 @@ def family_of(dialect_or_name: Any) -> Family:
     """The :class:`Family` of a dialect (a :class:`~kimi_chat.dialects.Dialect`, or anything with a
     ``family`` attribute) or of a family name. ``KeyError`` names an unregistered family."""
     name = dialect_or_name if isinstance(dialect_or_name, str) else getattr(dialect_or_name, "family", "k2")
+    family = _LOADED.get(name)
+    if family is not None:  # every render asks: a dict lookup, not import_module
+        return family
     try:
         module = REGISTRY[name]
     except KeyError:
         raise KeyError(f"no format family {name!r} (families: {', '.join(REGISTRY)})") from None
-    return importlib.import_module(module).FAMILY  # type: ignore[no-any-return]
+    family = _LOADED[name] = importlib.import_module(module).FAMILY
+    return family
+
+
+_LOADED: dict[str, Family] = {}
+"""The records imported so far, by family name (a record is imported once, as its module is)."""

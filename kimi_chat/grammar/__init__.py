@@ -9,7 +9,7 @@
   assistant output, translated from the output format the parser runs by the family's translator
   (:mod:`~kimi_chat.families.k2.grammar`, :mod:`~kimi_chat.families.k3.grammar`), on the walk of
   :mod:`~kimi_chat.grammar.translate` they share;
-* :mod:`~kimi_chat.grammar.constraint`: :func:`constraint`, the llguidance constraint of one request
+* :mod:`~kimi_chat.grammar.request`: :func:`constraint`, the llguidance constraint of one request
   (Lark, schemas by llguidance; needs the ``constraints`` extra, imported on first use).
 """
 
@@ -29,8 +29,7 @@ _LAZY = ("constraint", "Constraint", "ConstraintNote", "llg_tokenizer")
 def __getattr__(name: str) -> Any:
     """:func:`constraint` and its types, imported on first use (they need llguidance)."""
     if name in _LAZY:
-        module = importlib.import_module(f"{__name__}.constraint")
-        # importing the submodule bound the package attribute ``constraint`` to it: the function wins
+        module = importlib.import_module(f"{__name__}.request")
         globals().update({n: getattr(module, n) for n in _LAZY})
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -72,7 +72,7 @@ def forced_grammar(tools: Sequence[Any] | None, tool_choice: Any, parallel_tool_
     """The Lark grammar (llguidance) of a forced tool choice: the body alone when ``after_reasoning``
     (the server applies it from where reasoning ended) or the whole output (``thinking``: the request's
     thinking switch, for a dialect that takes the ``thinking`` option; the others ignore it)."""
-    from ..grammar.constraint import constraint
+    from ..grammar.request import constraint
 
     options: dict[str, Any] = {}
     if not thinking and "thinking" in dialect.options:

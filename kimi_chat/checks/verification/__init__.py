@@ -18,7 +18,7 @@ and compared with ``render(dialect="kimi-k3")``; diagnostic probes detect a port
 
 The modules:
 
-* :mod:`~kimi_chat.checks.verification.identify`: :func:`identify` and its result :class:`Identification`;
+* :mod:`~kimi_chat.checks.verification.identification`: :func:`identify` and its result :class:`Identification`;
 * :mod:`~kimi_chat.checks.verification.search`: :func:`verify` and its result :class:`VerifyReport`;
 * :mod:`~kimi_chat.checks.verification.probes`: the fixed conversations :func:`identify` renders;
 * :mod:`~kimi_chat.checks.verification.diffing`: normalised text and hash, visible whitespace, prompt diffs;
@@ -36,7 +36,7 @@ of ``kimi_chat`` is the function; ``importlib.import_module("kimi_chat.verify")`
 from __future__ import annotations
 
 from .diffing import first_difference, normalize_template, prompt_diff, template_sha256, visible
-from .identify import Difference, Identification, Kind, identify
+from .identification import Difference, Identification, Kind, identify
 from .probes import PROBES, Probe
 from .rendering import (
     VERIFY_EXTRA,

@@ -67,7 +67,7 @@ def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
     # (a dialect whose prompt writes the tool choice / response format has them among the render options too)
     rest = {k: v for k, v in options.items() if k not in ("tool_choice", "response_format")}
     try:
-        from ...grammar.constraint import constraint
+        from ...grammar.request import constraint
     except ImportError:
         constraint = None
     if constraint is not None:

@@ -27,8 +27,6 @@ import ast
 import importlib
 import json
 import re
-import sys
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -399,14 +397,3 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
                    response=response, after_reasoning=start is not None, **options)
     return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, schema_notes=prepared,
                       schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`constraint`: importing it binds the package attribute
-    ``kimi_chat.grammar.constraint`` to the module, which must still work as the function."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Constraint:
-        return constraint(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
