@@ -97,7 +97,11 @@ class TagLexer:
         self._on_marker: OnMarker = _none
         self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
         self._seen: dict[tuple[str, str], Any] = {}  # this parse's first 64 tags, classified (before _CLASSIFIED)
-        self._whole: dict[str, Any] = {}  # the same, by the whole tag's text (_whole_tag)
+        whole = _WHOLE_CLASSES.get(key)
+        if whole is None or whole[0] is not tags:
+            whole = (tags, {})
+            _WHOLE_CLASSES.put(key, whole)
+        self._whole: dict[str, Any] = whole[1]  # this tag set's tags read whole, classified (_whole_tag)
 
     @property
     def pending(self) -> str:
@@ -271,8 +275,8 @@ class TagLexer:
                 body, close_body = m.group("open_body", "close_body")
                 found = (self._classify_shared(self.tags.open, body) if body is not None
                          else self._classify_shared(self.tags.close, close_body))
-                if len(self._whole) < 64:
-                    self._whole[whole] = found
+                if len(self._whole) < _MAX_WHOLE:
+                    self._whole[whole] = found  # a plain dict: a racing thread stores the same answer
             if found is None:
                 stop = self._on_marker(STRAY, whole)
             else:
@@ -302,6 +306,10 @@ class TagLexer:
         return self._on_marker(cls, whole)
 
 
+_WHOLE_CLASSES: LRUCache[tuple[Any, dict[str, Any]]] = LRUCache("k3.whole_tag_classes", 16)
+"""Per tag set: ``(tag set, {whole tag text: what _classify says})``, shared by its lexers (one cache look-up
+per parse, not one per distinct tag), at most :data:`_MAX_WHOLE` tags each."""
+_MAX_WHOLE = 512
 _WHOLE_TAGS: LRUCache[str] = LRUCache("k3.whole_tag_patterns", 16)
 """The regex of a complete tag (:func:`_whole_tags`), per tag set and marker start characters."""
 
