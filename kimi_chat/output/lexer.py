@@ -182,18 +182,28 @@ class MarkerLexer:
     def _scan_long(self, text: str, hold: int, on_text: OnText, on_marker: OnMarker) -> int:
         """The same tokens as :meth:`_scan_dense`, for a long text: one search per start character
         (``table.by_start``, each a C-speed literal-prefix scan, so plain text costs no Python work
-        however many start characters it holds), the leftmost match taken at each step."""
-        searches = self._by_start
+        however many start characters it holds), the leftmost match taken at each step. A start
+        character absent from the text (``str.find``: a ``memchr``) costs no search; a search that
+        found nothing is not repeated (it would find nothing after), so once one start character is
+        left the loop is a single search's."""
+        searches = []
+        found = []
+        for ch, search in zip(self._starts, self._by_start):
+            if text.find(ch, 0, hold) >= 0:
+                f = search(text, 0, hold)
+                if f is not None:
+                    searches.append(search)
+                    found.append(f)
         classes = self._classes
-        found = [search(text, 0, hold) for search in searches]
+        compound = self._compound
         pos = 0
-        while True:
-            m = None
+        while found:
+            if len(found) == 1:
+                return self._scan_one(text, hold, on_text, on_marker, searches[0], found[0], pos)
+            m = found[0]
             for f in found:
-                if f is not None and (m is None or f.start() < m.start()):
+                if f.start() < m.start():
                     m = f
-            if m is None:
-                return pos
             s = m.start()
             if s > pos:
                 on_text(text[pos:s])
@@ -201,14 +211,42 @@ class MarkerLexer:
             pos = m.end()
             cls = classes.get(spelling)
             if cls is None:  # a compound token (no spelling is one)
-                stop = self._compound(m)  # type: ignore[misc]
+                stop = compound(m)  # type: ignore[misc]
                 if stop is not None:
                     return -stop - 1
             elif on_marker(cls, spelling):
                 return -pos - 1
-            for k, f in enumerate(found):
-                if f is not None and f.start() < pos:
-                    found[k] = searches[k](text, pos, hold)
+            k = 0
+            while k < len(found):
+                if found[k].start() < pos:
+                    f = searches[k](text, pos, hold)
+                    if f is None:
+                        del found[k], searches[k]
+                        continue
+                    found[k] = f
+                k += 1
+        return pos
+
+    def _scan_one(self, text: str, hold: int, on_text: OnText, on_marker: OnMarker,
+                  search: Callable[..., "re.Match[str] | None"], m: "re.Match[str] | None", pos: int) -> int:
+        """:meth:`_scan_long` from ``pos`` on, once one start character's search is left (``m``: its next match)."""
+        classes = self._classes
+        compound = self._compound
+        while m is not None:
+            s = m.start()
+            if s > pos:
+                on_text(text[pos:s])
+            spelling = m.group()
+            pos = m.end()
+            cls = classes.get(spelling)
+            if cls is None:  # a compound token (no spelling is one)
+                stop = compound(m)  # type: ignore[misc]
+                if stop is not None:
+                    return -stop - 1
+            elif on_marker(cls, spelling):
+                return -pos - 1
+            m = search(text, pos, hold)
+        return pos
 
 
 class Utf8Chunks:

@@ -56,20 +56,22 @@ _ESCAPES: dict[str, str] = {ch: json.dumps(ch)[1:-1] for ch in map(chr, [*range(
 """What ``json.dumps(ensure_ascii=False)`` escapes in a string (control characters, ``"``, ``\\``), as it
 writes them."""
 _ESCAPE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
-_ESCAPED_BYTES = "".join(_ESCAPES).encode("ascii")
+_ESCAPE_TABLE = bytes(0 if chr(b) in _ESCAPES else 1 for b in range(256))
+"""A byte table: 0 for the bytes of the escaped characters (all ASCII), 1 for every other byte (a 0 after
+:meth:`bytes.translate` marks an escaped character: no escaped character is part of another's UTF-8 bytes)."""
 
 
 def _quote(s: str) -> str:
     """``s`` as the inside of a JSON string, as ``json.dumps(s, ensure_ascii=False)[1:-1]`` writes it
     (escaping is per character: pieces concatenate). A string with nothing to escape is itself, found so
     at C speed: a short one by a search for ``"`` and ``\\`` and :meth:`str.isprintable` (``False`` for
-    control characters, and for some others, which then take the slower path), a long one by deleting the
-    escaped characters from its UTF-8 bytes (none of them is part of another character's bytes)."""
+    control characters, and for some others, which then take the slower path), a long one by mapping its UTF-8 bytes
+    through a table that marks the escaped characters' bytes (none of them is part of another character's bytes)."""
     if len(s) < 64:
         clean = '"' not in s and "\\" not in s and s.isprintable()
     else:
         b = s.encode("utf-8", "surrogatepass")
-        clean = len(b.translate(None, _ESCAPED_BYTES)) == len(b)
+        clean = 0 not in b.translate(_ESCAPE_TABLE)
     return s if clean else _ESCAPE.sub(lambda m: _ESCAPES[m.group()], s)
 
 

@@ -97,6 +97,11 @@ class TagLexer:
         self._on_marker: OnMarker = _none
         self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
         self._seen: dict[tuple[str, str], Any] = {}  # this parse's first 64 tags, classified (before _CLASSIFIED)
+        whole = _WHOLE_CLASSES.get(key)
+        if whole is None or whole[0] is not tags:
+            whole = (tags, {})
+            _WHOLE_CLASSES.put(key, whole)
+        self._whole: dict[str, Any] = whole[1]  # this tag set's tags read whole, classified (_whole_tag)
 
     @property
     def pending(self) -> str:
@@ -212,6 +217,11 @@ class TagLexer:
         """``(class, name, attributes)`` of the tag ``opener + body + sep``, or ``None`` (stray); the
         attributes are a new dict each time. Tags repeat: the answer is cached per ``(opener, body)``
         (for this lexer's tag set: an entry made for another is computed again)."""
+        found = self._classify_shared(opener, body)
+        return None if found is None else (found[0], found[1], dict(found[2]))
+
+    def _classify_shared(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
+        """:meth:`_classify`'s answer as cached: its attributes dict is shared (the caller copies it)."""
         key = (opener, body)
         found = self._seen.get(key, _none)
         if found is _none:
@@ -223,7 +233,7 @@ class TagLexer:
             found = hit[1]
             if len(self._seen) < 64:
                 self._seen[key] = found
-        return None if found is None else (found[0], found[1], dict(found[2]))
+        return found  # type: ignore[no-any-return]
 
     def _classify_new(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
         tags = self.tags
@@ -258,13 +268,26 @@ class TagLexer:
         """A complete tag found by one search of the marker lexer (its ``compound``): the calls its marker,
         body and ``<|sep|>`` make, one by one (while nothing is held: the tag at once). Returns where the
         lexer stops (after the marker that stopped it), or ``None``."""
+        if self._opener is None and self._after is None:  # the tag at once: what _tag does, read from the match
+            whole = m.group()
+            found = self._whole.get(whole, _none)
+            if found is _none:
+                body, close_body = m.group("open_body", "close_body")
+                found = (self._classify_shared(self.tags.open, body) if body is not None
+                         else self._classify_shared(self.tags.close, close_body))
+                if len(self._whole) < _MAX_WHOLE:
+                    self._whole[whole] = found  # a plain dict: a racing thread stores the same answer
+            if found is None:
+                stop = self._on_marker(STRAY, whole)
+            else:
+                cls, self.name, attrs = found
+                self.attrs = dict(attrs)
+                stop = self._on_marker(cls, whole)
+            return m.end() if stop else None
         body, close_body = m.group("open_body", "close_body")
         opener, sep = self.tags.open, self.tags.sep
         if body is None:
             opener, body = self.tags.close, close_body
-        if self._opener is None and self._after is None:
-            self._opener, self._body = opener, body
-            return m.end() if self._tag(sep) else None
         if self._marker(self._classes[opener], opener):
             return m.start() + len(opener)
         if body:
@@ -283,6 +306,10 @@ class TagLexer:
         return self._on_marker(cls, whole)
 
 
+_WHOLE_CLASSES: LRUCache[tuple[Any, dict[str, Any]]] = LRUCache("k3.whole_tag_classes", 16)
+"""Per tag set: ``(tag set, {whole tag text: what _classify says})``, shared by its lexers (one cache look-up
+per parse, not one per distinct tag), at most :data:`_MAX_WHOLE` tags each."""
+_MAX_WHOLE = 512
 _WHOLE_TAGS: LRUCache[str] = LRUCache("k3.whole_tag_patterns", 16)
 """The regex of a complete tag (:func:`_whole_tags`), per tag set and marker start characters."""
 
