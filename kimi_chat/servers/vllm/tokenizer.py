@@ -182,7 +182,7 @@ def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDiale
     if text is None:
         raise KimiChatError(f"{directory}: no chat template ({CHAT_TEMPLATE_FILE} or tokenizer_config.json "
                             f"chat_template) to identify the Kimi dialect from; {hint}")
-    from ...checks.verification.identify import identify
+    from ...checks.verification.identification import identify
 
     ident = identify(text)
     if ident.dialect is None or ident.kind not in _ACCEPTED_KINDS:
