@@ -98,10 +98,15 @@ def fast_conversation(messages: Sequence[Any], family: Any) -> list[dict[str, An
     the official template does). None when any message needs vLLM's parser (media parts, other roles
     or keys, K3 content lists, Claude Code's billing header). ``family``: the served family (a name, a
     record or a dialect)."""
-    part_lists = serving_of(family).TEXT_PART_LISTS
+    return _fast_conversation(messages, serving_of(family).TEXT_PART_LISTS)
+
+
+def _fast_conversation(messages: Sequence[Any], part_lists: bool) -> list[dict[str, Any]] | None:
+    """:func:`fast_conversation`, ``part_lists``: the family's ``TEXT_PART_LISTS``."""
     out: list[dict[str, Any]] = []
+    fast_keys = _FAST_KEYS.issuperset
     for m in messages:
-        if type(m) is not dict or m.get("role") not in _FAST_ROLES or not _FAST_KEYS.issuperset(m):
+        if type(m) is not dict or m.get("role") not in _FAST_ROLES or not fast_keys(m):
             return None
         role = m["role"]
         c = m.get("content")
@@ -152,6 +157,14 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
             LOGGER.info("kimi_chat renderer: serving %s with dialect %s (%s)", tokenizer.name_or_path,
                         md.dialect.name, md.reason)
         self._render_async = make_async(self._render, executor=self._executor)
+        self._served: tuple[Any, Any] | None = None
+
+    def _hooks(self) -> tuple[Any, Any]:
+        """``(dialect, serving hooks)`` of the tokenizer's dialect (the hooks looked up once per dialect)."""
+        d, served = self.get_tokenizer().dialect, self._served
+        if served is None or served[0] is not d:
+            served = self._served = (d, serving_of(d))
+        return served
 
     # ---------------------------------------------------------------- rendering
 
@@ -162,10 +175,10 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
                     media_io_kwargs=params.media_io_kwargs, mm_processor_kwargs=params.mm_processor_kwargs)
 
     def _fast(self, messages: Sequence[Any]) -> list[Any] | None:
-        d = self.get_tokenizer().dialect
-        conv = fast_conversation(messages, d)
+        hooks = self._hooks()[1]
+        conv = _fast_conversation(messages, hooks.TEXT_PART_LISTS)
         if conv is not None:  # K3: tool results re-ordered by vLLM's K3 normalisation
-            return serving_of(d).vllm_conversation(conv)
+            return hooks.vllm_conversation(conv)
         return conv
 
     def _conversation(self, conversation: list[ConversationMessage], mm_data: Any, mm_uuids: Any) -> list[Any]:
@@ -179,11 +192,11 @@ class KimiChatRenderer(BaseRenderer[KimiChatVllmTokenizer]):
 
     def _render(self, conversation: list[Any], params: ChatParams) -> list[int]:
         tok = self.get_tokenizer()
-        d = tok.dialect
+        d, hooks = self._hooks()
         kwargs = params.get_apply_chat_template_kwargs()
         options, agp, cont = template_options(d, kwargs)
         # K3: tool_choice (other than auto) and response_format, as vLLM's K3 renderer passes them
-        options.update(serving_of(d).vllm_request_options(params.tool_choice, params.response_format))
+        options.update(hooks.vllm_request_options(params.tool_choice, params.response_format))
         return render_ids(tok.kimi, d, conversation, kwargs.get("tools"), options, agp, cont)
 
     def render_messages(
