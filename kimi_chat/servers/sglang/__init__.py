@@ -55,6 +55,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
 from sglang.srt.function_call.base_format_detector import BaseFormatDetector
 from sglang.srt.function_call.core_types import StreamingParseResult, StructureInfo, ToolCallItem
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
@@ -68,6 +69,7 @@ from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_st
 from ..family import choose_family
 from ..hooks import serving_of
 from .constraint import install as install_constraint
+from .constraint import install_request
 from .constraint import kimi_structure_constraint
 
 _HTTP_SERVER = "sglang.srt.entrypoints.http_server"
@@ -219,7 +221,8 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         prefilled: bool | None = bool(force_reasoning)
         family = _family(tokenizer)
         self.family = family.name
-        answer_open = serving_of(family).ANSWER_OPEN
+        self._serving = serving_of(family)
+        answer_open = self._serving.ANSWER_OPEN
         self._lead: str | None = None  # K3 thinking off: the response channel's open tag, handed on first
         if answer_open is not None and not force_reasoning:
             prefilled, self._lead = None, answer_open
@@ -234,6 +237,12 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         self._prefilled = prefilled
         self._stage: ReasoningStage | None = None
         self._held_reasoning: list[str] = []  # stream_reasoning=False: reasoning is sent at its end
+
+    def get_think_end_token_ids(self, tokenizer: Any) -> list[int]:
+        """The ids that end reasoning (SGLang's reasoning gate and reasoning-token count): the family's
+        (K3: the think channel's close tag), else SGLang's encoding of ``</think>``."""
+        ids = self._serving.sglang_think_end_ids(tokenizer)
+        return ids if ids is not None else super().get_think_end_token_ids(tokenizer)
 
     def _get_stage(self) -> ReasoningStage | None:
         if self._prefilled is None:
@@ -294,6 +303,7 @@ def register(names: Iterable[str] | None = None) -> None:
         FunctionCallParser.ToolCallParserEnum[n] = KimiChatDetector
         ReasoningParser.DetectorMap[n] = KimiChatReasoningDetector
     install_constraint(FunctionCallParser)  # a forced tool choice: kimi_chat's constraint (.constraint)
+    install_request(ChatCompletionRequest)  # ... for the request's thinking switch
 
 
 register()

@@ -35,11 +35,13 @@ import logging
 from typing import Any
 
 from ..family import override
-from ..forced import forced, forced_dialect, forced_grammar
+from ...dialects import Dialect
+from ..forced import forced, forced_dialect, forced_grammar, thinking_off
 from ..hooks import ServingHooks
 from ..stages import tools_as_dicts
 
-__all__ = ["install", "kimi_structure_constraint", "grammar_backend", "reasoning_parser"]
+__all__ = ["install", "install_request", "ForcedLark", "kimi_structure_constraint", "grammar_backend",
+           "reasoning_parser"]
 
 _LOGGED: set[str] = set()
 _WRAPPED = "__kimi_chat_wrapped__"
@@ -94,9 +96,75 @@ def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls:
         _keep(logger, "the model reasons and no --reasoning-parser runs: where SGLang builds the constraint "
                       "the request's thinking switch is not known")
         return None
+    if after and (why := _gate_differs(serving, tokenizer)) is not None:
+        _keep(logger, why)
+        return None
     d = forced_dialect(None, reasons, serving)
-    return "ebnf", forced_grammar(tools_as_dicts(tools), tool_choice, parallel_tool_calls, dialect=d,
-                                  after_reasoning=after)
+    args = (tools_as_dicts(tools), tool_choice, parallel_tool_calls)
+    return "ebnf", ForcedLark(forced_grammar(*args, dialect=d, after_reasoning=after), args, d, after)
+
+
+def _gate_differs(serving: ServingHooks, tokenizer: Any) -> str | None:
+    """Why SGLang's reasoning gate would not start the grammar where the constraint starts (``None``: it
+    does): the running reasoning parser's ``think_end_token_ids`` are not the family's."""
+    ours = serving.sglang_think_end_ids(tokenizer)
+    if ours is None or tokenizer is None:
+        return None
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    name = reasoning_parser()
+    theirs = ReasoningParser(model_type=name, stream_reasoning=False, tokenizer=tokenizer).detector
+    if list(theirs.get_think_end_token_ids(tokenizer)) != list(ours):
+        return (f"--reasoning-parser {name} ends reasoning at other token ids than the family's close of "
+                "reasoning: the grammar would start elsewhere")
+    return None
+
+
+class ForcedLark(str):
+    """The Lark of a forced tool choice (a ``str``: what SGLang puts in the sampling params' ``ebnf``),
+    remembering what built it: SGLang asks for the constraint without the request's thinking switch,
+    and :func:`install_request` rebuilds it where the request switches thinking off."""
+
+    args: tuple[Any, Any, Any]
+    dialect: Dialect
+    after_reasoning: bool
+
+    def __new__(cls, lark: str, args: tuple[Any, Any, Any], dialect: Dialect, after_reasoning: bool) -> ForcedLark:
+        self = super().__new__(cls, lark)
+        self.args, self.dialect, self.after_reasoning = args, dialect, after_reasoning
+        return self
+
+    def for_request(self, chat_template_kwargs: Any) -> str:
+        """The grammar for a request with these ``chat_template_kwargs`` (a plain ``str``): with thinking
+        off (SGLang's gate then applies the grammar from the first token, the prompt having closed or
+        skipped the reasoning: K3, inside the response channel) the constraint of that output."""
+        if not thinking_off(chat_template_kwargs):
+            return str(self)
+        return forced_grammar(*self.args, dialect=self.dialect, after_reasoning=self.after_reasoning,
+                              thinking=False)
+
+
+def install_request(request_cls: Any) -> None:
+    """Wrap ``request_cls.to_sampling_params`` (SGLang's ``ChatCompletionRequest``) once: a
+    :class:`ForcedLark` tool-call constraint becomes the request's grammar (:meth:`ForcedLark.for_request`).
+    Idempotent."""
+    original = request_cls.to_sampling_params
+    if getattr(original, _WRAPPED, False):
+        return
+
+    @functools.wraps(original)
+    def to_sampling_params(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = kwargs.get("tool_call_constraint", args[2] if len(args) > 2 else None)
+        if found is not None and isinstance(found[1], ForcedLark):
+            found = (found[0], found[1].for_request(self.chat_template_kwargs))
+            if len(args) > 2:
+                args = (*args[:2], found, *args[3:])
+            else:
+                kwargs["tool_call_constraint"] = found
+        return original(self, *args, **kwargs)
+
+    setattr(to_sampling_params, _WRAPPED, True)
+    request_cls.to_sampling_params = to_sampling_params
 
 
 def install(parser_cls: Any) -> None:
