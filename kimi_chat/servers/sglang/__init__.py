@@ -49,9 +49,7 @@ therefore kept as text rather than dropped.
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -69,34 +67,20 @@ from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_st
 from ..family import choose_family
 from ..hooks import serving_of
 from .constraint import install as install_constraint
-from .constraint import install_request
+from .constraint import LOGGER, install_request, server_tokenizer
 from .constraint import kimi_structure_constraint
-
-_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
-
-
-def _server_tokenizer() -> Any:
-    """The tokenizer of the SGLang server this process runs (its ``http_server`` global state: one
-    model per server), or ``None`` (no server running here; the module is never imported for this)."""
-    mod = sys.modules.get(_HTTP_SERVER)
-    state = mod.get_global_state() if mod is not None and hasattr(mod, "get_global_state") else None
-    manager = getattr(state, "tokenizer_manager", None)
-    return getattr(manager, "tokenizer", None)
-
 
 def _family(tokenizer: Any) -> Family:
     """The family of one detector: from its own tokenizer; a detector SGLang builds without one (for the
     structural tag of ``tool_choice``, for instance) reads the server's tokenizer. Nothing is kept
     between detectors: two tokenizers in one process each get their own family."""
-    return choose_family(tokenizer if tokenizer is not None else _server_tokenizer(), None, LOGGER)
+    return choose_family(tokenizer if tokenizer is not None else server_tokenizer(), None, LOGGER)
 
 __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 
 NAME = "kimi_chat"
 NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
 
-LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
-"""Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
 
 
 class KimiChatDetector(BaseFormatDetector):
@@ -104,7 +88,7 @@ class KimiChatDetector(BaseFormatDetector):
 
     def __init__(self, tokenizer: Any = None) -> None:
         super().__init__()
-        self._tokenizer = tokenizer if tokenizer is not None else _server_tokenizer()
+        self._tokenizer = tokenizer if tokenizer is not None else server_tokenizer()
         family = _family(tokenizer)
         self.family = family.name
         self._serving = serving_of(family)

@@ -32,17 +32,21 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from typing import Any
 
-from ..family import override
+from ..family import choose_family, override
 from ...dialects import Dialect
 from ..forced import forced, forced_dialect, forced_grammar, thinking_off
-from ..hooks import ServingHooks
+from ..hooks import ServingHooks, serving_of
 from ..stages import tools_as_dicts
 
-__all__ = ["install", "install_request", "ForcedLark", "kimi_structure_constraint", "grammar_backend",
-           "reasoning_parser"]
+__all__ = ["install", "install_request", "ForcedLark", "kimi_structure_constraint", "kimi_response_format",
+           "server_tokenizer", "grammar_backend", "reasoning_parser", "LOGGER"]
 
+LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
+"""Where both detectors and the constraint log parse warnings, withheld calls and kept constraints."""
+_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
 _LOGGED: set[str] = set()
 _WRAPPED = "__kimi_chat_wrapped__"
 
@@ -68,10 +72,35 @@ def reasoning_parser() -> str | None:
         return None
 
 
-def _keep(logger: logging.Logger, why: str) -> None:
+def _keep(logger: logging.Logger, what: str, why: str) -> None:
     if why not in _LOGGED:
         _LOGGED.add(why)
-        logger.info("kimi_chat: a forced tool choice keeps SGLang's own constraint (%s)", why)
+        logger.info("kimi_chat: %s keeps SGLang's own constraint (%s)", what, why)
+
+
+def _start(serving: ServingHooks, tokenizer: Any, logger: logging.Logger, what: str) -> tuple[Dialect, bool] | None:
+    """The dialect of kimi_chat's constraint and whether it starts after the reasoning, where it applies
+    (module docstring); ``None``: SGLang's own (the reason logged once)."""
+    keeps = getattr(serving, "SGLANG_KEEPS_ITS_CONSTRAINT", None)
+    if keeps is not None:
+        _keep(logger, what, keeps)
+        return None
+    backend = grammar_backend()
+    if backend != "llguidance":
+        _keep(logger, what, f"the grammar backend is {backend or 'not known'}; kimi_chat's constraint needs "
+                            "--grammar-backend llguidance")
+        return None
+    ov = override(None)  # $KIMI_CHAT_DIALECT (SGLang passes no chat_template_kwargs here)
+    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, ov[0] if ov is not None else None)
+    after = reasons and reasoning_parser() is not None
+    if reasons and not after:
+        _keep(logger, what, "the model reasons and no --reasoning-parser runs: where SGLang builds the "
+                            "constraint the request's thinking switch is not known")
+        return None
+    if after and (why := _gate_differs(serving, tokenizer)) is not None:
+        _keep(logger, what, why)
+        return None
+    return forced_dialect(None, reasons, serving), after
 
 
 def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls: bool, *, serving: ServingHooks,
@@ -80,28 +109,57 @@ def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls:
     docstring); ``None``: SGLang's own."""
     if not tools or not forced(tool_choice):
         return None
-    keeps = getattr(serving, "SGLANG_KEEPS_ITS_CONSTRAINT", None)
-    if keeps is not None:
-        _keep(logger, keeps)
+    start = _start(serving, tokenizer, logger, "a forced tool choice")
+    if start is None:
         return None
-    backend = grammar_backend()
-    if backend != "llguidance":
-        _keep(logger, f"the grammar backend is {backend or 'not known'}; kimi_chat's constraint needs "
-                      "--grammar-backend llguidance")
-        return None
-    ov = override(None)  # $KIMI_CHAT_DIALECT (SGLang passes no chat_template_kwargs here)
-    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, ov[0] if ov is not None else None)
-    after = reasons and reasoning_parser() is not None
-    if reasons and not after:
-        _keep(logger, "the model reasons and no --reasoning-parser runs: where SGLang builds the constraint "
-                      "the request's thinking switch is not known")
-        return None
-    if after and (why := _gate_differs(serving, tokenizer)) is not None:
-        _keep(logger, why)
-        return None
-    d = forced_dialect(None, reasons, serving)
+    d, after = start
     args = (tools_as_dicts(tools), tool_choice, parallel_tool_calls)
     return "ebnf", ForcedLark(forced_grammar(*args, dialect=d, after_reasoning=after), args, d, after)
+
+
+def server_tokenizer() -> Any:
+    """The tokenizer of the SGLang server this process runs (its ``http_server`` global state: one
+    model per server), or ``None`` (no server running here)."""
+    mod = sys.modules.get(_HTTP_SERVER)
+    state = mod.get_global_state() if mod is not None and hasattr(mod, "get_global_state") else None
+    manager = getattr(state, "tokenizer_manager", None)
+    return getattr(manager, "tokenizer", None)
+
+
+def _kimi_tool_parser() -> bool:
+    """Whether the server's ``--tool-call-parser`` is kimi_chat's detector."""
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from sglang.srt.runtime_context import get_serving
+
+    try:
+        name = get_serving().tool_call_parser
+    except (ValueError, AttributeError, KeyError):
+        return False
+    return hasattr(FunctionCallParser.ToolCallParserEnum.get(name or ""), "kimi_structure_constraint")
+
+
+def kimi_response_format(request: Any, params: dict[str, Any], *, logger: logging.Logger = LOGGER) -> None:
+    """Where SGLang constrains a ``response_format`` (``json_object`` / ``json_schema``: the sampling
+    params' ``json_schema``) and kimi_chat's detector is the tool-call parser, put kimi_chat's
+    constraint of the turn in its place, in place: the Kimi format with the reply constrained (K3's
+    response channel, K2's content), the request's tools and ``tool_choice``, as the ``ebnf``."""
+    rf = request.response_format
+    if rf is None or rf.type not in ("json_object", "json_schema") or not params.get("json_schema"):
+        return
+    if params.get("ebnf") or params.get("regex") or params.get("structural_tag") or not _kimi_tool_parser():
+        return
+    tokenizer = server_tokenizer()
+    serving = serving_of(choose_family(tokenizer, None, logger))
+    start = _start(serving, tokenizer, logger, "response_format")
+    if start is None:
+        return
+    d, after = start
+    tools = tools_as_dicts(request.tools) if request.tools and request.tool_choice != "none" else None
+    params["ebnf"] = forced_grammar(tools, request.tool_choice if tools else "none", request.parallel_tool_calls,
+                                    dialect=d, after_reasoning=after,
+                                    thinking=not thinking_off(request.chat_template_kwargs),
+                                    response_format=rf.model_dump(by_alias=True, exclude_none=True))
+    del params["json_schema"]
 
 
 def _gate_differs(serving: ServingHooks, tokenizer: Any) -> str | None:
@@ -161,7 +219,9 @@ def install_request(request_cls: Any) -> None:
                 args = (*args[:2], found, *args[3:])
             else:
                 kwargs["tool_call_constraint"] = found
-        return original(self, *args, **kwargs)
+        params = original(self, *args, **kwargs)
+        kimi_response_format(self, params)
+        return params
 
     setattr(to_sampling_params, _WRAPPED, True)
     request_cls.to_sampling_params = to_sampling_params
