@@ -30,13 +30,13 @@ Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps 
 the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
 makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
 false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
-detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag (the
-family's ``SGLANG_KEEPS_ITS_CONSTRAINT`` says why).
+detector always reads "after the think channel". The reasoning detector's ``get_think_end_token_ids``
+(SGLang's reasoning gate) are the family's: K3's think channel close tag by its ids.
 
-``tool_choice="required"`` / a named function, K2: kimi_chat's constraint (the Kimi format the parser
-runs, the tools' schemas by llguidance) as the request's EBNF, with ``--grammar-backend llguidance`` (and
-``--reasoning-parser`` for a reasoning model); otherwise SGLang's structural tag
-(:mod:`kimi_chat.servers.sglang.constraint`).
+``tool_choice="required"`` / a named function, and ``response_format`` ``json_object`` / ``json_schema``,
+both families: kimi_chat's constraint (the Kimi format the parser runs, the schemas by llguidance) as the
+request's EBNF, with ``--grammar-backend llguidance`` (and ``--reasoning-parser`` for a reasoning model);
+otherwise SGLang's own (:mod:`kimi_chat.servers.sglang.constraint`).
 
 SGLang hands its detectors text only (``parse_streaming_increment(new_text)``: no token ids), so a
 marker the model typed as ordinary tokens (a ``</think>`` it mentions inside its reasoning) reads as the

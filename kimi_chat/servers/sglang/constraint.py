@@ -1,5 +1,5 @@
-"""``tool_choice: "required"`` and named functions in SGLang: kimi_chat's constraint, as the request's EBNF
-for SGLang's llguidance grammar backend.
+"""``tool_choice: "required"``, named functions and ``response_format`` in SGLang: kimi_chat's constraint,
+as the request's EBNF for SGLang's llguidance grammar backend.
 
 SGLang (0.5.23) asks ``FunctionCallParser.get_structure_constraint`` for a forced tool choice's
 constraint; for a detector with a structural tag that is an xgrammar structural tag of Kimi's format
@@ -12,17 +12,32 @@ the sampling params' ``ebnf``; SGLang's llguidance backend (``GuidanceBackend.di
 ``llguidance.grammar_from("ebnf", …)``, which takes a grammar opening with ``start:`` as Lark) compiles it.
 Any other detector gets SGLang's own answer.
 
+SGLang asks for it without the request; :func:`install_request` wraps
+``ChatCompletionRequest.to_sampling_params``, which has the request: the constraint (a :class:`ForcedLark`)
+is rebuilt there for a request that switches thinking off, and ``response_format`` ``json_object`` /
+``json_schema`` (which SGLang turns into the sampling params' ``json_schema`` there, where the tool parser
+has no say) becomes kimi_chat's constraint of the turn (:func:`kimi_response_format`: the reply in K3's
+response channel / K2's content, the request's tools and ``tool_choice``), where the server's tool-call
+parser is kimi_chat's. The Responses API's request (``ResponsesRequest``) is not wrapped.
+
 When it applies (otherwise SGLang's own constraint, the reason logged once at INFO):
 
-* ``tool_choice`` is ``"required"`` or a named function, and the request declares tools;
+* ``tool_choice`` is ``"required"`` or a named function and the request declares tools, or SGLang
+  constrains a ``response_format`` (and no client ``ebnf`` / ``regex`` / ``structural_tag``);
 * the family's serving hooks do not keep SGLang's constraint (``SGLANG_KEEPS_ITS_CONSTRAINT``);
 * the server runs ``--grammar-backend llguidance``: xgrammar's EBNF (the default backend) and outlines
   cannot read the constraint (special tokens by name, ``%json``);
-* the grammar's start is known: SGLang calls the method without the request's thinking switch, so a
-  model that reasons needs ``--reasoning-parser`` (SGLang's ``ReasonerGrammarBackend`` then applies the
-  grammar from where the reasoning ended: the constraint is built with ``after_reasoning=True``, K2's
-  body, K3 right after the think channel's close tag). A model without reasoning (K2-Instruct) is
-  constrained from its first token.
+* the grammar's start is known: a model that reasons needs ``--reasoning-parser``. SGLang's
+  ``ReasonerGrammarObject`` then applies the grammar once the reasoning detector's
+  ``get_think_end_token_ids`` are generated (a token sequence, ``TokenSequenceMatcher``; typed marker text
+  does not match): kimi_chat's detector gives the family's (``ServingHooks.sglang_think_end_ids``: K2
+  ``</think>``, K3 ``<|close|>`` ``think`` ``<|sep|>``), and the constraint is built with
+  ``after_reasoning=True`` (K2's body, K3 right after the think channel's close tag). A reasoning parser
+  whose ids differ (SGLang's ``kimi_k2`` on K3) keeps SGLang's constraint. With ``thinking: false``
+  SGLang's gate is open from the first token and the constraint is that output's (K3: inside the response
+  channel); SGLang reads only ``thinking`` (the detector's ``reasoning_default``), so with
+  ``enable_thinking: false`` alone its gate waits for a close that does not come (unconstrained). A model
+  without reasoning (K2-Instruct) is constrained from its first token.
 
 The dialect is ``$KIMI_CHAT_DIALECT``'s, else the family's one dialect (``kimi-k3``), else ``kimi-k2.6``
 for a tokenizer with ``<think>``, else ``kimi-k2-instruct-0905``.
