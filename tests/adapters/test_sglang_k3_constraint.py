@@ -12,6 +12,7 @@ assistant turns (:mod:`.k3_support`)."""
 from __future__ import annotations
 
 import logging
+import pickle
 
 import pytest
 from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
@@ -86,6 +87,9 @@ def test_forced_tool_choice_carries_kimi_chats_constraint(tok, tool_choice):
     assert found is not None and found == ("ebnf", want)
     assert params["ebnf"] == want and type(params["ebnf"]) is str
     assert not params.get("structural_tag") and not params.get("json_schema")
+    # where it is not rebuilt (SGLang's Responses path), it reaches the scheduler as the plain str
+    sent = pickle.loads(pickle.dumps(found[1]))
+    assert sent == want and type(sent) is str
 
 
 def test_the_gate_is_the_think_channels_close_tag(tok):

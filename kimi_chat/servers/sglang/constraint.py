@@ -207,6 +207,10 @@ class ForcedLark(str):
         self.args, self.dialect, self.after_reasoning = args, dialect, after_reasoning
         return self
 
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        """Pickled (SGLang sends sampling params to its scheduler) as the plain ``str`` it is."""
+        return str, (str(self),)
+
     def for_request(self, chat_template_kwargs: Any) -> str:
         """The grammar for a request with these ``chat_template_kwargs`` (a plain ``str``): with thinking
         off (SGLang's gate then applies the grammar from the first token, the prompt having closed or
