@@ -41,7 +41,7 @@ def forced(tool_choice: Any) -> bool:
 
 def named(tool_choice: Any) -> Any:
     """``tool_choice`` as :func:`kimi_chat.grammar.constraint` takes it (a dict for a named function)."""
-    if tool_choice == "required":
+    if isinstance(tool_choice, str):
         return tool_choice
     fn = getattr(tool_choice, "function", None)
     name = getattr(fn, "name", None) if fn is not None else tool_choice["function"]["name"]
@@ -68,10 +68,12 @@ def thinking_off(chat_template_kwargs: Mapping[str, Any] | None) -> bool:
 
 
 def forced_grammar(tools: Sequence[Any] | None, tool_choice: Any, parallel_tool_calls: bool, *, dialect: Dialect,
-                   after_reasoning: bool, thinking: bool = True) -> str:
+                   after_reasoning: bool, thinking: bool = True, response_format: Any = None) -> str:
     """The Lark grammar (llguidance) of a forced tool choice: the body alone when ``after_reasoning``
     (the server applies it from where reasoning ended) or the whole output (``thinking``: the request's
-    thinking switch, for a dialect that takes the ``thinking`` option; the others ignore it)."""
+    thinking switch, for a dialect that takes the ``thinking`` option; the others ignore it).
+    ``response_format`` (a dict, as :func:`kimi_chat.grammar.constraint` takes it) constrains the reply
+    too (SGLang's ``response_format`` path, where ``tool_choice`` may be ``auto``)."""
     from ..grammar.request import constraint
 
     options: dict[str, Any] = {}
@@ -80,5 +82,7 @@ def forced_grammar(tools: Sequence[Any] | None, tool_choice: Any, parallel_tool_
         options = {"thinking": False} | ({"reasoning": False} if after_reasoning and dialect.reasoning else {})
     elif after_reasoning:
         options = {"after_reasoning": True}  # the family's start (K3: after the think channel's close)
-    return constraint(tools, dialect=dialect, tool_choice=named(tool_choice),
+    if response_format is not None:
+        options["response_format"] = response_format
+    return constraint(tools, dialect=dialect, tool_choice=named(tool_choice or "auto"),
                       parallel_tool_calls=parallel_tool_calls is not False, **options).lark

@@ -131,6 +131,12 @@ class ServingHooks(Protocol):
     """xgrammar's built-in structural tag for the format (``None``: none, see
     :func:`sglang_structural_tag`)."""
 
+    def sglang_think_end_ids(self, tokenizer: Any) -> list[int] | None:
+        """The token ids that end reasoning, as SGLang's reasoning gate (``ReasonerGrammarBackend``, which
+        matches a sequence) and reasoning-token count take them from the reasoning detector's
+        ``get_think_end_token_ids`` (``None``: SGLang's own, ``</think>`` encoded)."""
+        ...
+
     def sglang_call_structure(self) -> Callable[[str], tuple[str, str, str]]:
         """Tool name -> ``(begin, end, trigger)`` of one forced call (SGLang's ``StructureInfo``);
         ``NotImplementedError`` where the family has its own structural tag only."""

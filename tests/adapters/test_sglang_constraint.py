@@ -20,7 +20,6 @@ from kimi_chat.prompt import render
 from kimi_chat.servers import sglang as plugin  # noqa: F401  (registers "kimi_chat")
 from kimi_chat.tokens.tokenizer import KimiTokenizer
 
-from .adapter_support import hf_tokenizer
 from .sglang_serving import NS, request, serving_chat
 
 # _process_messages calls this Hunyuan-only normaliser, whose module cannot be imported here (the GPU
@@ -146,11 +145,3 @@ def _logged_before(why: str) -> str:
 def test_auto_is_left_to_sglang(tok_reasoning):
     found, params = _processed(tok_reasoning, "auto")
     assert not params.get("ebnf") and (found is None or found[0] != "ebnf")
-
-
-def test_k3_keeps_sglangs_k3_structural_tag():
-    tok_k3 = hf_tokenizer("k3")
-    s = serving_chat(tok_k3, "kimi_chat", "kimi_chat", grammar_backend="llguidance")
-    req = request(MESSAGES, TOOLS, False, tool_choice="required", input_ids=[M.K3_OPEN.id])
-    found = s._process_messages(req, False).tool_call_constraint
-    assert found is None or found[0] != "ebnf"

@@ -154,10 +154,10 @@ def test_a_detector_without_a_tokenizer_reads_the_servers(tok, monkeypatch):
     import sys
     import types
 
-    server = types.ModuleType(plugin._HTTP_SERVER)
+    server = types.ModuleType(plugin.constraint._HTTP_SERVER)
     state = types.SimpleNamespace(tokenizer_manager=types.SimpleNamespace(tokenizer=tok))
     server.get_global_state = lambda: state
-    monkeypatch.setitem(sys.modules, plugin._HTTP_SERVER, server)
+    monkeypatch.setitem(sys.modules, plugin.constraint._HTTP_SERVER, server)
     assert plugin.KimiChatDetector().family == "k3"
     state.tokenizer_manager.tokenizer = hf_tokenizer("k2.6")
     assert plugin.KimiChatDetector().family == "k2"

@@ -236,6 +236,11 @@ SGLANG_STRUCTURAL_TAG_NAME: str | None = "kimi"
 """xgrammar's built-in structural tag for Kimi-K2's format."""
 
 
+def sglang_think_end_ids(tokenizer: Any) -> list[int] | None:
+    """SGLang's own: ``</think>`` (one token where the vocabulary has it) ends reasoning."""
+    return None
+
+
 def sglang_call_structure() -> Callable[[str], tuple[str, str, str]]:
     """One forced call of a tool name: the section and call begin with the call's id, the argument
     begin; the call and section end; triggered by the section begin."""

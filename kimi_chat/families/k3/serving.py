@@ -224,13 +224,18 @@ def vllm_request_options(tool_choice: Any, response_format: Any) -> dict[str, An
 
 # ----------------------------------------------------------------------------------------- SGLang
 
-SGLANG_KEEPS_ITS_CONSTRAINT: str | None = (
-    "Kimi-K3: SGLang applies a grammar after the reasoning detector's think_end_token, which kimi_chat's "
-    "detector spells </think> (K3 ends reasoning with <|close|>think<|sep|>); SGLang's K3 structural tag")
-"""SGLang's own K3 structural tag: its reasoning gate (``ReasonerGrammarBackend``) waits for the reasoning
-detector's ``think_end_token`` ids, and a grammar starting after the think channel would never start."""
+SGLANG_KEEPS_ITS_CONSTRAINT: str | None = None
+"""kimi_chat's constraint: SGLang's reasoning gate waits for :func:`sglang_think_end_ids`, the think
+channel's close tag, and the grammar starts right after it."""
 SGLANG_STRUCTURAL_TAG_NAME: str | None = None
 """None: SGLang's own K3 structural tag (:func:`sglang_structural_tag`)."""
+
+
+def sglang_think_end_ids(tokenizer: Any) -> list[int] | None:
+    """The think channel's close tag by its ids, ``<|close|>`` ``think`` ``<|sep|>`` (the name by the
+    tokenizer): SGLang's gate (``TokenSequenceMatcher``) then starts the grammar right after it, and
+    the tag spelled by ordinary tokens does not match."""
+    return [_CLOSE, *tokenizer.encode("think", add_special_tokens=False), _SEP]
 
 
 def sglang_call_structure() -> Callable[[str], tuple[str, str, str]]:

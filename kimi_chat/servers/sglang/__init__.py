@@ -30,13 +30,13 @@ Register them as ``kimi_k3`` (``KIMI_CHAT_SGLANG_NAMES=kimi_k3``): SGLang keeps 
 the decoded text only for that reasoning parser name (otherwise only when the request has tools) and
 makes K3 ids (``NAME:N``) only for that tool parser name. With thinking off (``force_reasoning``
 false) the reasoning detector hands the output on behind the response channel's open tag, so the tool
-detector always reads "after the think channel"; ``required`` uses SGLang's own K3 structural tag (the
-family's ``SGLANG_KEEPS_ITS_CONSTRAINT`` says why).
+detector always reads "after the think channel". The reasoning detector's ``get_think_end_token_ids``
+(SGLang's reasoning gate) are the family's: K3's think channel close tag by its ids.
 
-``tool_choice="required"`` / a named function, K2: kimi_chat's constraint (the Kimi format the parser
-runs, the tools' schemas by llguidance) as the request's EBNF, with ``--grammar-backend llguidance`` (and
-``--reasoning-parser`` for a reasoning model); otherwise SGLang's structural tag
-(:mod:`kimi_chat.servers.sglang.constraint`).
+``tool_choice="required"`` / a named function, and ``response_format`` ``json_object`` / ``json_schema``,
+both families: kimi_chat's constraint (the Kimi format the parser runs, the schemas by llguidance) as the
+request's EBNF, with ``--grammar-backend llguidance`` (and ``--reasoning-parser`` for a reasoning model);
+otherwise SGLang's own (:mod:`kimi_chat.servers.sglang.constraint`).
 
 SGLang hands its detectors text only (``parse_streaming_increment(new_text)``: no token ids), so a
 marker the model typed as ordinary tokens (a ``</think>`` it mentions inside its reasoning) reads as the
@@ -49,12 +49,11 @@ therefore kept as text rather than dropped.
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 from collections.abc import Iterable
 from typing import Any
 
+from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
 from sglang.srt.function_call.base_format_detector import BaseFormatDetector
 from sglang.srt.function_call.core_types import StreamingParseResult, StructureInfo, ToolCallItem
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
@@ -68,33 +67,20 @@ from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_st
 from ..family import choose_family
 from ..hooks import serving_of
 from .constraint import install as install_constraint
+from .constraint import LOGGER, install_request, server_tokenizer
 from .constraint import kimi_structure_constraint
-
-_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
-
-
-def _server_tokenizer() -> Any:
-    """The tokenizer of the SGLang server this process runs (its ``http_server`` global state: one
-    model per server), or ``None`` (no server running here; the module is never imported for this)."""
-    mod = sys.modules.get(_HTTP_SERVER)
-    state = mod.get_global_state() if mod is not None and hasattr(mod, "get_global_state") else None
-    manager = getattr(state, "tokenizer_manager", None)
-    return getattr(manager, "tokenizer", None)
-
 
 def _family(tokenizer: Any) -> Family:
     """The family of one detector: from its own tokenizer; a detector SGLang builds without one (for the
     structural tag of ``tool_choice``, for instance) reads the server's tokenizer. Nothing is kept
     between detectors: two tokenizers in one process each get their own family."""
-    return choose_family(tokenizer if tokenizer is not None else _server_tokenizer(), None, LOGGER)
+    return choose_family(tokenizer if tokenizer is not None else server_tokenizer(), None, LOGGER)
 
 __all__ = ["NAME", "KimiChatDetector", "KimiChatReasoningDetector", "register"]
 
 NAME = "kimi_chat"
 NAMES_ENV = "KIMI_CHAT_SGLANG_NAMES"
 
-LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
-"""Where both detectors log parse warnings and withheld or non-``ok`` tool calls."""
 
 
 class KimiChatDetector(BaseFormatDetector):
@@ -102,7 +88,7 @@ class KimiChatDetector(BaseFormatDetector):
 
     def __init__(self, tokenizer: Any = None) -> None:
         super().__init__()
-        self._tokenizer = tokenizer if tokenizer is not None else _server_tokenizer()
+        self._tokenizer = tokenizer if tokenizer is not None else server_tokenizer()
         family = _family(tokenizer)
         self.family = family.name
         self._serving = serving_of(family)
@@ -219,7 +205,8 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         prefilled: bool | None = bool(force_reasoning)
         family = _family(tokenizer)
         self.family = family.name
-        answer_open = serving_of(family).ANSWER_OPEN
+        self._serving = serving_of(family)
+        answer_open = self._serving.ANSWER_OPEN
         self._lead: str | None = None  # K3 thinking off: the response channel's open tag, handed on first
         if answer_open is not None and not force_reasoning:
             prefilled, self._lead = None, answer_open
@@ -234,6 +221,12 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         self._prefilled = prefilled
         self._stage: ReasoningStage | None = None
         self._held_reasoning: list[str] = []  # stream_reasoning=False: reasoning is sent at its end
+
+    def get_think_end_token_ids(self, tokenizer: Any) -> list[int]:
+        """The ids that end reasoning (SGLang's reasoning gate and reasoning-token count): the family's
+        (K3: the think channel's close tag), else SGLang's encoding of ``</think>``."""
+        ids = self._serving.sglang_think_end_ids(tokenizer)
+        return ids if ids is not None else super().get_think_end_token_ids(tokenizer)
 
     def _get_stage(self) -> ReasoningStage | None:
         if self._prefilled is None:
@@ -294,6 +287,7 @@ def register(names: Iterable[str] | None = None) -> None:
         FunctionCallParser.ToolCallParserEnum[n] = KimiChatDetector
         ReasoningParser.DetectorMap[n] = KimiChatReasoningDetector
     install_constraint(FunctionCallParser)  # a forced tool choice: kimi_chat's constraint (.constraint)
+    install_request(ChatCompletionRequest)  # ... for the request's thinking switch
 
 
 register()

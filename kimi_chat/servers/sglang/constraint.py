@@ -1,5 +1,5 @@
-"""``tool_choice: "required"`` and named functions in SGLang: kimi_chat's constraint, as the request's EBNF
-for SGLang's llguidance grammar backend.
+"""``tool_choice: "required"``, named functions and ``response_format`` in SGLang: kimi_chat's constraint,
+as the request's EBNF for SGLang's llguidance grammar backend.
 
 SGLang (0.5.23) asks ``FunctionCallParser.get_structure_constraint`` for a forced tool choice's
 constraint; for a detector with a structural tag that is an xgrammar structural tag of Kimi's format
@@ -12,17 +12,32 @@ the sampling params' ``ebnf``; SGLang's llguidance backend (``GuidanceBackend.di
 ``llguidance.grammar_from("ebnf", …)``, which takes a grammar opening with ``start:`` as Lark) compiles it.
 Any other detector gets SGLang's own answer.
 
+SGLang asks for it without the request; :func:`install_request` wraps
+``ChatCompletionRequest.to_sampling_params``, which has the request: the constraint (a :class:`ForcedLark`)
+is rebuilt there for a request that switches thinking off, and ``response_format`` ``json_object`` /
+``json_schema`` (which SGLang turns into the sampling params' ``json_schema`` there, where the tool parser
+has no say) becomes kimi_chat's constraint of the turn (:func:`kimi_response_format`: the reply in K3's
+response channel / K2's content, the request's tools and ``tool_choice``), where the server's tool-call
+parser is kimi_chat's. The Responses API's request (``ResponsesRequest``) is not wrapped.
+
 When it applies (otherwise SGLang's own constraint, the reason logged once at INFO):
 
-* ``tool_choice`` is ``"required"`` or a named function, and the request declares tools;
+* ``tool_choice`` is ``"required"`` or a named function and the request declares tools, or SGLang
+  constrains a ``response_format`` (and no client ``ebnf`` / ``regex`` / ``structural_tag``);
 * the family's serving hooks do not keep SGLang's constraint (``SGLANG_KEEPS_ITS_CONSTRAINT``);
 * the server runs ``--grammar-backend llguidance``: xgrammar's EBNF (the default backend) and outlines
   cannot read the constraint (special tokens by name, ``%json``);
-* the grammar's start is known: SGLang calls the method without the request's thinking switch, so a
-  model that reasons needs ``--reasoning-parser`` (SGLang's ``ReasonerGrammarBackend`` then applies the
-  grammar from where the reasoning ended: the constraint is built with ``after_reasoning=True``, K2's
-  body, K3 right after the think channel's close tag). A model without reasoning (K2-Instruct) is
-  constrained from its first token.
+* the grammar's start is known: a model that reasons needs ``--reasoning-parser``. SGLang's
+  ``ReasonerGrammarObject`` then applies the grammar once the reasoning detector's
+  ``get_think_end_token_ids`` are generated (a token sequence, ``TokenSequenceMatcher``; typed marker text
+  does not match): kimi_chat's detector gives the family's (``ServingHooks.sglang_think_end_ids``: K2
+  ``</think>``, K3 ``<|close|>`` ``think`` ``<|sep|>``), and the constraint is built with
+  ``after_reasoning=True`` (K2's body, K3 right after the think channel's close tag). A reasoning parser
+  whose ids differ (SGLang's ``kimi_k2`` on K3) keeps SGLang's constraint. With ``thinking: false``
+  SGLang's gate is open from the first token and the constraint is that output's (K3: inside the response
+  channel); SGLang reads only ``thinking`` (the detector's ``reasoning_default``), so with
+  ``enable_thinking: false`` alone its gate waits for a close that does not come (unconstrained). A model
+  without reasoning (K2-Instruct) is constrained from its first token.
 
 The dialect is ``$KIMI_CHAT_DIALECT``'s, else the family's one dialect (``kimi-k3``), else ``kimi-k2.6``
 for a tokenizer with ``<think>``, else ``kimi-k2-instruct-0905``.
@@ -32,15 +47,21 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from typing import Any
 
-from ..family import override
-from ..forced import forced, forced_dialect, forced_grammar
-from ..hooks import ServingHooks
+from ..family import choose_family, override
+from ...dialects import Dialect
+from ..forced import forced, forced_dialect, forced_grammar, thinking_off
+from ..hooks import ServingHooks, serving_of
 from ..stages import tools_as_dicts
 
-__all__ = ["install", "kimi_structure_constraint", "grammar_backend", "reasoning_parser"]
+__all__ = ["install", "install_request", "ForcedLark", "kimi_structure_constraint", "kimi_response_format",
+           "server_tokenizer", "grammar_backend", "reasoning_parser", "LOGGER"]
 
+LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
+"""Where both detectors and the constraint log parse warnings, withheld calls and kept constraints."""
+_HTTP_SERVER = "sglang.srt.entrypoints.http_server"
 _LOGGED: set[str] = set()
 _WRAPPED = "__kimi_chat_wrapped__"
 
@@ -66,10 +87,35 @@ def reasoning_parser() -> str | None:
         return None
 
 
-def _keep(logger: logging.Logger, why: str) -> None:
+def _keep(logger: logging.Logger, what: str, why: str) -> None:
     if why not in _LOGGED:
         _LOGGED.add(why)
-        logger.info("kimi_chat: a forced tool choice keeps SGLang's own constraint (%s)", why)
+        logger.info("kimi_chat: %s keeps SGLang's own constraint (%s)", what, why)
+
+
+def _start(serving: ServingHooks, tokenizer: Any, logger: logging.Logger, what: str) -> tuple[Dialect, bool] | None:
+    """The dialect of kimi_chat's constraint and whether it starts after the reasoning, where it applies
+    (module docstring); ``None``: SGLang's own (the reason logged once)."""
+    keeps = getattr(serving, "SGLANG_KEEPS_ITS_CONSTRAINT", None)
+    if keeps is not None:
+        _keep(logger, what, keeps)
+        return None
+    backend = grammar_backend()
+    if backend != "llguidance":
+        _keep(logger, what, f"the grammar backend is {backend or 'not known'}; kimi_chat's constraint needs "
+                            "--grammar-backend llguidance")
+        return None
+    ov = override(None)  # $KIMI_CHAT_DIALECT (SGLang passes no chat_template_kwargs here)
+    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, ov[0] if ov is not None else None)
+    after = reasons and reasoning_parser() is not None
+    if reasons and not after:
+        _keep(logger, what, "the model reasons and no --reasoning-parser runs: where SGLang builds the "
+                            "constraint the request's thinking switch is not known")
+        return None
+    if after and (why := _gate_differs(serving, tokenizer)) is not None:
+        _keep(logger, what, why)
+        return None
+    return forced_dialect(None, reasons, serving), after
 
 
 def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls: bool, *, serving: ServingHooks,
@@ -78,25 +124,126 @@ def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls:
     docstring); ``None``: SGLang's own."""
     if not tools or not forced(tool_choice):
         return None
-    keeps = getattr(serving, "SGLANG_KEEPS_ITS_CONSTRAINT", None)
-    if keeps is not None:
-        _keep(logger, keeps)
+    start = _start(serving, tokenizer, logger, "a forced tool choice")
+    if start is None:
         return None
-    backend = grammar_backend()
-    if backend != "llguidance":
-        _keep(logger, f"the grammar backend is {backend or 'not known'}; kimi_chat's constraint needs "
-                      "--grammar-backend llguidance")
+    d, after = start
+    args = (tools_as_dicts(tools), tool_choice, parallel_tool_calls)
+    return "ebnf", ForcedLark(forced_grammar(*args, dialect=d, after_reasoning=after), args, d, after)
+
+
+def server_tokenizer() -> Any:
+    """The tokenizer of the SGLang server this process runs (its ``http_server`` global state: one
+    model per server), or ``None`` (no server running here)."""
+    mod = sys.modules.get(_HTTP_SERVER)
+    state = mod.get_global_state() if mod is not None and hasattr(mod, "get_global_state") else None
+    manager = getattr(state, "tokenizer_manager", None)
+    return getattr(manager, "tokenizer", None)
+
+
+def _kimi_tool_parser() -> bool:
+    """Whether the server's ``--tool-call-parser`` is kimi_chat's detector."""
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from sglang.srt.runtime_context import get_serving
+
+    try:
+        name = get_serving().tool_call_parser
+    except (ValueError, AttributeError, KeyError):
+        return False
+    return hasattr(FunctionCallParser.ToolCallParserEnum.get(name or ""), "kimi_structure_constraint")
+
+
+def kimi_response_format(request: Any, params: dict[str, Any], *, logger: logging.Logger = LOGGER) -> None:
+    """Where SGLang constrains a ``response_format`` (``json_object`` / ``json_schema``: the sampling
+    params' ``json_schema``) and kimi_chat's detector is the tool-call parser, put kimi_chat's
+    constraint of the turn in its place, in place: the Kimi format with the reply constrained (K3's
+    response channel, K2's content), the request's tools and ``tool_choice``, as the ``ebnf``."""
+    rf = request.response_format
+    if rf is None or rf.type not in ("json_object", "json_schema") or not params.get("json_schema"):
+        return
+    if params.get("ebnf") or params.get("regex") or params.get("structural_tag") or not _kimi_tool_parser():
+        return
+    tokenizer = server_tokenizer()
+    serving = serving_of(choose_family(tokenizer, None, logger))
+    start = _start(serving, tokenizer, logger, "response_format")
+    if start is None:
+        return
+    d, after = start
+    tools = tools_as_dicts(request.tools) if request.tools and request.tool_choice != "none" else None
+    params["ebnf"] = forced_grammar(tools, request.tool_choice if tools else "none", request.parallel_tool_calls,
+                                    dialect=d, after_reasoning=after,
+                                    thinking=not thinking_off(request.chat_template_kwargs),
+                                    response_format=rf.model_dump(by_alias=True, exclude_none=True))
+    del params["json_schema"]
+
+
+def _gate_differs(serving: ServingHooks, tokenizer: Any) -> str | None:
+    """Why SGLang's reasoning gate would not start the grammar where the constraint starts (``None``: it
+    does): the running reasoning parser's ``think_end_token_ids`` are not the family's."""
+    ours = serving.sglang_think_end_ids(tokenizer)
+    if ours is None or tokenizer is None:
         return None
-    ov = override(None)  # $KIMI_CHAT_DIALECT (SGLang passes no chat_template_kwargs here)
-    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, ov[0] if ov is not None else None)
-    after = reasons and reasoning_parser() is not None
-    if reasons and not after:
-        _keep(logger, "the model reasons and no --reasoning-parser runs: where SGLang builds the constraint "
-                      "the request's thinking switch is not known")
-        return None
-    d = forced_dialect(None, reasons, serving)
-    return "ebnf", forced_grammar(tools_as_dicts(tools), tool_choice, parallel_tool_calls, dialect=d,
-                                  after_reasoning=after)
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    name = reasoning_parser()
+    theirs = ReasoningParser(model_type=name, stream_reasoning=False, tokenizer=tokenizer).detector
+    if list(theirs.get_think_end_token_ids(tokenizer)) != list(ours):
+        return (f"--reasoning-parser {name} ends reasoning at other token ids than the family's close of "
+                "reasoning: the grammar would start elsewhere")
+    return None
+
+
+class ForcedLark(str):
+    """The Lark of a forced tool choice (a ``str``: what SGLang puts in the sampling params' ``ebnf``),
+    remembering what built it: SGLang asks for the constraint without the request's thinking switch,
+    and :func:`install_request` rebuilds it where the request switches thinking off."""
+
+    args: tuple[Any, Any, Any]
+    dialect: Dialect
+    after_reasoning: bool
+
+    def __new__(cls, lark: str, args: tuple[Any, Any, Any], dialect: Dialect, after_reasoning: bool) -> ForcedLark:
+        self = super().__new__(cls, lark)
+        self.args, self.dialect, self.after_reasoning = args, dialect, after_reasoning
+        return self
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        """Pickled (SGLang sends sampling params to its scheduler) as the plain ``str`` it is."""
+        return str, (str(self),)
+
+    def for_request(self, chat_template_kwargs: Any) -> str:
+        """The grammar for a request with these ``chat_template_kwargs`` (a plain ``str``): with thinking
+        off (SGLang's gate then applies the grammar from the first token, the prompt having closed or
+        skipped the reasoning: K3, inside the response channel) the constraint of that output."""
+        if not thinking_off(chat_template_kwargs):
+            return str(self)
+        return forced_grammar(*self.args, dialect=self.dialect, after_reasoning=self.after_reasoning,
+                              thinking=False)
+
+
+def install_request(request_cls: Any) -> None:
+    """Wrap ``request_cls.to_sampling_params`` (SGLang's ``ChatCompletionRequest``) once: a
+    :class:`ForcedLark` tool-call constraint becomes the request's grammar (:meth:`ForcedLark.for_request`).
+    Idempotent."""
+    original = request_cls.to_sampling_params
+    if getattr(original, _WRAPPED, False):
+        return
+
+    @functools.wraps(original)
+    def to_sampling_params(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = kwargs.get("tool_call_constraint", args[2] if len(args) > 2 else None)
+        if found is not None and isinstance(found[1], ForcedLark):
+            found = (found[0], found[1].for_request(self.chat_template_kwargs))
+            if len(args) > 2:
+                args = (*args[:2], found, *args[3:])
+            else:
+                kwargs["tool_call_constraint"] = found
+        params = original(self, *args, **kwargs)
+        kimi_response_format(self, params)
+        return params
+
+    setattr(to_sampling_params, _WRAPPED, True)
+    request_cls.to_sampling_params = to_sampling_params
 
 
 def install(parser_cls: Any) -> None:
