@@ -52,8 +52,6 @@ _MAX_NAME = 32
 """The longest run of name characters after a tag marker read as a (malformed) tag name."""
 _ATTR = re.compile(rf"({_NAME})=\"([^\"]*)\"")
 _ENTITY = re.compile(r"&(quot|amp);")
-_CLASSIFIED: LRUCache[tuple[Any, Any]] = LRUCache("k3.tag_classes", 512)
-"""``(opener, body)`` -> ``(tag set, what _classify says)``: tags repeat within a turn and across requests."""
 
 
 def unescape(value: str) -> str:
@@ -96,12 +94,11 @@ class TagLexer:
         self._on_text: OnText = _none
         self._on_marker: OnMarker = _none
         self._after: list[str] | None = None  # a released tag stopped the parser: the rest, collected
-        self._seen: dict[tuple[str, str], Any] = {}  # this parse's first 64 tags, classified (before _CLASSIFIED)
-        whole = _WHOLE_CLASSES.get(key)
-        if whole is None or whole[0] is not tags:
-            whole = (tags, {})
-            _WHOLE_CLASSES.put(key, whole)
-        self._whole: dict[str, Any] = whole[1]  # this tag set's tags read whole, classified (_whole_tag)
+        known = _READINGS.get(key)
+        if known is None or known[0] is not tags:
+            known = (tags, {})
+            _READINGS.put(key, known)
+        self._known: dict[tuple[str, str], Any] = known[1]  # this tag set's tags, classified (_classify_shared)
 
     @property
     def pending(self) -> str:
@@ -223,16 +220,12 @@ class TagLexer:
     def _classify_shared(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
         """:meth:`_classify`'s answer as cached: its attributes dict is shared (the caller copies it)."""
         key = (opener, body)
-        found = self._seen.get(key, _none)
+        known = self._known
+        found = known.get(key, _none)
         if found is _none:
-            tags = self.tags
-            hit = _CLASSIFIED.get(key)
-            if hit is None or hit[0] is not tags:
-                hit = (tags, self._classify_new(opener, body))
-                _CLASSIFIED.put(key, hit)
-            found = hit[1]
-            if len(self._seen) < 64:
-                self._seen[key] = found
+            found = self._classify_new(opener, body)
+            if len(known) < _MAX_KNOWN:
+                known[key] = found  # a plain dict: a racing thread stores the same answer
         return found  # type: ignore[no-any-return]
 
     def _classify_new(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
@@ -268,15 +261,11 @@ class TagLexer:
         """A complete tag found by one search of the marker lexer (its ``compound``): the calls its marker,
         body and ``<|sep|>`` make, one by one (while nothing is held: the tag at once). Returns where the
         lexer stops (after the marker that stopped it), or ``None``."""
+        body, close_body = m.group("open_body", "close_body")
         if self._opener is None and self._after is None:  # the tag at once: what _tag does, read from the match
             whole = m.group()
-            found = self._whole.get(whole, _none)
-            if found is _none:
-                body, close_body = m.group("open_body", "close_body")
-                found = (self._classify_shared(self.tags.open, body) if body is not None
-                         else self._classify_shared(self.tags.close, close_body))
-                if len(self._whole) < _MAX_WHOLE:
-                    self._whole[whole] = found  # a plain dict: a racing thread stores the same answer
+            found = (self._classify_shared(self.tags.open, body) if body is not None
+                     else self._classify_shared(self.tags.close, close_body))
             if found is None:
                 stop = self._on_marker(STRAY, whole)
             else:
@@ -284,7 +273,6 @@ class TagLexer:
                 self.attrs = dict(attrs)
                 stop = self._on_marker(cls, whole)
             return m.end() if stop else None
-        body, close_body = m.group("open_body", "close_body")
         opener, sep = self.tags.open, self.tags.sep
         if body is None:
             opener, body = self.tags.close, close_body
@@ -306,10 +294,10 @@ class TagLexer:
         return self._on_marker(cls, whole)
 
 
-_WHOLE_CLASSES: LRUCache[tuple[Any, dict[str, Any]]] = LRUCache("k3.whole_tag_classes", 16)
-"""Per tag set: ``(tag set, {whole tag text: what _classify says})``, shared by its lexers (one cache look-up
-per parse, not one per distinct tag), at most :data:`_MAX_WHOLE` tags each."""
-_MAX_WHOLE = 512
+_READINGS: LRUCache[tuple[Any, dict[tuple[str, str], Any]]] = LRUCache("k3.tag_readings", 16)
+"""Per tag set: ``(tag set, {(opener, body): what _classify says})``, shared by its lexers (one cache look-up
+per parse, not one per tag: tags repeat within a turn and across requests), at most :data:`_MAX_KNOWN` tags each."""
+_MAX_KNOWN = 512
 _WHOLE_TAGS: LRUCache[str] = LRUCache("k3.whole_tag_patterns", 16)
 """The regex of a complete tag (:func:`_whole_tags`), per tag set and marker start characters."""
 
