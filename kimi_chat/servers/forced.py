@@ -12,6 +12,7 @@ otherwise it is the whole output.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,13 +20,24 @@ from ..dialects import Dialect, get_dialect
 from .family import override
 from .hooks import ServingHooks
 
-__all__ = ["forced", "named", "forced_dialect", "forced_grammar", "thinking_off", "REASONING_DIALECT",
-           "PLAIN_DIALECT"]
+__all__ = ["forced", "named", "forced_dialect", "forced_grammar", "thinking_off", "log_kept", "KEPT",
+           "REASONING_DIALECT", "PLAIN_DIALECT"]
 
 REASONING_DIALECT = "kimi-k2.6"
 """The dialect of a K2-family tokenizer with ``<think>`` (no override): the latest reasoning K2."""
 PLAIN_DIALECT = "kimi-k2-instruct-0905"
 """The dialect of a K2-family tokenizer without ``<think>`` (no override)."""
+
+
+KEPT: set[str] = set()
+"""The reasons logged by :func:`log_kept` so far (each once per process)."""
+
+
+def log_kept(logger: logging.Logger, what: str, framework: str, why: str) -> None:
+    """Say once, at INFO, that ``what`` keeps ``framework``'s own constraint instead of kimi_chat's, and ``why``."""
+    if why not in KEPT:
+        KEPT.add(why)
+        logger.info("kimi_chat: %s keeps %s's own constraint (%s)", what, framework, why)
 
 
 def forced(tool_choice: Any) -> bool:

@@ -159,6 +159,6 @@ def test_a_reasoning_parser_with_another_gate_keeps_sglangs_constraint(tok, capl
     found, params = _processed(tok, "required", reasoning_parser="kimi_k2")  # </think>: not K3's close
     assert found is None or found[0] != "ebnf"
     assert not params.get("ebnf")
-    from kimi_chat.servers.sglang import constraint as C
+    from kimi_chat.servers import forced as C
 
-    assert any("--reasoning-parser kimi_k2" in w for w in C._LOGGED)
+    assert any("--reasoning-parser kimi_k2" in w for w in C.KEPT)

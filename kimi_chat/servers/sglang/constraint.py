@@ -52,7 +52,7 @@ from typing import Any
 
 from ..family import choose_family, override
 from ...dialects import Dialect
-from ..forced import forced, forced_dialect, forced_grammar, thinking_off
+from ..forced import forced, forced_dialect, forced_grammar, log_kept, thinking_off
 from ..hooks import ServingHooks, serving_of
 from ..stages import tools_as_dicts
 
@@ -62,7 +62,6 @@ __all__ = ["install", "install_request", "ForcedLark", "kimi_structure_constrain
 LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
 """Where both detectors and the constraint log parse warnings, withheld calls and kept constraints."""
 _HTTP_SERVER = "sglang.srt.entrypoints.http_server"
-_LOGGED: set[str] = set()
 _WRAPPED = "__kimi_chat_wrapped__"
 
 
@@ -88,9 +87,7 @@ def reasoning_parser() -> str | None:
 
 
 def _keep(logger: logging.Logger, what: str, why: str) -> None:
-    if why not in _LOGGED:
-        _LOGGED.add(why)
-        logger.info("kimi_chat: %s keeps SGLang's own constraint (%s)", what, why)
+    log_kept(logger, what, "SGLang", why)
 
 
 def _start(serving: ServingHooks, tokenizer: Any, logger: logging.Logger, what: str) -> tuple[Dialect, bool] | None:

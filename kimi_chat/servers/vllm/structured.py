@@ -34,13 +34,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..forced import forced, forced_dialect, forced_grammar, thinking_off
+from ..forced import forced, forced_dialect, forced_grammar, log_kept, thinking_off
 from ..hooks import ServingHooks
 from ..stages import tools_as_dicts
 
 __all__ = ["forced", "kimi_grammar", "install"]
 
-_LOGGED: set[str] = set()
 
 
 def _guidance_serves(tokenizer: Any) -> bool:
@@ -50,9 +49,7 @@ def _guidance_serves(tokenizer: Any) -> bool:
 
 
 def _log_once(logger: logging.Logger, why: str) -> None:
-    if why not in _LOGGED:
-        _LOGGED.add(why)
-        logger.info("kimi_chat: a forced tool choice keeps vLLM's own constraint (%s)", why)
+    log_kept(logger, "a forced tool choice", "vLLM", why)
 
 
 def kimi_grammar(request: Any, *, dialect: Any, after_reasoning: bool) -> str:
