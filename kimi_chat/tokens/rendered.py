@@ -60,7 +60,7 @@ from ..families import family_of
 from ..prompt import Layout, render_layout, write_prompt
 from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
-from .segments import encode_parts, raise_typed, typed_special
+from .segments import encode_items, raise_typed, typed_special
 from .tokenizer import KimiTokenizer, cut_points
 from .first_turn import encode_whole as _encode_whole
 from .vocabulary import check_vocabulary
@@ -582,14 +582,16 @@ def _segment_tokens(
     (:mod:`kimi_chat.tokens.segments`), so every token belongs to one part (no straddling token)."""
     w = Writer(marked=True)
     agp = write_prompt(w, messages, tools, d, agp, continue_final_message, options, strict)
-    lay, marks = w.layout(), w.marks or []
-    typed = typed_special(lay, _info(tok).first) if policy == "strict" else None
-    if typed is not None:
-        raise_typed(typed, messages, tools, options)
-    warn_lone_surrogates(lay.parts, marks, messages, tools, options, stacklevel=3)
-    ids, ends = encode_parts(lay, tok, [m[0] for m in marks[1:]] + [len(lay.parts)], policy == "special")
+    if policy == "strict":
+        typed = typed_special(w.layout(), _info(tok).first)
+        if typed is not None:
+            raise_typed(typed, messages, tools, options)
+    items, marks = w.written_items()
+    text = "".join(items)
+    warn_lone_surrogates(items, marks, messages, tools, options, stacklevel=3, text=text)
+    ids, ends = encode_items(items, tok, [m[0] for m in marks[1:]] + [len(items)], policy == "special")
     counts = [e - s for s, e in zip([0, *ends], ends)]
-    return RenderedTokens(ids, ([m[1] for m in marks], [m[2] for m in marks], counts), None, lay.text, tok,
+    return RenderedTokens(ids, ([m[1] for m in marks], [m[2] for m in marks], counts), None, text, tok,
                           list(messages), tools, d, agp, dict(options), policy, False, False)
 
 

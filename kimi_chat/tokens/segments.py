@@ -4,6 +4,8 @@ piece by piece (Kimi-K3's ``encoding_k3.build_chat_segments``), not the whole te
 Each part the renderer wrote (:class:`~kimi_chat.prompt.writer.Layout`) is encoded on its own, so BPE never
 merges across parts and every token belongs to one part: a template literal (a marker, an image prompt) with
 special tokens allowed, input text as ordinary text (special-token spellings typed by a user stay text).
+:func:`encode_items` reads the writer's items (:meth:`~kimi_chat.prompt.writer.Writer.written_items`): a
+constant run of parts is encoded once per tokenizer, by its text.
 :func:`kimi_chat.tokens.render_tokens` takes this path for a family whose record says ``segment_wise``.
 The three ``special_tokens`` policies, for special-token text inside a text part:
 
@@ -22,32 +24,42 @@ from typing import Any
 from ..caches import PerTokenizer
 from ..errors import RenderError
 from ..messages import string_paths, to_plain
-from ..prompt.writer import Layout
+from ..prompt.writer import Layout, Literal, Run
 from .tokenizer import MAX_NO_WHITESPACES_CHARS
 
-__all__ = ["encode_parts", "typed_special", "raise_typed"]
+__all__ = ["encode_items", "typed_special", "raise_typed"]
 
 _CACHE_MAX_LEN = 48
 _CACHE_MAX_ENTRIES = 1 << 16
-_CACHES: PerTokenizer[tuple[dict[str, list[int]], dict[str, list[int]]]] = PerTokenizer("k3.tokenizer_ids")
-"""Per tokenizer: (literal part -> ids, text part -> ids) of short parts, encoded once (bounded by
-``_CACHE_MAX_ENTRIES`` each)."""
+_CACHES: PerTokenizer[tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]] = PerTokenizer(
+    "k3.tokenizer_ids")
+"""Per tokenizer: (literal -> ids, text -> ids, run -> ids): short literals and texts, encoded once (bounded
+by ``_CACHE_MAX_ENTRIES`` each), and every constant run (module constants: bounded by the code)."""
 
 
-def _caches(tokenizer: Any) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """(literal part -> ids, text part -> ids) of ``tokenizer``: short parts, encoded once."""
-    return _CACHES.get(tokenizer, lambda _: ({}, {}))
+def _caches(tokenizer: Any) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+    return _CACHES.get(tokenizer, lambda _: ({}, {}, {}))
 
 
-def encode_parts(
-    lay: Layout, tokenizer: Any, cuts: Sequence[int] | None = None, special_text: bool = False
+def _run_ids(run: Run, tokenizer: Any) -> list[int]:
+    """The ids of a constant run: its text pieces as ordinary text, its other pieces (markers) with special
+    tokens allowed, each on its own."""
+    texts = set(run.texts)
+    out: list[int] = []
+    for k, piece in enumerate(run.pieces):
+        if piece:
+            out += tokenizer.encode(piece, allow_special=k not in texts)
+    return out
+
+
+def encode_items(
+    items: Sequence[str], tokenizer: Any, cuts: Sequence[int] | None = None, special_text: bool = False
 ) -> tuple[list[int], list[int]]:
-    """``(ids, ends)``: the segment-wise ids of ``lay.parts`` (module docstring) and, for each part index in
-    ``cuts`` (in order, the last ``len(parts)``), the number of ids of ``parts[:cut]`` (``[len(ids)]``
-    without ``cuts``). ``special_text``: text parts too are encoded with special tokens allowed."""
-    literals, cache = _caches(tokenizer)
-    parts = lay.parts
-    texts = lay.texts
+    """``(ids, ends)``: the segment-wise ids of a writer's ``items``
+    (:meth:`~kimi_chat.prompt.writer.Writer.written_items`, module docstring) and, for each item index in
+    ``cuts`` (in order, the last ``len(items)``), the number of ids of ``items[:cut]`` (``[len(ids)]``
+    without ``cuts``). ``special_text``: input text too is encoded with special tokens allowed."""
+    literals, cache, runs = _caches(tokenizer)
     encode_ordinary = tokenizer.encoding.encode_ordinary
     encode = tokenizer.encode
     short = _CACHE_MAX_LEN
@@ -56,28 +68,27 @@ def encode_parts(
     ends: list[int] = []
     extend = ids.extend
     get = cache.get
-    lit_get = literals.get
-    n_texts = len(texts)
-    t = 0  # texts[t]: the next text part
-    nxt = texts[0] if n_texts else -1
-    for a, b in (zip([0, *cuts], cuts) if cuts is not None else ((0, len(parts)),)):
-        for k in range(a, b):
-            p = parts[k]
-            if k != nxt:  # a template literal: special tokens allowed
-                if not p:
-                    continue
-                toks = lit_get(p)
+    run_get = runs.get
+    for a, b in (zip([0, *cuts], cuts) if cuts is not None else ((0, len(items)),)):
+        for p in items[a:b] if cuts is not None else items:
+            cls = type(p)
+            if cls is Run:
+                toks = run_get(p)
                 if toks is None:
-                    toks = encode(p, allow_special=True)
+                    toks = runs[p] = _run_ids(p, tokenizer)  # type: ignore[arg-type]
+                extend(toks)
+                continue
+            if not p:
+                continue
+            if cls is Literal:  # a template literal: special tokens allowed
+                toks = literals.get(p)
+                if toks is None:
+                    toks = encode(str(p), allow_special=True)
                     if len(p) <= short:
                         if len(literals) >= _CACHE_MAX_ENTRIES:
                             literals.clear()
                         literals[p] = toks
                 extend(toks)
-                continue
-            t += 1
-            nxt = texts[t] if t < n_texts else -1
-            if not p:
                 continue
             if special_text:
                 extend(encode(p, allow_special=True))

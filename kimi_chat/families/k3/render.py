@@ -59,9 +59,9 @@ from kimi_chat.families.k3.inputs import (
 from kimi_chat.families.k3.inputs import response_schema as schema_of
 from kimi_chat.dialects import Dialect
 from kimi_chat.messages import check_bool, plain_items
-from kimi_chat.prompt.writer import Layout, Writer
+from kimi_chat.prompt.writer import Layout, Literal, Run, Writer
 from kimi_chat.surrogates import warn_lone_surrogates
-from kimi_chat.tokens.segments import encode_parts
+from kimi_chat.tokens.segments import encode_items
 
 __all__ = ["K3Segment", "K3Options", "render_k3", "render_k3_segments", "render_k3_ids", "write_k3"]
 
@@ -95,16 +95,9 @@ _NAME_ATTR = (" name", '="')
 _ATTR_END = ('"', _SEP)
 
 
-class _Run(NamedTuple):
-    """A constant run of encoder segments: its ``pieces`` and the offsets of the text pieces among them
-    (the others, the markers, are template literals), computed once per constant run."""
-
-    pieces: tuple[str, ...]
-    texts: tuple[int, ...]
-
-
-def _run(pieces: tuple[str, ...]) -> _Run:
-    return _Run(pieces, tuple(k for k, p in enumerate(pieces) if p not in _CONTROL))
+def _run(pieces: tuple[str, ...]) -> Run:
+    """A constant run of encoder segments: the markers template literals, every other segment text."""
+    return Run(pieces, tuple(k for k, p in enumerate(pieces) if p not in _CONTROL))
 
 
 class _Out(NamedTuple):
@@ -114,13 +107,8 @@ class _Out(NamedTuple):
     emit: Any
 
 
-def _join(pieces: tuple[str, ...]) -> tuple[str, ...]:
-    return ("".join(pieces),)
-
-
 class _Pieces(NamedTuple):
-    """The constant runs of segments the pass writes (split: one :class:`_Run` per run of encoder segments;
-    joined: each run as one string)."""
+    """The constant runs of segments the pass writes (each a :class:`~kimi_chat.prompt.writer.Run`)."""
 
     user: tuple[str, ...]
     user_named: tuple[str, ...]
@@ -172,9 +160,7 @@ _RAW = _Pieces(
     call_close=_close("call"),
     tool_head=(*_open("message", ("role", "tool"))[:-1], " tool", '="'),
 )
-_SPLIT = _Pieces(*(_run(run) for run in _RAW))  # type: ignore[arg-type]
-# for the text alone: each run joined into one string (fewer appends, same text)
-_JOINED = _Pieces(*(_join(run) for run in _RAW))
+_RUNS = _Pieces(*(_run(run) for run in _RAW))  # type: ignore[arg-type]
 _GEN_THINK = (*_open("message", ("role", "assistant")), *_THINK_OPEN)
 _GEN_RESPONSE = (*_open("message", ("role", "assistant")), *_RESPONSE_OPEN)
 _INDEX = tuple(str(k) for k in range(64))
@@ -224,9 +210,8 @@ _JSON_SCHEMA_HEAD = (
 )
 _CONSTANT_RUNS = (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE,
                   *_EFFORT_MESSAGES.values(), *_TOOL_CHOICE.values())
-# the whole constant messages and tags the pass writes, converted once: split (a marked pass) or joined
-_SPLIT_RUNS = {run: _run(run) for run in _CONSTANT_RUNS}
-_JOINED_RUNS = {run: _join(run) for run in _CONSTANT_RUNS}
+# the whole constant messages and tags the pass writes, as runs
+_CONSTANT = {run: _run(run) for run in _CONSTANT_RUNS}
 
 
 class K3Segment(NamedTuple):
@@ -326,26 +311,6 @@ def _declare(w: Writer, put: Any, conv: Any, tools: Any, body_head: str, index: 
     put(conv(_MSG_END))
 
 
-def _unfold(seq: list[Any], w: Writer) -> None:
-    """Write a marked pass's ``seq`` (:func:`_build`) into the marked writer ``w``: its parts, the indices of
-    the text parts, its marks."""
-    parts, texts, marks = w.parts, w.texts, w.marks
-    assert texts is not None and marks is not None
-    app, ext, add_text, add_texts, add_mark = parts.append, parts.extend, texts.append, texts.extend, marks.append
-    for item in seq:
-        cls = type(item)
-        if cls is _Run:
-            n = len(parts)
-            ext(item[0])
-            if item[1]:
-                add_texts(map(n.__add__, item[1]))
-        elif cls is tuple:
-            add_mark((len(parts), item[0], item[1]))
-        else:
-            add_text(len(parts))
-            app(item)
-
-
 def _build(
     messages: Sequence[Any],
     tools: Sequence[Any] | None,
@@ -358,9 +323,9 @@ def _build(
     image_prompts: Sequence[Any] | None,
     w: Writer,
 ) -> None:
-    """Write the prompt into ``w``. A marked writer gets one part per encoder segment (markers and image
-    prompts literal, every other segment text) and the attribution marks; a plain one gets constant runs
-    joined (the same text, fewer parts)."""
+    """Write the prompt into ``w`` by items (:meth:`~kimi_chat.prompt.writer.Writer.items`): constant runs
+    of encoder segments (markers literal, the tag syntax text), input text, image prompts as literals; a
+    marked writer also gets the attribution marks, the first at 0."""
     if thinking and thinking_effort is not None:
         try:
             valid = thinking_effort in _EFFORTS
@@ -376,27 +341,22 @@ def _build(
     images = None if image_prompts is None else _Images(list(image_prompts))
     (user, user_named, system, system_named, assistant, assistant_named, attr_end, msg_end, think_open,
      think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
-     json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _SPLIT if w.marks is not None else _JOINED
-    marked = w
-    track = w.marks is not None
-    if track:
-        # a marked pass appends to `seq` at C speed: a text piece (any object but a _Run or a tuple), a _Run
-        # of constant segments, or a mark `(message_index, trainable)`; the writer gets parts, text indices
-        # and marks from it at the end, in one loop
-        seq: list[Any] = []
-        app = put = seq.append
+     json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _RUNS
+    # the pass appends items at C speed: a Run of constant segments, input text, and (marked) marks
+    # `(item position, message_index, trainable)`
+    items, marks = w.items()
+    app = put = items.append
+    conv: Any = _CONSTANT.__getitem__
+    track = marks is not None
+    if marks is not None:
+        mark = marks.append
 
         def literal(piece: str) -> None:
-            seq.append(_Run((piece,), ()))
+            items.append(Literal(piece))
 
         w = _Out(app, literal)  # type: ignore[assignment]
-        conv: Any = _SPLIT_RUNS.__getitem__
     else:
-        parts = w.parts
-        app = parts.append
-        put = parts.extend  # type: ignore[assignment]
         w = _Out(app, app)  # type: ignore[assignment]
-        conv = _JOINED_RUNS.__getitem__
 
     if tools:
         # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
@@ -429,7 +389,7 @@ def _build(
                         field="tool_call_id",
                     )
                 if track:
-                    put((k, False))  # a mark
+                    mark((len(items), k, False))
                 put(tool_head)
                 app(esc(name))
                 put(index_attr)
@@ -447,11 +407,11 @@ def _build(
         if role == "user" or role == "system":
             if role == "system" and m.get("tools"):
                 if track:
-                    put((mi, False))  # a mark
+                    mark((len(items), mi, False))
                 _declare(w, put, conv, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
-                put((mi, False))  # a mark
+                mark((len(items), mi, False))
             name = m.get("name")
             if name:
                 put(user_named if role == "user" else system_named)
@@ -473,7 +433,7 @@ def _build(
                     f"must be a list, not {type(tool_calls).__name__}", message_index=mi, field="tool_calls"
                 )
             if track:
-                put((mi, False))  # a mark
+                mark((len(items), mi, False))
             name = m.get("name")
             if name:
                 put(assistant_named)
@@ -484,7 +444,7 @@ def _build(
             if thinking:
                 put(think_open)
                 if track:
-                    put((mi, True))  # a mark
+                    mark((len(items), mi, True))
                 rc = m.get("reasoning_content") or m.get("reasoning")
                 if rc is not None:
                     if type(rc) is str and images is None:
@@ -496,7 +456,7 @@ def _build(
             else:
                 put(response_open)
                 if track:
-                    put((mi, True))  # a mark
+                    mark((len(items), mi, True))
             content = m.get("content")
             if type(content) is str and images is None:  # what _content does with it, at once
                 app(content)
@@ -537,7 +497,7 @@ def _build(
         # any other role (developer included) is dropped, as the official encoder drops it
 
     if track:
-        put((-1, False))  # a mark
+        mark((len(items), -1, False))
     if tool_choice == "required" or tool_choice == "none":
         put(conv(_TOOL_CHOICE[tool_choice]))
     rf_type = response_format.get("type", response_format) if isinstance(response_format, dict) else response_format
@@ -553,8 +513,8 @@ def _build(
         put(conv(_MSG_END))
     if add_generation_prompt:
         put(conv(_GEN_THINK if thinking else _GEN_RESPONSE))
-    if track:
-        _unfold(seq, marked)
+    if marks is not None and (not marks or marks[0][0] != 0):
+        marks.insert(0, (0, -1, False))
     if images is not None and images.next != len(images.prompts):
         raise RenderError(
             f"{len(images.prompts)} image_prompts given but {images.next} images / placeholders rendered",
@@ -619,9 +579,6 @@ def _write(w: Writer, messages: Sequence[Any], tools: Sequence[Any] | None, opti
     _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
            options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
            options.get("image_prompts"), w)
-    marks = w.marks
-    if marks is not None and (not marks or marks[0][0] != 0):
-        marks.insert(0, (0, -1, False))
 
 
 def _layout(messages: Sequence[Any], tools: Sequence[Any] | None, options: Mapping[str, Any]) -> Layout:
@@ -681,6 +638,8 @@ def render_k3_ids(
             f"{tokenizer!r} is not a Kimi-K3 tokenizer (no special token {missing[0]}); "
             "use KimiTokenizer.from_reference('k3')"
         )
-    lay = _layout(messages, tools, options)
-    warn_lone_surrogates(lay.parts, lay.marks, messages, tools, options, stacklevel=2)
-    return encode_parts(lay, tokenizer)[0]
+    w = Writer(marked=True)
+    _write(w, messages, tools, options)
+    items, marks = w.written_items()
+    warn_lone_surrogates(items, marks, messages, tools, options, stacklevel=2)
+    return encode_items(items, tokenizer)[0]
