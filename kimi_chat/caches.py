@@ -88,15 +88,20 @@ def handed_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
 class LRUCache(Generic[V]):
     """A bounded, thread-safe least-recently-used map, registered in :data:`REGISTRY` as ``name``
     (``name=None``: not registered, for a cache held by a registered one, e.g. one per tokenizer in
-    a :class:`PerTokenizer`, cleared with it)."""
+    a :class:`PerTokenizer`, cleared with it). ``max_weight``: also bounded by the sum of the entries'
+    weights (``put(..., weight=)``, e.g. their length): the least recently used go until it fits."""
 
-    __slots__ = ("name", "maxsize", "_data", "_lock", "__weakref__")
+    __slots__ = ("name", "maxsize", "max_weight", "weight", "_weights", "_data", "_lock", "__weakref__")
 
-    def __init__(self, name: str | None, maxsize: int = 64) -> None:
+    def __init__(self, name: str | None, maxsize: int = 64, max_weight: int | None = None) -> None:
         if name is not None and name in REGISTRY:
             raise ValueError(f"a cache named {name!r} exists already")
         self.name = name
         self.maxsize = maxsize
+        self.max_weight = max_weight
+        self.weight = 0
+        """The sum of the entries' weights (with ``max_weight``)."""
+        self._weights: dict[Hashable, int] = {}
         self._data: OrderedDict[Hashable, V] = OrderedDict()
         self._lock = threading.Lock()
         if name is not None:
@@ -111,14 +116,28 @@ class LRUCache(Generic[V]):
             self._data.move_to_end(key)
             return value
 
-    def put(self, key: Hashable, value: V) -> None:
-        """Store ``value`` under ``key``; drop the least recently used entries beyond ``maxsize``."""
+    def put(self, key: Hashable, value: V, weight: int = 1) -> None:
+        """Store ``value`` under ``key``; drop the least recently used entries beyond ``maxsize`` (and
+        beyond ``max_weight``, ``weight`` being this entry's)."""
         with self._lock:
             data = self._data
             data[key] = value
             data.move_to_end(key)
-            while len(data) > self.maxsize:
-                data.popitem(last=False)
+            if self.max_weight is None:
+                while len(data) > self.maxsize:
+                    data.popitem(last=False)
+                return
+            weights = self._weights
+            self.weight += weight - weights.get(key, 0)
+            weights[key] = weight
+            while len(data) > self.maxsize or self.weight > self.max_weight:
+                old, _ = data.popitem(last=False)
+                self.weight -= weights.pop(old)
+
+    def items(self) -> list[tuple[Hashable, V]]:
+        """The entries, least recently used first (a copy: a snapshot under the lock)."""
+        with self._lock:
+            return list(self._data.items())
 
     def get_or_compute(self, key: Hashable | None, compute: Callable[[], V]) -> V:
         """``compute()``, cached under ``key`` (``None``: not cached, computed every time). An
@@ -135,6 +154,8 @@ class LRUCache(Generic[V]):
         """Drop every entry."""
         with self._lock:
             self._data.clear()
+            self._weights.clear()
+            self.weight = 0
 
     def __len__(self) -> int:
         return len(self._data)

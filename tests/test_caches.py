@@ -85,6 +85,38 @@ def test_lru_is_bounded_and_drops_the_least_recently_used():
     assert len(c) == 3 and c.get("b") is None and c.get("a") == "A" and c.get("d") == "D"
 
 
+def test_lru_with_a_weight_bound_drops_the_least_recently_used_until_it_fits():
+    c = caches.LRUCache(None, 100, max_weight=10)
+    for k, w in (("a", 4), ("b", 4), ("c", 2)):
+        c.put(k, k.upper(), w)
+    assert c.weight == 10 and len(c) == 3
+    c.get("a")  # a is now the most recently used
+    c.put("d", "D", 3)  # 13 > 10: b goes (4), then it fits
+    assert c.get("b") is None and c.weight == 9 and {k: c.get(k) for k in "acd"} == {"a": "A", "c": "C", "d": "D"}
+    c.put("a", "A2", 1)  # a new weight for a kept key
+    assert c.weight == 6 and c.get("a") == "A2"
+    c.put("e", "E", 11)  # heavier than the bound: everything goes, itself too
+    assert len(c) == 0 and c.weight == 0
+    c.put("f", "F", 2)
+    c.clear()
+    assert len(c) == 0 and c.weight == 0
+
+
+@needs_reference
+def test_text_ids_equal_encode_ordinary_and_stay_bounded(monkeypatch):
+    from kimi_chat.tokens import text_ids as T
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k3")
+    monkeypatch.setattr(T, "BUDGET_CHARS", 500)
+    ids = T.TextIds(tok)
+    pieces = ["hi", "<|open|>typed", "x" * 48, *(f"{k} " + "long words here " * 10 for k in range(10)), "y" * 30_000]
+    for _ in range(2):  # cold, then warm
+        assert [ids.ids(p) for p in pieces] == [tok.encoding.encode_ordinary(p) for p in pieces]
+    assert set(ids.short) == {"hi", "<|open|>typed", "x" * 48}  # special-token text stays text
+    assert ids.long.weight <= 500 and 0 < len(ids.long) < 10  # the least recently used went; 30 000 chars: never kept
+
+
 def test_get_or_compute_does_not_store_exceptions():
     c = caches.LRUCache(None, 4)
     calls = []
@@ -140,8 +172,8 @@ def test_registry_is_complete():
                 if isinstance(value, (caches.LRUCache, caches.PerTokenizer)) and value.name is not None:
                     found[value.name] = value
     assert found and all(caches.REGISTRY.get(n) is v for n, v in found.items())
-    assert {"k2.tool_declarations", "k3.tools_json", "k3.tokenizer_ids", "tokens.special_names",
-            "tokens.first_turn_ids", "messages.valid_tools", "grammar.constraints",
+    assert {"k2.tool_declarations", "k3.tools_json", "k3.tokenizer_ids", "tokens.special_names", "tokens.text_ids",
+            "tokens.prompt_ids", "messages.valid_tools", "grammar.constraints",
             "grammar.llg_tokenizers"} <= set(caches.REGISTRY)
     # caches of loaded data, not of requests: files, compiled templates and grammars, per dialect or path
     # (the lint's marker pattern per family; the constraint's compiled JSON-schema validators, per schema, and
@@ -242,6 +274,40 @@ def test_render_tokens_warm_equal_cold(dialect, data):
     first = cold(lambda: render_tokens(req["messages"], tokenizer=tok, **kw).ids)
     again = render_tokens(req["messages"], tokenizer=tok, **kw).ids
     assert first == again
+
+
+@needs_reference
+@pytest.mark.parametrize("dialect", ["kimi-k2-instruct-0905", "kimi-k2.6"])
+def test_prompt_ids_from_a_known_prefix_equal_encode_of_the_whole_text(dialect):
+    """A conversation sent again with more turns (the previous prompt, ending with the generation prompt's
+    special token, is a prefix of the new one) and a request sent again get the whole text's ids."""
+    from kimi_chat import render_tokens
+    from kimi_chat.tokens import prompt_ids
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k2.6")
+    caches.clear_all()
+    turns = [{"role": "system", "content": "You are helpful. " * 5}, {"role": "user", "content": "What is 2+2?"},
+             {"role": "assistant", "content": "4."}, {"role": "user", "content": "And <b>3+3</b>?"},
+             {"role": "assistant", "content": "6, then."}, {"role": "user", "content": "Thanks!"}]
+    known = prompt_ids._KNOWN.get(tok, prompt_ids._Known)
+    for n in (2, 4, 6, 6):
+        msgs = turns[:n]
+        text = render(msgs, dialect=dialect, add_generation_prompt=True)
+        stored = [p for p, _ in known.prompts.items()]
+        ids = render_tokens(msgs, tokenizer=tok, dialect=dialect, add_generation_prompt=True).ids
+        assert ids == tok.encode(text)
+        if n > 2:
+            assert any(text.startswith(p) for p in stored)  # it had a prefix to start from
+    assert [p for p, _ in known.prompts.items()][-1] == text
+    # no generation prompt: 0905 leaves the last turn open (the text ends in text): not kept as a prefix
+    caches.clear_all()
+    open_end = render(turns[:3], dialect="kimi-k2-instruct-0905", add_generation_prompt=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = render_tokens(turns[:3], tokenizer=tok, dialect="kimi-k2-instruct-0905", add_generation_prompt=False).ids
+    assert ids == tok.encode(open_end)
+    assert len(prompt_ids._KNOWN.get(tok, prompt_ids._Known).prompts) == 0
 
 
 @needs_reference

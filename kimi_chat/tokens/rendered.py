@@ -61,8 +61,9 @@ from ..prompt import Layout, render_layout, write_prompt
 from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .segments import encode_items, raise_typed, typed_special
+from .text_ids import text_ids
 from .tokenizer import KimiTokenizer, cut_points
-from .first_turn import encode_whole as _encode_whole
+from .prompt_ids import encode_whole as _encode_whole
 from .vocabulary import check_vocabulary
 
 __all__ = ["RenderedTokens", "Span", "render_tokens", "render_ids", "extend_tokens", "SpecialTokensPolicy"]
@@ -382,6 +383,7 @@ def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tup
         return out
     k = bisect_left(structural, (start, -1))
     sp = tok.special_tokens
+    ordinary = text_ids(tok).ids  # each stretch between special tokens on its own: its ids, cached
     for a, b in zip(bounds, bounds[1:]):
         pos = a
         while k < len(structural) and structural[k][0] < b:
@@ -390,12 +392,12 @@ def _encode_from(tok: KimiTokenizer, text: str, start: int, structural: list[tup
                 k += 1
                 continue
             if pos < s:
-                out += enc.encode_ordinary(text[pos:s])
+                out += ordinary(text[pos:s])
             out.append(sp[text[s:e]])
             pos = e
             k += 1
         if pos < b:
-            out += enc.encode_ordinary(text[pos:b])
+            out += ordinary(text[pos:b])
     return out
 
 

@@ -25,20 +25,20 @@ from ..caches import PerTokenizer
 from ..errors import RenderError
 from ..messages import string_paths, to_plain
 from ..prompt.writer import Layout, Literal, Run
+from .text_ids import text_ids
 from .tokenizer import MAX_NO_WHITESPACES_CHARS
 
 __all__ = ["encode_items", "typed_special", "raise_typed"]
 
 _CACHE_MAX_LEN = 48
 _CACHE_MAX_ENTRIES = 1 << 16
-_CACHES: PerTokenizer[tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]] = PerTokenizer(
-    "k3.tokenizer_ids")
-"""Per tokenizer: (literal -> ids, text -> ids, run -> ids): short literals and texts, encoded once (bounded
-by ``_CACHE_MAX_ENTRIES`` each), and every constant run (module constants: bounded by the code)."""
+_CACHES: PerTokenizer[tuple[dict[str, list[int]], dict[str, list[int]]]] = PerTokenizer("k3.tokenizer_ids")
+"""Per tokenizer: (literal -> ids, run -> ids): short literals, encoded once (bounded by ``_CACHE_MAX_ENTRIES``),
+and every constant run (module constants: bounded by the code). Text: :mod:`kimi_chat.tokens.text_ids`."""
 
 
-def _caches(tokenizer: Any) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
-    return _CACHES.get(tokenizer, lambda _: ({}, {}, {}))
+def _caches(tokenizer: Any) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    return _CACHES.get(tokenizer, lambda _: ({}, {}))
 
 
 def _run_ids(run: Run, tokenizer: Any) -> list[int]:
@@ -59,15 +59,16 @@ def encode_items(
     (:meth:`~kimi_chat.prompt.writer.Writer.written_items`, module docstring) and, for each item index in
     ``cuts`` (in order, the last ``len(items)``), the number of ids of ``items[:cut]`` (``[len(ids)]``
     without ``cuts``). ``special_text``: input text too is encoded with special tokens allowed."""
-    literals, cache, runs = _caches(tokenizer)
-    encode_ordinary = tokenizer.encoding.encode_ordinary
+    literals, runs = _caches(tokenizer)
+    tids = text_ids(tokenizer)
+    ordinary = tids.ids
     encode = tokenizer.encode
     short = _CACHE_MAX_LEN
     long_text = MAX_NO_WHITESPACES_CHARS  # above this, KimiTokenizer.encode applies the official long-run cuts
     ids: list[int] = []
     ends: list[int] = []
     extend = ids.extend
-    get = cache.get
+    get = tids.short.get
     run_get = runs.get
     for a, b in (zip([0, *cuts], cuts) if cuts is not None else ((0, len(items)),)):
         for p in items[a:b] if cuts is not None else items:
@@ -95,11 +96,7 @@ def encode_items(
                 continue
             toks = get(p)
             if toks is None:
-                toks = encode_ordinary(p) if len(p) <= long_text else encode(p, allow_special=False)
-                if len(p) <= short:
-                    if len(cache) >= _CACHE_MAX_ENTRIES:
-                        cache.clear()
-                    cache[p] = toks
+                toks = ordinary(p) if len(p) <= long_text else encode(p, allow_special=False)
             extend(toks)
         ends.append(len(ids))
     return ids, ends

@@ -1,0 +1,97 @@
+"""The ids of a K2-family prompt from the prompts encoded before (issue 22), per tokenizer.
+
+Two facts of the encoder make this exact: it encodes the text between two special tokens on its own (so
+the ids after a special token do not depend on what precedes it), and the K2 vocabularies' special-token
+names are prefix-free (so a name ending where a prefix ends is matched there in any text that starts with
+that prefix). :func:`encode_whole` uses both:
+
+* **a prompt seen before as a prefix**: a chat client sends the whole conversation on every turn, so the
+  previous request's prompt, which ends with a special token (the generation prompt's), starts the next
+  one; and a request sent again is its own prefix. The ids of the longest such prompt are reused and only
+  the rest is encoded. The prompts are kept in a bounded LRU per tokenizer (:data:`PREFIXES`,
+  :data:`PREFIX_CHARS` characters of text at most);
+* **the first turn's body**: a server declares the same tools (or the same system prompt) on every request
+  of every user: the body between ``<|im_middle|>`` and ``<|im_end|>`` is the same text each time, its ids
+  looked up by that text (at most 16 bodies per tokenizer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import markers as M
+from ..caches import LRUCache, PerTokenizer
+
+if TYPE_CHECKING:
+    from .tokenizer import KimiTokenizer
+
+__all__ = ["encode_whole", "PREFIXES", "PREFIX_CHARS"]
+
+PREFIXES = 32
+"""Prompts kept per tokenizer (the most recently used)."""
+PREFIX_CHARS = 1 << 20
+"""Characters of prompt text kept per tokenizer, at most (with their ids: about 8 MB)."""
+_FIRST_BODY_MIN = 256
+"""Shorter first-turn bodies are encoded with the rest (no lookup)."""
+_FIRST_BODY_MAX = 1 << 16
+"""Longer ones are not kept (each entry's memory bounded)."""
+_IM_MIDDLE, _IM_END = M.IM_MIDDLE.text, M.IM_END.text
+
+
+class _Known:
+    """One tokenizer's prompts (text -> ids, weighed by length) and first-turn bodies (text -> ids)."""
+
+    __slots__ = ("prompts", "bodies", "prefix_free", "ends")
+
+    def __init__(self, tok: "KimiTokenizer") -> None:
+        self.prompts: LRUCache[list[int]] = LRUCache(None, PREFIXES, max_weight=PREFIX_CHARS)
+        self.bodies: LRUCache[list[int]] = LRUCache(None, 16)
+        names = sorted(tok.special_tokens)  # a prefix sorts right before the names it starts
+        self.prefix_free = not any(b.startswith(a) for a, b in zip(names, names[1:]))
+        self.ends = {i: n for n, i in tok.special_tokens.items()}
+        """Special id -> its name: a prompt is kept when its ids end with the special token its text ends with."""
+
+
+_KNOWN: PerTokenizer[_Known] = PerTokenizer("tokens.prompt_ids")
+
+
+def _longest_known(known: _Known, text: str) -> tuple[str, list[int]] | None:
+    best: tuple[str, list[int]] | None = None
+    for prompt, ids in known.prompts.items():
+        if (best is None or len(prompt) > len(best[0])) and text.startswith(prompt):
+            best = (prompt, ids)
+    return best
+
+
+def encode_whole(tok: "KimiTokenizer", text: str) -> list[int]:
+    """``tok.encoding.encode(text)`` with every special-token text special (``text`` has no long-input
+    cut), from the prompts encoded before (module docstring)."""
+    enc, names = tok.encoding, tok._special_names
+    known = _KNOWN.get(tok, _Known)
+    hit = _longest_known(known, text) if known.prefix_free else None
+    if hit is not None:
+        known.prompts.get(hit[0])  # now the most recently used
+        ids = [*hit[1], *enc.encode(text[len(hit[0]) :], allowed_special=names, disallowed_special=())]
+    else:
+        ids = _first_turn(known, enc, names, text)
+    if ids and known.prefix_free:
+        name = known.ends.get(ids[-1])
+        if name is not None and text.endswith(name) and (hit is None or len(text) > len(hit[0])):
+            known.prompts.put(text, ids[:], len(text))  # a copy: the caller owns `ids`
+    return ids
+
+
+def _first_turn(known: _Known, enc: object, names: object, text: str) -> list[int]:
+    """The encoding with the first turn's body looked up by its text."""
+    encode = enc.encode  # type: ignore[attr-defined]
+    h = text.find(_IM_MIDDLE) + len(_IM_MIDDLE)
+    end = text.find(_IM_END, h) if h >= len(_IM_MIDDLE) else -1
+    if not _FIRST_BODY_MIN <= end - h <= _FIRST_BODY_MAX:
+        return encode(text, allowed_special=names, disallowed_special=())  # type: ignore[no-any-return]
+    body = text[h:end]
+    body_ids = known.bodies.get(body)
+    if body_ids is None:
+        body_ids = encode(body, allowed_special=names, disallowed_special=())
+        known.bodies.put(body, body_ids)
+    return [*encode(text[:h], allowed_special=names, disallowed_special=()), *body_ids,
+            *encode(text[end:], allowed_special=names, disallowed_special=())]
