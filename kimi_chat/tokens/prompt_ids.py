@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from .. import markers as M
 from ..caches import LRUCache, PerTokenizer
+from .text_ids import TextIds, text_ids
 
 if TYPE_CHECKING:
     from .tokenizer import KimiTokenizer
@@ -31,6 +32,10 @@ PREFIXES = 32
 """Prompts kept per tokenizer (the most recently used)."""
 PREFIX_CHARS = 1 << 20
 """Characters of prompt text kept per tokenizer, at most (with their ids: about 8 MB)."""
+PIECEWISE_CHARS = 2048
+"""Text up to this long is encoded piece by piece between its special tokens (:meth:`TextIds.with_specials`:
+the pieces' ids cached, no per-call set of allowed names); longer text in one call (fewer calls into
+tiktoken, no split)."""
 _FIRST_BODY_MIN = 256
 """Shorter first-turn bodies are encoded with the rest (no lookup)."""
 _FIRST_BODY_MAX = 1 << 16
@@ -41,15 +46,24 @@ _IM_MIDDLE, _IM_END = M.IM_MIDDLE.text, M.IM_END.text
 class _Known:
     """One tokenizer's prompts (text -> ids, weighed by length) and first-turn bodies (text -> ids)."""
 
-    __slots__ = ("prompts", "bodies", "prefix_free", "ends")
+    __slots__ = ("prompts", "bodies", "prefix_free", "ends", "text", "_encode", "_names")
 
     def __init__(self, tok: "KimiTokenizer") -> None:
+        self.text: TextIds = text_ids(tok)
+        self._encode = tok.encoding.encode
+        self._names = tok._special_names
         self.prompts: LRUCache[list[int]] = LRUCache(None, PREFIXES, max_weight=PREFIX_CHARS)
         self.bodies: LRUCache[list[int]] = LRUCache(None, 16)
         names = sorted(tok.special_tokens)  # a prefix sorts right before the names it starts
         self.prefix_free = not any(b.startswith(a) for a, b in zip(names, names[1:]))
         self.ends = {i: n for n, i in tok.special_tokens.items()}
         """Special id -> its name: a prompt is kept when its ids end with the special token its text ends with."""
+
+    def encode(self, s: str) -> list[int]:
+        """``s`` encoded with every special-token name special (a new list)."""
+        if len(s) <= PIECEWISE_CHARS:
+            return self.text.with_specials(s)
+        return self._encode(s, allowed_special=self._names, disallowed_special=())  # type: ignore[no-any-return]
 
 
 _KNOWN: PerTokenizer[_Known] = PerTokenizer("tokens.prompt_ids")
@@ -66,14 +80,13 @@ def _longest_known(known: _Known, text: str) -> tuple[str, list[int]] | None:
 def encode_whole(tok: "KimiTokenizer", text: str) -> list[int]:
     """``tok.encoding.encode(text)`` with every special-token text special (``text`` has no long-input
     cut), from the prompts encoded before (module docstring)."""
-    enc, names = tok.encoding, tok._special_names
     known = _KNOWN.get(tok, _Known)
     hit = _longest_known(known, text) if known.prefix_free else None
     if hit is not None:
         known.prompts.get(hit[0])  # now the most recently used
-        ids = [*hit[1], *enc.encode(text[len(hit[0]) :], allowed_special=names, disallowed_special=())]
+        ids = [*hit[1], *known.encode(text[len(hit[0]) :])]
     else:
-        ids = _first_turn(known, enc, names, text)
+        ids = _first_turn(known, text)
     if ids and known.prefix_free:
         name = known.ends.get(ids[-1])
         if name is not None and text.endswith(name) and (hit is None or len(text) > len(hit[0])):
@@ -81,17 +94,15 @@ def encode_whole(tok: "KimiTokenizer", text: str) -> list[int]:
     return ids
 
 
-def _first_turn(known: _Known, enc: object, names: object, text: str) -> list[int]:
+def _first_turn(known: _Known, text: str) -> list[int]:
     """The encoding with the first turn's body looked up by its text."""
-    encode = enc.encode  # type: ignore[attr-defined]
     h = text.find(_IM_MIDDLE) + len(_IM_MIDDLE)
     end = text.find(_IM_END, h) if h >= len(_IM_MIDDLE) else -1
     if not _FIRST_BODY_MIN <= end - h <= _FIRST_BODY_MAX:
-        return encode(text, allowed_special=names, disallowed_special=())  # type: ignore[no-any-return]
+        return known.encode(text)
     body = text[h:end]
     body_ids = known.bodies.get(body)
     if body_ids is None:
-        body_ids = encode(body, allowed_special=names, disallowed_special=())
+        body_ids = known.encode(body)
         known.bodies.put(body, body_ids)
-    return [*encode(text[:h], allowed_special=names, disallowed_special=()), *body_ids,
-            *encode(text[end:], allowed_special=names, disallowed_special=())]
+    return [*known.encode(text[:h]), *body_ids, *known.encode(text[end:])]

@@ -43,7 +43,6 @@ special tokens is refused with a :class:`~kimi_chat.errors.RenderError` (:mod:`k
 
 from __future__ import annotations
 
-import re
 import warnings
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
@@ -226,12 +225,6 @@ class RenderedTokens:
 # Per-tokenizer tables
 # --------------------------------------------------------------------------------------------------
 
-# Every Kimi special-token name has one of these shapes. None holds a "<" or "[" after its first char,
-# so no name can start inside a match: the names are exactly the matches that are names (leftmost,
-# non-overlapping, as tiktoken finds them). Configs with other names fall back to a literal alternation.
-_SHAPE = re.compile(r"<\|[^|<>\[\]\s]{1,100}\|>|\[[^\[\]<>|\s]{1,32}\]|</?[A-Za-z_]{1,32}>")
-
-
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 
 
@@ -240,10 +233,7 @@ class _Info:
 
     def __init__(self, tok: KimiTokenizer) -> None:
         self.names = frozenset(tok.special_tokens)
-        if all(_SHAPE.fullmatch(n) for n in self.names):
-            self.shape = _SHAPE
-        else:
-            self.shape = re.compile("|".join(map(re.escape, sorted(self.names, key=len, reverse=True))))
+        self.shape = text_ids(tok).shape
         # every name starts with one of these chars: str.find (memchr speed) rules most text out
         self.first_chars = tuple(sorted({n[0] for n in self.names}))
         lens = [0] * tok.vocab_size
