@@ -58,18 +58,20 @@ SHORT = 30
 """Sizes up to this are the short conversations of issue 22's goals."""
 
 
-def conversation(n: int) -> list[dict]:
-    """A tool conversation of ``n`` messages (system prompt, then user / tool call / tool result / answer)."""
+def conversation(n: int, salt: str = "") -> list[dict]:
+    """A tool conversation of ``n`` messages (system prompt, then user / tool call / tool result / answer).
+    ``salt``: written into every message's text after the system prompt (conversations with different
+    salts share no message text: what a cache of earlier requests has never seen)."""
     msgs: list[dict] = [{"role": "system", "content": "You are a helpful assistant."}]
     i = 0
     while len(msgs) < n:
         cid = f"functions.get_weather:{i}"
         msgs += [
-            {"role": "user", "content": f"What's the weather in city number {i}?"},
-            {"role": "assistant", "content": "", "reasoning_content": "Call the tool.",
-             "tool_calls": [{"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city": "c{i}"}}'}}]},
-            {"role": "tool", "tool_call_id": cid, "content": '{"temp": 20}'},
-            {"role": "assistant", "content": f"It is 20 degrees in city {i}.", "reasoning_content": "Easy."},
+            {"role": "user", "content": f"What's the weather in city number {i}{salt}?"},
+            {"role": "assistant", "content": "", "reasoning_content": f"Call the tool{salt}.",
+             "tool_calls": [{"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city": "c{i}{salt}"}}'}}]},
+            {"role": "tool", "tool_call_id": cid, "content": f'{{"temp": 20, "note": "{salt}"}}' if salt else '{"temp": 20}'},
+            {"role": "assistant", "content": f"It is 20 degrees in city {i}{salt}.", "reasoning_content": f"Easy{salt}."},
         ]
         i += 1
     return msgs[:n]
