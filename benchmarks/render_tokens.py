@@ -5,7 +5,10 @@ same process, on a 100-message tool conversation per dialect.
 
 * ``render+encode``: ``tokenizer.encode(render(...))`` (the ids only; the floor);
 * ``render_tokens``: the call (ids, with the per-piece attribution from which ``assistant_mask``,
-  ``message_index`` and ``spans`` are built on first access) (goal: within 1.3x of the floor);
+  ``message_index`` and ``spans`` are built on first access) (goal: within 1.3x of the floor), the same
+  request again and again (kimi_chat's caches of text ids and earlier prompts warm);
+* ``cold``: the call on one of 64 conversations in turn with no message text in common (beyond the system
+  prompt and tools): a conversation kimi_chat has not seen lately, and its ratio to the floor;
 * ``+fields``: the call, then reading ``assistant_mask``, ``message_index`` and ``spans`` (all of them built);
 * ``extend_tokens``: the last 2 messages (assistant tool call + tool result) appended to the previous prompt;
 * ``transformers``: ``PreTrainedTokenizerFast.apply_chat_template(tokenize=True)`` with the dialect's oracle
@@ -21,6 +24,7 @@ the K3 tokenizer for kimi-k3.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 
@@ -39,22 +43,28 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                          "required": ["city"]}}}]
 
 
-def conversation(n: int) -> list[dict]:
+def conversation(n: int, salt: str = "") -> list[dict]:
+    """``n`` messages of a tool conversation; ``salt`` is written into every message's text after the system
+    prompt (conversations with different salts share no message text)."""
     msgs: list[dict] = [{"role": "system", "content": "You are a helpful assistant. Answer briefly and use tools."}]
     i = 0
     while len(msgs) < n:
         cid = f"functions.get_weather:{i}"
         msgs += [
-            {"role": "user", "content": f"What's the weather like in city number {i} today? I plan a walk of {i * 3} km."},
-            {"role": "assistant", "content": "", "reasoning_content": "The user wants the weather; call the tool.",
+            {"role": "user", "content": f"What's the weather like in city number {i}{salt} today? I plan a walk of {i * 3} km."},
+            {"role": "assistant", "content": "", "reasoning_content": f"The user wants the weather{salt}; call the tool.",
              "tool_calls": [{"id": cid, "type": "function",
-                             "function": {"name": "get_weather", "arguments": f'{{"city": "city-{i}"}}'}}]},
-            {"role": "tool", "tool_call_id": cid, "content": f'{{"temp": {15 + i % 10}, "sky": "clear", "wind_kmh": 12}}'},
-            {"role": "assistant", "content": f"It is {15 + i % 10} °C and clear in city {i}: a good day for {i * 3} km.",
-             "reasoning_content": "Summarise the tool result."},
+                             "function": {"name": "get_weather", "arguments": f'{{"city": "city-{i}{salt}"}}'}}]},
+            {"role": "tool", "tool_call_id": cid, "content": f'{{"temp": {15 + i % 10}, "sky": "clear{salt}", "wind_kmh": 12}}'},
+            {"role": "assistant", "content": f"It is {15 + i % 10} °C and clear in city {i}{salt}: a good day for {i * 3} km.",
+             "reasoning_content": f"Summarise the tool result{salt}."},
         ]
         i += 1
     return msgs[:n]
+
+
+POOL = 64
+"""Distinct conversations for the cold column: more than kimi_chat keeps prompts of."""
 
 
 def hf_tokenizer(tok: KimiTokenizer):
@@ -97,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     prev_msgs, tail = msgs[:-2], msgs[-2:]
     print(f"{args.messages} messages; best of {args.repeat}; times in ms")
     print(f"{'dialect':<24}{'tokens':>7}{'render':>8}{'segments':>9}{'render+enc':>11}{'render_tok':>11}{'ratio':>7}"
-          f"{'+fields':>8}{'ratio':>7}{'extend':>8}{'transformers':>13}{'tf/rt':>7}")
+          f"{'cold':>7}{'ratio':>7}{'+fields':>8}{'ratio':>7}{'extend':>8}{'transformers':>13}{'tf/rt':>7}")
     for name in DIALECTS:
         d = get_dialect(name)
         cfg = "k3" if d.family == "k3" else "k2.6" if d.reasoning else "k2"
@@ -111,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         t_segs = best_of(lambda: render_segments(msgs, **kw), args.repeat)
         t_floor = best_of(lambda: tok.encode(render(msgs, **kw)), args.repeat)
         t_rt = best_of(lambda: render_tokens(msgs, tokenizer=tok, **kw), args.repeat)
+        convs = [conversation(args.messages, f" #{k}") for k in range(POOL)]
+        pool, floor_pool = itertools.cycle(convs), itertools.cycle(convs)
+        t_cold = best_of(lambda: render_tokens(next(pool), tokenizer=tok, **kw), max(args.repeat, POOL))
+        t_cold_floor = best_of(lambda: tok.encode(render(next(floor_pool), **kw)), max(args.repeat, POOL))
 
         def with_fields():
             r = render_tokens(msgs, tokenizer=tok, **kw)
@@ -160,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                 t_hf = best_of(call, max(3, args.repeat // 3))
                 t_hf_s = f"{t_hf * 1e3:13.2f}" + ("" if same else "*")
                 ratio_hf = f"{t_hf / t_rt:6.1f}x"
-        print(f"{name:<24}{len(ids):>7}{t_render * 1e3:8.2f}{t_segs * 1e3:9.2f}{t_floor * 1e3:11.2f}{t_rt * 1e3:11.2f}{t_rt / t_floor:6.2f}x{t_all * 1e3:8.2f}{t_all / t_floor:6.2f}x{t_ext}{t_hf_s}{ratio_hf}")
+        print(f"{name:<24}{len(ids):>7}{t_render * 1e3:8.2f}{t_segs * 1e3:9.2f}{t_floor * 1e3:11.2f}{t_rt * 1e3:11.2f}{t_rt / t_floor:6.2f}x{t_cold * 1e3:7.2f}{t_cold / t_cold_floor:6.2f}x{t_all * 1e3:8.2f}{t_all / t_floor:6.2f}x{t_ext}{t_hf_s}{ratio_hf}")
     print("render / segments: render() and render_segments() alone; ratio = render_tokens / (render+encode) "
-          "(goal <= 1.3); +fields: render_tokens then reading assistant_mask, message_index, spans, and its ratio; extend: extend_tokens of the last 2 messages; tf/rt = transformers / render_tokens "
+          "(goal <= 1.3); cold: render_tokens of conversations not seen lately, and its ratio to their render+encode; +fields: render_tokens then reading assistant_mask, message_index, spans, and its ratio; extend: extend_tokens of the last 2 messages; tf/rt = transformers / render_tokens "
           "(goal >= 5; kimi-k3: the official K3 tokenizer, goal >= 30); * = transformers ids differ from ours")
     return 0
 
