@@ -311,6 +311,31 @@ def test_prompt_ids_from_a_known_prefix_equal_encode_of_the_whole_text(dialect):
 
 
 @needs_reference
+@pytest.mark.oracle
+@pytest.mark.parametrize("dialect", list(K2_DIALECTS))
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_render_tokens_after_an_earlier_turn_equal_cold(dialect, data):
+    """The ids of a conversation whose earlier prompt (its first messages with the generation prompt) was
+    encoded before, so that the prompt cache starts from it, equal the ids with every cache empty."""
+    from kimi_chat import render_tokens
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    req = data.draw(requests(dialect))
+    msgs = req["messages"]
+    cut = data.draw(st.integers(1, max(1, len(msgs) - 1)))
+    tok = KimiTokenizer.from_reference("k2.6")
+    kw = dict(tools=req["tools"], dialect=dialect, **req["options"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = cold(lambda: render_tokens(msgs, tokenizer=tok, add_generation_prompt=True, **kw).ids)
+        caches.clear_all()
+        render_tokens(msgs[:cut], tokenizer=tok, add_generation_prompt=True, **kw)  # the earlier turn
+        again = render_tokens(msgs, tokenizer=tok, add_generation_prompt=True, **kw).ids
+    assert again == full
+
+
+@needs_reference
 def test_first_turn_ids_equal_encode_of_the_whole_text():
     from kimi_chat import render_tokens
     from kimi_chat.tokens.tokenizer import KimiTokenizer
