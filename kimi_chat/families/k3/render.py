@@ -24,7 +24,10 @@ text on its own, so BPE never merges across pieces and text typed by a user neve
 The renderer writes exactly those pieces into a :class:`~kimi_chat.prompt.writer.Writer`: markers and image
 prompts (encoded with special tokens allowed) as template literals, every other piece as text (tag names
 and attribute syntax too: the encoder encodes them as ordinary text), so text, segments and ids come from
-one pass (:mod:`kimi_chat.tokens.segments` encodes the layout).
+one pass. It writes by items (:meth:`~kimi_chat.prompt.writer.Writer.items`): the scaffolding of every
+message is a constant :class:`~kimi_chat.prompt.writer.Run` of segments, so :mod:`kimi_chat.tokens.segments`
+encodes each run once per tokenizer and the :class:`~kimi_chat.prompt.writer.Layout` is unfolded only when
+it is read.
 
 Roles the encoder does not know (``developer`` among them) are dropped, as it drops them. Where the
 official encoder raises (``thinking_effort="medium"``, arguments that are JSON but not an object, a
