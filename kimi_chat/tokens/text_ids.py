@@ -7,9 +7,10 @@ text: a conversation sent again with one more turn (what a chat client does on e
 only the new turn's pieces; its history is a dictionary lookup per piece.
 
 Bounded and thread-safe (as every cache of :mod:`kimi_chat.caches`): pieces up to :data:`SHORT_CHARS`
-characters in a dict of at most :data:`SHORT_ENTRIES` entries (emptied when full), longer ones up to
-:data:`LONG_CHARS` in a least-recently-used map holding at most :data:`BUDGET_CHARS` characters of text
-per tokenizer (about 10 MB with their ids); longer pieces are encoded every time.
+characters in a dict of at most :data:`SHORT_ENTRIES` entries (emptied when full; at most about 10 MB),
+longer ones up to :data:`LONG_CHARS` in a least-recently-used map holding at most :data:`BUDGET_CHARS`
+characters of text per tokenizer (about 10 MB with their ids: a token is about 4 characters and an id in a
+list about 36 bytes); longer pieces are encoded every time.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SHORT_ENTRIES = 1 << 16
 """The short-piece dict is emptied when it holds this many pieces."""
 LONG_CHARS = 25_000
 """Longer pieces are not cached (at most the official long-run cut: ``MAX_NO_WHITESPACES_CHARS``)."""
-BUDGET_CHARS = 1 << 21
+BUDGET_CHARS = 1 << 20
 """The characters of long pieces kept per tokenizer (the least recently used go first)."""
 
 
