@@ -302,17 +302,17 @@ class StreamParser:
     def _marker(self, cls: str, spelling: str) -> bool:
         tr = self._state.trans.get(cls)
         turn = self._turn
-        if tr is None and turn.raw:  # the turn ended inside this chunk: the rest is ignored
+        if tr is not None:
+            self._go(tr, cls, spelling, self._pos)
+        elif turn.raw:  # the turn ended inside this chunk: the rest is ignored
             turn.ignore(spelling, self._pos)
-        elif tr is None:
+        else:
             if cls == CUT:  # the input ended inside a tag: dropped, the turn is truncated
                 turn.truncated = True
                 self._warn("truncated_tag", f"tag cut by the end of the text dropped: {spelling}", self._pos, spelling)
             else:
                 self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
             self._calls.stray(spelling)
-        else:
-            self._go(tr, cls, spelling, self._pos)
         self._pos += len(spelling)
         return turn.raw
 
