@@ -140,6 +140,11 @@ class StreamParser:
         ``bytes`` chunks may be mixed: a ``str`` that comes while a UTF-8 character is incomplete
         ends it (U+FFFD, with a warning), in order.
         """
+        self._feed(text, token_ids)
+        return self._out.take()
+
+    def _feed(self, text: str | bytes, token_ids: Sequence[int] | None) -> None:
+        """:meth:`feed`, the deltas left in the buffer (:func:`parse` never reads them: none is built)."""
         if self._finished:
             raise RuntimeError("StreamParser.feed() after finish()")
         if isinstance(text, str):
@@ -183,7 +188,6 @@ class StreamParser:
                 self._end_due = True
             else:  # the end-of-turn token came after this chunk's text, and its spelling was stripped
                 self._end_by_id()
-        return self._out.take()
 
     def _ids(self) -> TokenMarkers:
         """The markers placed by token id (:mod:`kimi_chat.output.ids`), made on first use."""
@@ -206,6 +210,11 @@ class StreamParser:
         last deltas. Calling it again returns ``[]``."""
         if self._finished:
             return []
+        self._finish()
+        return self._out.take()
+
+    def _finish(self) -> None:
+        """:meth:`finish` (not finished yet), the deltas left in the buffer (as :meth:`_feed`)."""
         if self._decoder is not None:
             rest = self._end_utf8("the input ended")
             if rest:
@@ -220,7 +229,6 @@ class StreamParser:
             self._go(self._state.trans[EOF], EOF, "", self._pos)
         self._finished = True
         self._final = None
-        return self._out.take()
 
     @property
     def message(self) -> ParsedMessage:
@@ -361,6 +369,6 @@ def parse(
         raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
     p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
                      tokenizer=tokenizer, **options)
-    p.feed(text, token_ids)
-    p.finish()
+    p._feed(text, token_ids)  # no deltas built: only the message is read
+    p._finish()
     return p.message
