@@ -340,8 +340,9 @@ class StreamParser:
                 self._warn(name, arg, offset, spelling)  # type: ignore[arg-type]
             else:
                 self._handlers[kind, name](arg, tok, spelling, offset)  # type: ignore[arg-type]
-        self._state = tr.target
-        self._sink = self._sinks[tr.target.field]
+        target = tr.target
+        self._state = target
+        self._sink = self._sinks[target.field]
 
     def _warn(self, kind: str, message: str, offset: int, text: str = "") -> None:
         self._log.add(kind, message, offset, text)

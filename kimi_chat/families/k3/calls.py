@@ -272,7 +272,8 @@ class TagCalls(CallAssembler):
                           f"a JSON {c.type}: arguments invalid", c.value_offset, text)
                 value = INVALID
         c.keys[c.key] = value
-        self._check_schema(c, c.key, value)
+        if self.tools is not None:  # else no schema to check against
+            self._check_schema(c, c.key, value)
 
     def json_begin(self, spelling: str) -> None:
         """A ``json`` element opened: its text is the arguments."""
