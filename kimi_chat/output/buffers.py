@@ -13,21 +13,21 @@ __all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRu
 _C, _R, _T, _I = 0, 1, 2, 3
 
 
-_GROW_FROM = 4096
-"""The length from which :func:`joined` grows the first part in place; a shorter one is joined with the rest
-at once (the rest is then copied once, not joined and then appended)."""
+_GROW_FROM = 1024
+"""The length from which :func:`joined` grows the first part in place (below it, three parts or more are
+joined at once: growing would copy the rest twice, joined and then appended; this costs the short first part)."""
 
 
 def joined(parts: list[str]) -> str:
     """``"".join(parts)``, kept joined: ``parts`` becomes ``[result]``. Amortised O(new pieces)
-    when nobody else holds the previous result (CPython then grows that string in place; a first part
-    shorter than :data:`_GROW_FROM` is copied with the new pieces)."""
+    when nobody else holds the previous result (CPython then grows that string in place; see
+    :data:`_GROW_FROM`)."""
     if len(parts) == 1:
         return parts[0]
     if not parts:
         return ""
     s = parts[0]
-    if len(s) < _GROW_FROM:
+    if len(s) < _GROW_FROM and len(parts) > 2:
         s = "".join(parts)
         parts.clear()
         parts.append(s)

@@ -67,6 +67,9 @@ class StreamParser:
     Options: see the module docstring (the same for :func:`parse`).
     """
 
+    _deltas: type[DeltaBuffer] = DeltaBuffer
+    """The delta buffer's class (:func:`parse`'s parser, which returns no deltas, builds none: :class:`_Whole`)."""
+
     def __init__(
         self,
         dialect: str | Dialect = DEFAULT_DIALECT,
@@ -86,7 +89,7 @@ class StreamParser:
         fmt = format_for(d)
         self.dialect = d
         self.format = fmt
-        self._out = DeltaBuffer()
+        self._out = self._deltas()
         self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         where = lambda: self._pos  # noqa: E731 - the offset the runs and the tag lexer record
         call_out = self._out if include_invalid else DecidedCalls(self._out)
@@ -140,11 +143,6 @@ class StreamParser:
         ``bytes`` chunks may be mixed: a ``str`` that comes while a UTF-8 character is incomplete
         ends it (U+FFFD, with a warning), in order.
         """
-        self._feed(text, token_ids)
-        return self._out.take()
-
-    def _feed(self, text: str | bytes, token_ids: Sequence[int] | None) -> None:
-        """:meth:`feed`, the deltas left in the buffer (:func:`parse` never reads them: none is built)."""
         if self._finished:
             raise RuntimeError("StreamParser.feed() after finish()")
         if isinstance(text, str):
@@ -188,6 +186,7 @@ class StreamParser:
                 self._end_due = True
             else:  # the end-of-turn token came after this chunk's text, and its spelling was stripped
                 self._end_by_id()
+        return self._out.take()
 
     def _ids(self) -> TokenMarkers:
         """The markers placed by token id (:mod:`kimi_chat.output.ids`), made on first use."""
@@ -210,11 +209,6 @@ class StreamParser:
         last deltas. Calling it again returns ``[]``."""
         if self._finished:
             return []
-        self._finish()
-        return self._out.take()
-
-    def _finish(self) -> None:
-        """:meth:`finish` (not finished yet), the deltas left in the buffer (as :meth:`_feed`)."""
         if self._decoder is not None:
             rest = self._end_utf8("the input ended")
             if rest:
@@ -229,6 +223,7 @@ class StreamParser:
             self._go(self._state.trans[EOF], EOF, "", self._pos)
         self._finished = True
         self._final = None
+        return self._out.take()
 
     @property
     def message(self) -> ParsedMessage:
@@ -368,8 +363,25 @@ def parse(
     """
     if not isinstance(text, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
-    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
-                     tokenizer=tokenizer, **options)
-    p._feed(text, token_ids)  # no deltas built: only the message is read
-    p._finish()
+    p = _Whole(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
+               tokenizer=tokenizer, **options)
+    p.feed(text, token_ids)
+    p.finish()
     return p.message
+
+
+class _NoDeltas(DeltaBuffer):
+    """A delta buffer whose deltas nobody reads: :meth:`take` builds none (the entries are dropped)."""
+
+    __slots__ = ()
+
+    def take(self) -> list[Delta]:
+        """Nothing (the entries so far are dropped)."""
+        self.entries = []
+        return []
+
+
+class _Whole(StreamParser):
+    """:func:`parse`'s parser: a :class:`StreamParser` whose ``feed``/``finish`` return no deltas (none is built)."""
+
+    _deltas = _NoDeltas
