@@ -13,15 +13,26 @@ __all__ = ["DeltaBuffer", "DecidedCalls", "HeldWhitespace", "TextField", "TextRu
 _C, _R, _T, _I = 0, 1, 2, 3
 
 
+_GROW_FROM = 1024
+"""The length from which :func:`joined` grows the first part in place (below it, three parts or more are
+joined at once: growing would copy the rest twice, joined and then appended; this costs the short first part)."""
+
+
 def joined(parts: list[str]) -> str:
     """``"".join(parts)``, kept joined: ``parts`` becomes ``[result]``. Amortised O(new pieces)
-    when nobody else holds the previous result (CPython then grows that string in place)."""
+    when nobody else holds the previous result (CPython then grows that string in place; see
+    :data:`_GROW_FROM`)."""
     if len(parts) == 1:
         return parts[0]
     if not parts:
         return ""
-    rest = "".join(parts[1:]) if len(parts) > 2 else parts[1]
     s = parts[0]
+    if len(s) < _GROW_FROM and len(parts) > 2:
+        s = "".join(parts)
+        parts.clear()
+        parts.append(s)
+        return s
+    rest = "".join(parts[1:]) if len(parts) > 2 else parts[1]
     parts.clear()  # the list's reference goes: ``s += rest`` may then resize in place
     s += rest
     parts.append(s)
@@ -81,6 +92,7 @@ class CallAssembler:
         self.prefix = prefix
         self.out = out
         self.warn = warn
+        self._streams = not isinstance(out, DecidedCalls)  # DecidedCalls holds the pieces: none is passed to it
         self.calls: list[Any] = []
         self.current: Any = None
 
@@ -103,7 +115,8 @@ class CallAssembler:
     def _emit(self, c: Any, s: str) -> None:
         """An argument fragment of call ``c``: kept, and streamed."""
         c.args.append(s)
-        self.out.args(c.index, s)
+        if self._streams:
+            self.out.args(c.index, s)
 
 
 class DeltaBuffer:

@@ -233,11 +233,11 @@ class MarkerLexer:
         classes = self._classes
         compound = self._compound
         while m is not None:
-            s = m.start()
+            s, end = m.span()
             if s > pos:
                 on_text(text[pos:s])
             spelling = m.group()
-            pos = m.end()
+            pos = end
             cls = classes.get(spelling)
             if cls is None:  # a compound token (no spelling is one)
                 stop = compound(m)  # type: ignore[misc]

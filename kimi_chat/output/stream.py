@@ -67,6 +67,9 @@ class StreamParser:
     Options: see the module docstring (the same for :func:`parse`).
     """
 
+    _deltas: type[DeltaBuffer] = DeltaBuffer
+    """The delta buffer's class (:func:`parse`'s parser, which returns no deltas, builds none: :class:`_Whole`)."""
+
     def __init__(
         self,
         dialect: str | Dialect = DEFAULT_DIALECT,
@@ -86,7 +89,7 @@ class StreamParser:
         fmt = format_for(d)
         self.dialect = d
         self.format = fmt
-        self._out = DeltaBuffer()
+        self._out = self._deltas()
         self._pos = 0  # offset of the first character not yet decided (the start of the lexer's pending)
         where = lambda: self._pos  # noqa: E731 - the offset the runs and the tag lexer record
         call_out = self._out if include_invalid else DecidedCalls(self._out)
@@ -302,17 +305,17 @@ class StreamParser:
     def _marker(self, cls: str, spelling: str) -> bool:
         tr = self._state.trans.get(cls)
         turn = self._turn
-        if tr is None and turn.raw:  # the turn ended inside this chunk: the rest is ignored
+        if tr is not None:
+            self._go(tr, cls, spelling, self._pos)
+        elif turn.raw:  # the turn ended inside this chunk: the rest is ignored
             turn.ignore(spelling, self._pos)
-        elif tr is None:
+        else:
             if cls == CUT:  # the input ended inside a tag: dropped, the turn is truncated
                 turn.truncated = True
                 self._warn("truncated_tag", f"tag cut by the end of the text dropped: {spelling}", self._pos, spelling)
             else:
                 self._warn("stray_marker", f"stray marker {spelling} dropped", self._pos, spelling)
             self._calls.stray(spelling)
-        else:
-            self._go(tr, cls, spelling, self._pos)
         self._pos += len(spelling)
         return turn.raw
 
@@ -332,8 +335,9 @@ class StreamParser:
                 self._warn(name, arg, offset, spelling)  # type: ignore[arg-type]
             else:
                 self._handlers[kind, name](arg, tok, spelling, offset)  # type: ignore[arg-type]
-        self._state = tr.target
-        self._sink = self._sinks[tr.target.field]
+        target = tr.target
+        self._state = target
+        self._sink = self._sinks[target.field]
 
     def _warn(self, kind: str, message: str, offset: int, text: str = "") -> None:
         self._log.add(kind, message, offset, text)
@@ -359,8 +363,25 @@ def parse(
     """
     if not isinstance(text, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"parse() takes the model's output as str or bytes, not {type(text).__name__}")
-    p = StreamParser(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
-                     tokenizer=tokenizer, **options)
+    p = _Whole(dialect, tools=tools, thinking_prefilled=thinking_prefilled,  # type: ignore[arg-type]
+               tokenizer=tokenizer, **options)
     p.feed(text, token_ids)
     p.finish()
     return p.message
+
+
+class _NoDeltas(DeltaBuffer):
+    """A delta buffer whose deltas nobody reads: :meth:`take` builds none (the entries are dropped)."""
+
+    __slots__ = ()
+
+    def take(self) -> list[Delta]:
+        """Nothing (the entries so far are dropped)."""
+        self.entries = []
+        return []
+
+
+class _Whole(StreamParser):
+    """:func:`parse`'s parser: a :class:`StreamParser` whose ``feed``/``finish`` return no deltas (none is built)."""
+
+    _deltas = _NoDeltas

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.decoder import scanstring
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,20 +59,29 @@ writes them."""
 _ESCAPE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
 _ESCAPE_TABLE = bytes(0 if chr(b) in _ESCAPES else 1 for b in range(256))
 """A byte table: 0 for the bytes of the escaped characters (all ASCII), 1 for every other byte (a 0 after
-:meth:`bytes.translate` marks an escaped character: no escaped character is part of another's UTF-8 bytes)."""
+:meth:`bytes.translate` of an ASCII string's bytes marks an escaped character)."""
 
 
 def _quote(s: str) -> str:
     """``s`` as the inside of a JSON string, as ``json.dumps(s, ensure_ascii=False)[1:-1]`` writes it
     (escaping is per character: pieces concatenate). A string with nothing to escape is itself, found so
     at C speed: a short one by a search for ``"`` and ``\\`` and :meth:`str.isprintable` (``False`` for
-    control characters, and for some others, which then take the slower path), a long one by mapping its UTF-8 bytes
-    through a table that marks the escaped characters' bytes (none of them is part of another character's bytes)."""
+    control characters, and for some others, which then take the slower path), a long one by the same
+    searches (``memchr``) and then, for control characters, an ASCII one by mapping its bytes through a table
+    that marks the escaped ones, any other by the JSON decoder's C string scanner (``scanstring`` of ``s`` and a
+    closing ``"``: it refuses a control character; faster than encoding a string of 2- or 4-byte characters)."""
     if len(s) < 64:
         clean = '"' not in s and "\\" not in s and s.isprintable()
+    elif '"' in s or "\\" in s:
+        clean = False
+    elif s.isascii():
+        clean = 0 not in s.encode("ascii").translate(_ESCAPE_TABLE)
     else:
-        b = s.encode("utf-8", "surrogatepass")
-        clean = 0 not in b.translate(_ESCAPE_TABLE)
+        try:
+            scanstring(s + '"', 0, True)
+            clean = True
+        except ValueError:  # a control character (strict)
+            clean = False
     return s if clean else _ESCAPE.sub(lambda m: _ESCAPES[m.group()], s)
 
 
@@ -262,7 +272,8 @@ class TagCalls(CallAssembler):
                           f"a JSON {c.type}: arguments invalid", c.value_offset, text)
                 value = INVALID
         c.keys[c.key] = value
-        self._check_schema(c, c.key, value)
+        if self.tools is not None:  # else no schema to check against
+            self._check_schema(c, c.key, value)
 
     def json_begin(self, spelling: str) -> None:
         """A ``json`` element opened: its text is the arguments."""

@@ -98,7 +98,7 @@ class TagLexer:
         if known is None or known[0] is not tags:
             known = (tags, {})
             _READINGS.put(key, known)
-        self._known: dict[tuple[str, str], Any] = known[1]  # this tag set's tags, classified (_classify_shared)
+        self._known: dict[str, Any] = known[1]  # this tag set's tags by their text, classified (_classify_shared)
 
     @property
     def pending(self) -> str:
@@ -217,9 +217,10 @@ class TagLexer:
         found = self._classify_shared(opener, body)
         return None if found is None else (found[0], found[1], dict(found[2]))
 
-    def _classify_shared(self, opener: str, body: str) -> tuple[str, str, dict[str, str]] | None:
-        """:meth:`_classify`'s answer as cached: its attributes dict is shared (the caller copies it)."""
-        key = (opener, body)
+    def _classify_shared(self, opener: str, body: str, whole: str | None = None) -> tuple[str, str, dict[str, str]] | None:
+        """:meth:`_classify`'s answer as cached: its attributes dict is shared (the caller copies it). The
+        cache key is the tag's text, ``whole`` (``opener + body + sep``; the tag set fixes the three markers)."""
+        key = opener + body + self.tags.sep if whole is None else whole
         known = self._known
         found = known.get(key, _none)
         if found is _none:
@@ -261,11 +262,13 @@ class TagLexer:
         """A complete tag found by one search of the marker lexer (its ``compound``): the calls its marker,
         body and ``<|sep|>`` make, one by one (while nothing is held: the tag at once). Returns where the
         lexer stops (after the marker that stopped it), or ``None``."""
-        body, close_body = m.group("open_body", "close_body")
         if self._opener is None and self._after is None:  # the tag at once: what _tag does, read from the match
             whole = m.group()
-            found = (self._classify_shared(self.tags.open, body) if body is not None
-                     else self._classify_shared(self.tags.close, close_body))
+            found = self._known.get(whole, _none)  # a tag read before: its text is the cache key
+            if found is _none:
+                body, close_body = m.group("open_body", "close_body")
+                found = (self._classify_shared(self.tags.open, body, whole) if body is not None
+                         else self._classify_shared(self.tags.close, close_body, whole))
             if found is None:
                 stop = self._on_marker(STRAY, whole)
             else:
@@ -273,6 +276,7 @@ class TagLexer:
                 self.attrs = dict(attrs)
                 stop = self._on_marker(cls, whole)
             return m.end() if stop else None
+        body, close_body = m.group("open_body", "close_body")
         opener, sep = self.tags.open, self.tags.sep
         if body is None:
             opener, body = self.tags.close, close_body
@@ -295,7 +299,7 @@ class TagLexer:
 
 
 _READINGS: LRUCache[tuple[Any, dict[tuple[str, str], Any]]] = LRUCache("k3.tag_readings", 16)
-"""Per tag set: ``(tag set, {(opener, body): what _classify says})``, shared by its lexers (one cache look-up
+"""Per tag set: ``(tag set, {tag text: what _classify says})``, shared by its lexers (one cache look-up
 per parse, not one per tag: tags repeat within a turn and across requests), at most :data:`_MAX_KNOWN` tags each."""
 _MAX_KNOWN = 512
 _WHOLE_TAGS: LRUCache[str] = LRUCache("k3.whole_tag_patterns", 16)
