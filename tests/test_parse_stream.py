@@ -46,6 +46,16 @@ def test_partial_character_at_finish_is_a_warning():
     assert parse(b"ok " + E_ACUTE[:1]).warnings == p.message.warnings
 
 
+@pytest.mark.parametrize("dialect", ["kimi-k2-instruct-0905", THINKING, "kimi-k3"])
+def test_a_partial_character_at_finish_comes_as_a_delta(dialect):
+    """The U+FFFD that ends an incomplete character at finish() is in the deltas, as in the content (the
+    deltas of finish() used to drop it: the content said 'ok \ufffd', the deltas 'ok ')."""
+    p = StreamParser(dialect, thinking_prefilled=False) if dialect == THINKING else StreamParser(dialect)
+    deltas = p.feed(b"ok " + KANJI[:2]) + p.finish()
+    text = "".join((d.content or "") + (d.reasoning_content or "") for d in deltas)
+    assert text.endswith("\ufffd") and text == (p.message.content or "") + (p.message.reasoning_content or "")
+
+
 def test_complete_bytes_give_no_warning():
     p = StreamParser()
     for b in [E_ACUTE[:1], E_ACUTE[1:], b"x"]:

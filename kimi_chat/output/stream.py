@@ -209,10 +209,11 @@ class StreamParser:
         last deltas. Calling it again returns ``[]``."""
         if self._finished:
             return []
+        first: list[Delta] = []
         if self._decoder is not None:
             rest = self._end_utf8("the input ended")
-            if rest:
-                self.feed(rest)
+            if rest:  # an incomplete character at the end: U+FFFD, whose deltas are the first of these
+                first = self.feed(rest)
         if self._end_due and not self._turn.ended:  # an end-of-turn id whose text never came
             self._end_by_id()
         self._flush_pending()
@@ -223,7 +224,8 @@ class StreamParser:
             self._go(self._state.trans[EOF], EOF, "", self._pos)
         self._finished = True
         self._final = None
-        return self._out.take()
+        last = self._out.take()
+        return first + last if first else last
 
     @property
     def message(self) -> ParsedMessage:
