@@ -117,6 +117,28 @@ def test_text_ids_equal_encode_ordinary_and_stay_bounded(monkeypatch):
     assert ids.long.weight <= 500 and 0 < len(ids.long) < 10  # the least recently used went; 30 000 chars: never kept
 
 
+_PIECES = ["<|im_end|>", "<|im_user|>", "<think>", "</think>", "[EOS]", "<|foo|>", "<|im_end", "|>", "<b>", "[x]",
+           "<", "[", "|", " ", "\n", "hello", "é", "東京", "<|reserved_token_163700|>"]
+
+
+@needs_reference
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30), st.sampled_from(["k2", "k2.6", "k3"]))
+def test_with_specials_equals_encode_with_every_name_allowed(pieces, config):
+    """TextIds.with_specials (text between special-token names by cached ordinary ids) gives tiktoken's
+    encode with every name special, for text mixing names, name-shaped non-names and partial names; twice
+    (the second time from the cache)."""
+    from kimi_chat.tokens.text_ids import TextIds
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference(config)
+    text = "".join(pieces)
+    expected = tok.encoding.encode(text, allowed_special=tok._special_names, disallowed_special=())
+    ids = TextIds(tok)
+    assert ids.with_specials(text) == expected
+    assert ids.with_specials(text) == expected
+
+
 def test_get_or_compute_does_not_store_exceptions():
     c = caches.LRUCache(None, 4)
     calls = []

@@ -61,7 +61,7 @@ class _Known:
 
     def encode(self, s: str) -> list[int]:
         """``s`` encoded with every special-token name special (a new list)."""
-        if len(s) <= PIECEWISE_CHARS:
+        if len(s) <= PIECEWISE_CHARS and self.prefix_free:  # names found by shape as tiktoken finds them
             return self.text.with_specials(s)
         return self._encode(s, allowed_special=self._names, disallowed_special=())  # type: ignore[no-any-return]
 
