@@ -570,9 +570,12 @@ def render_k3(
     return "".join(w.parts)
 
 
+_OPTION_NAMES = frozenset(K3Options.__annotations__)
+
+
 def _write(w: Writer, messages: Sequence[Any], tools: Sequence[Any] | None, options: Mapping[str, Any]) -> None:
     """Write the prompt of :func:`render_k3`'s ``options`` into ``w`` (a marked writer's first mark at 0)."""
-    unknown = set(options) - set(K3Options.__annotations__)
+    unknown = options.keys() - _OPTION_NAMES if options else None
     if unknown:
         raise TypeError(f"unknown Kimi-K3 option(s): {', '.join(sorted(unknown))}")
     add_generation_prompt = options.get("add_generation_prompt", True)
@@ -609,8 +612,9 @@ def write_k3(
                           "has no such option")
     if add_generation_prompt is None:
         add_generation_prompt = True
-    _write(w, messages, tools, {"add_generation_prompt": add_generation_prompt,
-                                **{k: v for k, v in options.items() if k in d.options}})
+    read = {k: v for k, v in options.items() if k in d.options} if options else {}
+    read["add_generation_prompt"] = add_generation_prompt
+    _write(w, messages, tools, read)
     return add_generation_prompt
 
 
