@@ -54,9 +54,8 @@ class _Known:
         self._names = tok._special_names
         self.prompts: LRUCache[list[int]] = LRUCache(None, PREFIXES, max_weight=PREFIX_CHARS)
         self.bodies: LRUCache[list[int]] = LRUCache(None, 16)
-        names = sorted(tok.special_tokens)  # a prefix sorts right before the names it starts
-        self.prefix_free = not any(b.startswith(a) for a, b in zip(names, names[1:]))
-        self.ends = {i: n for n, i in tok.special_tokens.items()}
+        self.prefix_free = self.text.prefix_free
+        self.ends = self.text.id_to_name
         """Special id -> its name: a prompt is kept when its ids end with the special token its text ends with."""
 
     def encode(self, s: str) -> list[int]:

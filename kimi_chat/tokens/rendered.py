@@ -233,7 +233,8 @@ class _Info:
 
     def __init__(self, tok: KimiTokenizer) -> None:
         self.names = frozenset(tok.special_tokens)
-        self.shape = text_ids(tok).shape
+        tables = text_ids(tok)  # the per-tokenizer name tables, computed there once
+        self.shape = tables.shape
         # every name starts with one of these chars: str.find (memchr speed) rules most text out
         self.first_chars = tuple(sorted({n[0] for n in self.names}))
         lens = [0] * tok.vocab_size
@@ -257,9 +258,8 @@ class _Info:
                 m = shared[key] = (b"\x01" + b"\x00" * (key[1] - 1)) if key[0] else b"\x00" * key[1]
             char_marks[i] = m
         self.char_marks = char_marks
-        ordered = sorted(self.names)  # a prefix sorts right before the names it starts
-        self.prefix_free = not any(b.startswith(a) for a, b in zip(ordered, ordered[1:]))
-        self.id_to_name = {i: n for n, i in tok.special_tokens.items()}
+        self.prefix_free = tables.prefix_free
+        self.id_to_name = tables.id_to_name
         self.special_ids = tok.special_ids
 
     def find(self, s: str) -> list[tuple[int, int]]:

@@ -50,7 +50,7 @@ class TextIds:
     """``encode_ordinary`` of one tokenizer's encoding, cached by text (module docstring). The lists
     returned are shared with the cache: extend with them, never change them."""
 
-    __slots__ = ("short", "long", "shape", "_encode", "_split", "_specials")
+    __slots__ = ("short", "long", "shape", "prefix_free", "id_to_name", "_encode", "_split", "_specials")
 
     def __init__(self, tokenizer: Any) -> None:
         self.short: dict[str, list[int]] = {}
@@ -61,6 +61,12 @@ class TextIds:
         self._specials: dict[str, int] = tokenizer.special_tokens
         self.shape = name_shape(self._specials)
         """Where special-token names can be (:func:`name_shape`)."""
+        ordered = sorted(self._specials)  # a prefix sorts right before the names it starts
+        self.prefix_free = not any(b.startswith(a) for a, b in zip(ordered, ordered[1:]))
+        """No special-token name starts another (then a name ending where a text ends is matched there in
+        any longer text, and the names the shape finds are the ones tiktoken finds)."""
+        self.id_to_name = {i: n for n, i in self._specials.items()}
+        """Special id -> its name."""
         self._split = re.compile(f"({self.shape.pattern})").split
 
     def ids(self, s: str) -> list[int]:
