@@ -298,7 +298,7 @@ class TagLexer:
         return self._on_marker(cls, whole)
 
 
-_READINGS: LRUCache[tuple[Any, dict[tuple[str, str], Any]]] = LRUCache("k3.tag_readings", 16)
+_READINGS: LRUCache[tuple[Any, dict[str, Any]]] = LRUCache("k3.tag_readings", 16)
 """Per tag set: ``(tag set, {tag text: what _classify says})``, shared by its lexers (one cache look-up
 per parse, not one per tag: tags repeat within a turn and across requests), at most :data:`_MAX_KNOWN` tags each."""
 _MAX_KNOWN = 512
