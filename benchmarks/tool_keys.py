@@ -3,9 +3,12 @@
     python benchmarks/tool_keys.py [--repeat N]
 
 The tools caches (``kimi_chat.caches.content_key``) key on ``marshal.dumps(tools, 2)``: exact (``loads``
-inverts it, every value's type is written) and free of reference counts. At 4 messages that key is more
-than half of a rev1 render (13.5 of about 23 µs, measured on a quiet machine on 2026-12-02). This prints each candidate's time per call against it, for the five
-tools of ``benchmarks/render.py``, and what each one would get wrong as a key:
+inverts it, every value's type is written) and free of reference counts. At 4 messages that key was more
+than half of a rev1 render (13.5 of about 23 µs, measured on a quiet machine on 2026-12-02); since then
+``kimi_chat.caches.exact_key`` finds it through the value's ``marshal`` format-4 text (a lookup in a bounded
+map of format-4 text -> format-2 key, filled on a miss): the ``exact_key`` row. This prints each
+candidate's time per call against format 2, for the five tools of ``benchmarks/render.py``, and what each
+one would get wrong as a key on its own:
 
 * ``marshal`` format 4: exact, but it flags every object whose reference count is above one, so an equal
   value held elsewhere gets another key (a miss for the same request);
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from _timing import per_call
+from kimi_chat.caches import exact_key
 from render import TOOLS
 
 
@@ -38,6 +42,7 @@ def candidates(tools: list[Any]) -> list[tuple[str, Callable[[], Any]]]:
     out: list[tuple[str, Callable[[], Any]]] = [
         ("marshal format 2 (content_key)", lambda: marshal.dumps(tools, 2)),
         ("marshal format 4", lambda: marshal.dumps(tools, 4)),
+        ("exact_key (format 4 -> format 2)", lambda: exact_key(tools)),
         ("pickle protocol 5", lambda: pickle.dumps(tools, 5)),
         ("== a stored copy", lambda: tools == stored),
         ("json.dumps", lambda: json.dumps(tools)),

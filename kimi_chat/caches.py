@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LRUCache", "PerTokenizer", "content_key", "hand_key", "handed_key", "clear_all", "REGISTRY",
+__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "hand_key", "handed_key", "clear_all", "REGISTRY",
            "MAX_KEY_BYTES"]
 
 V = TypeVar("V")
@@ -47,9 +47,36 @@ KEY_VERSION = 2
 every object whose reference count is above one, so an equal value got another key as soon as something
 else held one of its parts (a cache holding a request's schema, say): a miss for the same request."""
 
+QUICK_VERSION = 4
+"""The ``marshal`` format :func:`exact_key` reads a value with first: about half the cost of version 2 (it
+writes ASCII text as it is, where version 2 encodes every string through the UTF-8 codec), but its bytes
+depend on which parts are shared and on reference counts, so it is only a way to the version-2 key
+(:data:`_QUICK`), never a key itself."""
+
+_QUICK_MAX_WEIGHT = 1 << 22
+"""Bytes of quick texts kept in :data:`_QUICK` (4 MiB)."""
+
+
+def exact_key(value: Any) -> bytes:
+    """``marshal.dumps(value, KEY_VERSION)``: an exact key of plain data (:func:`content_key`), found at
+    about half its cost for a value read before. The quick text (:data:`QUICK_VERSION`) of ``value``
+    is looked up in :data:`_QUICK`, a bounded map of quick text -> version-2 key; on a miss the
+    version-2 key is computed and recorded. Exact either way: ``marshal.loads`` inverts both texts, so
+    equal quick texts are equal values of equal types in equal order, whose version-2 keys are equal; an
+    equal value read with other sharing or reference counts has another quick text, a miss that computes
+    the same version-2 key. Raises ``ValueError`` (not plain data) or ``RecursionError`` (too deep), as
+    ``marshal.dumps`` does."""
+    quick = marshal.dumps(value, QUICK_VERSION)
+    key: bytes | None = _QUICK.get(quick)
+    if key is None:
+        key = marshal.dumps(value, KEY_VERSION)
+        _QUICK.put(quick, key, len(quick) + len(key))
+    return key
+
 
 def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
-    """An exact key of plain data ``value``: ``marshal.dumps`` (:data:`KEY_VERSION`), or ``None`` (do not cache).
+    """An exact key of plain data ``value``: ``marshal.dumps`` (:data:`KEY_VERSION`, computed by
+    :func:`exact_key`), or ``None`` (do not cache).
 
     marshal serialises only plain data of exact types (dict, list, tuple, str, int, float, bool,
     None, bytes; no subclasses, no other objects) with each value's type written (``1``, ``1.0`` and
@@ -59,7 +86,7 @@ def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
     anything else (an object, a subclass, a value nested too deeply) and for keys longer than
     ``max_key_bytes``."""
     try:
-        key = marshal.dumps(value, KEY_VERSION)
+        key = exact_key(value)
     except (ValueError, RecursionError):  # not plain data, or nested too deeply for marshal
         return None
     return key if len(key) <= max_key_bytes else None
@@ -163,6 +190,11 @@ class LRUCache(Generic[V]):
     def __repr__(self) -> str:
         return f"<LRUCache {self.name}: {len(self._data)}/{self.maxsize}>"
 
+
+
+_QUICK: "LRUCache[bytes]" = LRUCache("caches.quick_keys", 256, max_weight=_QUICK_MAX_WEIGHT)
+"""Quick text (``marshal`` :data:`QUICK_VERSION`) -> the version-2 key of the same value (:func:`exact_key`):
+bounded by count and by the bytes of both texts."""
 
 class PerTokenizer(Generic[V]):
     """Data computed once per tokenizer object (weakly keyed: it goes with the tokenizer), registered

@@ -23,14 +23,13 @@ Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the mes
 from __future__ import annotations
 
 import dataclasses
-import marshal
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
-from .caches import KEY_VERSION, LRUCache, hand_key, handed_key
+from .caches import LRUCache, exact_key, hand_key, handed_key
 from .errors import KimiChatError
 
 __all__ = [
@@ -435,8 +434,8 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
     out = [t if type(t) is dict else to_plain(t, index=i, what=what) for i, t in enumerate(items)]
     try:
-        key = marshal.dumps(out, KEY_VERSION)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
-    except ValueError:
+        key = exact_key(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
+    except (ValueError, RecursionError):
         out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
     else:
         hand_key(out, key)  # the request's caches key on it (kimi_chat.caches): serialised once

@@ -64,6 +64,36 @@ def test_content_key_of_equal_values_is_equal_whoever_holds_their_parts():
     assert caches.content_key(interned) == caches.content_key([{"type": "function", "function": {"name": "f", "parameters": {}}}])
 
 
+def test_exact_key_is_the_version_2_text_read_quickly_or_not():
+    """exact_key finds the version-2 key through the quick (version-4) text of a value read before: the same
+    bytes as marshal.dumps(value, 2), cold and warm, when sharing or reference counts change the quick text."""
+    import marshal
+
+    caches.clear_all()
+
+    def request():
+        return [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+            "a": {"type": "integer"}, "b": {"type": "array", "items": [1, 1.0, True, None, "é", (1, "x")]},
+            "c": {"type": "integer"}}}}}]
+
+    alone = request()
+    want = marshal.dumps(alone, 2)
+    assert caches.exact_key(alone) == want  # cold: computed
+    assert caches.exact_key(alone) == want  # warm: through the quick text
+    held = request()
+    kept = [held[0]["function"]["parameters"]["properties"]]  # noqa: F841  (one more reference: another quick text)
+    shared = request()
+    props = shared[0]["function"]["parameters"]["properties"]
+    props["c"] = props["a"]  # an equal part shared: a back-reference in the quick text
+    assert len({marshal.dumps(v, 4) for v in (alone, held, shared)}) == 3
+    assert caches.exact_key(held) == want and caches.exact_key(shared) == want
+    other = request()
+    other[0]["function"]["parameters"]["properties"]["b"]["items"][1] = 1  # 1 for 1.0: another value
+    assert caches.exact_key(other) == marshal.dumps(other, 2) != want
+    with pytest.raises(ValueError):
+        caches.exact_key([object()])
+
+
 def test_content_key_refuses_objects_subclasses_and_big_values():
     class S(str):
         pass
