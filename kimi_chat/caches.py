@@ -67,7 +67,7 @@ def exact_key(value: Any) -> bytes:
     the same version-2 key. Raises ``ValueError`` (not plain data) or ``RecursionError`` (too deep), as
     ``marshal.dumps`` does."""
     quick = marshal.dumps(value, QUICK_VERSION)
-    key: bytes | None = _QUICK.get(quick)
+    key: bytes | None = _QUICK.find(quick)
     if key is None:
         key = marshal.dumps(value, KEY_VERSION)
         _QUICK.put(quick, key, len(quick) + len(key))
@@ -165,6 +165,12 @@ class LRUCache(Generic[V]):
         """The entries, least recently used first (a copy: a snapshot under the lock)."""
         with self._lock:
             return list(self._data.items())
+
+    def find(self, key: Hashable) -> V | None:
+        """The value of ``key``, or ``None``, read without the lock and without marking it recently used
+        (one dict lookup, atomic; for a hot path whose entries are cheap to compute again: an entry in
+        steady use may then go before one seen once since)."""
+        return self._data.get(key)
 
     def get_or_compute(self, key: Hashable | None, compute: Callable[[], V]) -> V:
         """``compute()``, cached under ``key`` (``None``: not cached, computed every time). An

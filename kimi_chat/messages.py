@@ -432,13 +432,12 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     """``items`` (messages or tools) with every object made plain data (:func:`to_plain`), at any
     level; entries already plain are kept as they are (not copied). Cyclic values raise
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
-    out = [t if type(t) is dict else to_plain(t, index=i, what=what) for i, t in enumerate(items)]
+    out = list(items)
     try:
         key = exact_key(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
     except (ValueError, RecursionError):
-        out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
-    else:
-        hand_key(out, key)  # the request's caches key on it (kimi_chat.caches): serialised once
+        return [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
+    hand_key(out, key)  # the request's caches key on it (kimi_chat.caches): serialised once
     return out
 
 
@@ -534,10 +533,10 @@ def renderable_fast(msgs: list[Any]) -> bool:
     well-formed plain dicts of every request. (The key checks are written out: one loop per dict, no
     call, as this runs on every message of every request.)"""
     for m in msgs:
-        if type(m) is not dict or None in m.values():
+        if type(m) is not dict:
             return False
-        for k in m:
-            if type(k) is not str:
+        for k, v in m.items():  # one loop: `None in m.values()` compares each value to None, slower
+            if v is None or type(k) is not str:
                 return False
         role = m.get("role")
         if type(role) is not str:

@@ -60,8 +60,10 @@ def write_prompt(
     d = get_dialect(dialect)
     if options:
         check_tokenizing_options(options)
-    check_bool("strict", strict)
-    check_bool("continue_final_message", continue_final_message)
+    if strict is not False:  # check_bool, only where it can fail (every render passes here)
+        check_bool("strict", strict)
+    if continue_final_message is not False:
+        check_bool("continue_final_message", continue_final_message)
     return family_of(d).write_prompt(w, d, messages, tools, add_generation_prompt, continue_final_message,
                                      options, strict)
 

@@ -79,7 +79,8 @@ def template_writer(renderer: FamilyRenderer) -> PromptWriter:
     ) -> bool:
         if add_generation_prompt is None:
             add_generation_prompt = not continue_final_message
-        check_bool("add_generation_prompt", add_generation_prompt)
+        elif type(add_generation_prompt) is not bool:
+            check_bool("add_generation_prompt", add_generation_prompt)
         if continue_final_message and add_generation_prompt:
             raise RenderError("continue_final_message and add_generation_prompt are not compatible (as in "
                               "transformers): continue the final message, or open a new assistant turn")
