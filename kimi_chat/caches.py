@@ -7,8 +7,8 @@ once per distinct tool list and reused. Every cache here:
 * is bounded: an :class:`LRUCache` keeps at most ``maxsize`` entries (the least recently used goes),
   and :func:`content_key` refuses (``None``: not cached) a value whose key is longer than
   ``max_key_bytes``, so each entry's memory is bounded too;
-* is thread-safe: its operations hold a lock (a value computed twice by two threads at once is the
-  same value: the second ``put`` replaces the first);
+* is thread-safe: its writes hold a lock, its reads are single atomic dict operations (a value computed
+  twice by two threads at once is the same value: the second ``put`` replaces the first);
 * never changes an output: a key is the exact content (:func:`content_key`), so a hit returns what
   the computation returns for that input; exceptions are never cached (the input is computed again,
   and raises again);
@@ -135,13 +135,18 @@ class LRUCache(Generic[V]):
             REGISTRY[name] = self
 
     def get(self, key: Hashable, default: Any = None) -> Any:
-        """The value of ``key`` (now the most recently used), or ``default``."""
-        with self._lock:
-            value = self._data.get(key, _MISSING)
-            if value is _MISSING:
-                return default
-            self._data.move_to_end(key)
-            return value
+        """The value of ``key`` (now the most recently used), or ``default``. Read without the lock (every
+        request reads here): the lookup and the move to the end are each one atomic ``OrderedDict`` call,
+        and a key another thread drops between the two is simply not moved."""
+        data = self._data
+        value = data.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        try:
+            data.move_to_end(key)
+        except KeyError:  # dropped meanwhile by a put of another thread
+            pass
+        return value
 
     def put(self, key: Hashable, value: V, weight: int = 1) -> None:
         """Store ``value`` under ``key``; drop the least recently used entries beyond ``maxsize`` (and

@@ -524,6 +524,14 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+_STR_FIELDS = frozenset({"role", "name"})
+"""The fields the render schema wants a ``str`` in, in a message of any role but assistant (``_LMessage``)."""
+_ASSISTANT_STR_FIELDS = frozenset({"role", "name", "reasoning_content", "reasoning", "thinking"})
+"""... in an assistant message (``_LAssistant``)."""
+_CALL_STR_FIELDS = frozenset({"id", "type"})
+"""... in a tool call (``_LToolCall``)."""
+
+
 def renderable_fast(msgs: list[Any]) -> bool:
     """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs`` and they are what
     :func:`normalize_messages` returns for them, checked in plain Python: exact ``dict`` / ``list`` / ``str``
@@ -535,12 +543,15 @@ def renderable_fast(msgs: list[Any]) -> bool:
     for m in msgs:
         if type(m) is not dict:
             return False
-        for k, v in m.items():  # one loop: `None in m.values()` compares each value to None, slower
-            if v is None or type(k) is not str:
-                return False
         role = m.get("role")
         if type(role) is not str:
             return False
+        # one loop over the fields: str keys, no None value, str where the schema wants one (role, name and,
+        # in an assistant message, the three reasoning keys; any other field of any role is taken as it is)
+        strs = _ASSISTANT_STR_FIELDS if role == "assistant" else _STR_FIELDS
+        for k, v in m.items():
+            if type(k) is not str or (type(v) is not str and (v is None or k in strs)):
+                return False
         content = m.get("content")
         if type(content) is not str and "content" in m:
             if type(content) is not list:
@@ -552,28 +563,18 @@ def renderable_fast(msgs: list[Any]) -> bool:
                     if type(k) is not str:
                         return False
         if role != "assistant":
-            if "name" in m and type(m["name"]) is not str:
-                return False
             continue
-        # the string fields of an assistant message (name and the three reasoning keys), written out
-        if (("reasoning_content" in m and type(m["reasoning_content"]) is not str)
-                or ("name" in m and type(m["name"]) is not str)
-                or ("reasoning" in m and type(m["reasoning"]) is not str)
-                or ("thinking" in m and type(m["thinking"]) is not str)):
-            return False
         calls = m.get("tool_calls")
-        if calls is None and "tool_calls" not in m:
+        if calls is None:  # absent (a None value returned above)
             continue
         if type(calls) is not list:
             return False
         for call in calls:
             if type(call) is not dict:
                 return False
-            for k in call:
-                if type(k) is not str:
+            for k, v in call.items():
+                if type(k) is not str or (type(v) is not str and k in _CALL_STR_FIELDS):
                     return False
-            if ("id" in call and type(call["id"]) is not str) or ("type" in call and type(call["type"]) is not str):
-                return False
             fn = call.get("function")
             if type(fn) is not dict or type(fn.get("name")) is not str or "arguments" not in fn:
                 return False

@@ -79,8 +79,15 @@ def test_bounded_least_recently_used():
         K.tools_json([tool(f"t{i}")], None, "tools")
         K.tools_json(hot, None, "tools")  # used all along: stays
         assert len(K._TOOLS_JSON) <= K._TOOLS_JSON.maxsize
-    assert K._TOOLS_JSON.get(hot_key) == uncached(hot)
-    assert K._TOOLS_JSON.get(K._tools_key([tool("t0")])) is None  # the least recently used went
+    assert K._TOOLS_JSON.get(("", hot_key)) == uncached(hot)  # keyed (head, tools key)
+    assert K._TOOLS_JSON.get(("", K._tools_key([tool("t0")]))) is None  # the least recently used went
+
+
+def test_a_declaration_head_is_part_of_the_text_and_of_the_key():
+    tools = [tool("f")]
+    for _ in range(2):  # cold, then warm
+        assert K.tools_json(tools, None, "tools", head="HEAD\n") == "HEAD\n" + uncached(tools) + "\n```"
+        assert K.tools_json(tools, None, "tools") == uncached(tools)
 
 
 def test_big_tools_are_not_kept():

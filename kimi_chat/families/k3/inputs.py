@@ -259,7 +259,7 @@ def sorted_keys(value: Any, index: int | None, field: str) -> Any:
 
 
 _TOOLS_JSON: LRUCache[str] = LRUCache("k3.tools_json", 64)
-"""``tools_json``'s cache: exact key (:func:`_tools_key`) -> text, least recently used first."""
+"""``tools_json``'s cache: (head, exact key (:func:`_tools_key`)) -> text, least recently used first."""
 _TOOLS_JSON_MAX_KEY = MAX_KEY_BYTES
 """Tools whose key is longer (bytes) are not cached: each entry's memory is bounded (key and text)."""
 
@@ -271,12 +271,21 @@ def _tools_key(tools: Any) -> bytes | None:
     return content_key(tools, _TOOLS_JSON_MAX_KEY)
 
 
-def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = None) -> str:
-    """The compact JSON of ``tools`` with every dict's keys sorted (``_json_compact(deep_sort_dict(tools))``).
+def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = None, head: str = "") -> str:
+    """``head`` + the compact JSON of ``tools`` with every dict's keys sorted
+    (``_json_compact(deep_sort_dict(tools))``) + ``"\\n```"`` when ``head`` is given (the body of a K3 tool
+    declaration).
 
     Servers declare the same tools on every request: the result is cached (thread-safe, bounded LRU) by
     an exact content key (:func:`_tools_key`; it tells apart what JSON would not, tuples from lists, ``1``
-    from ``"1"`` keys, and so what the encoder's sort treats differently). ``key``: ``_tools_key(tools)``,
-    when the caller has it."""
-    return _TOOLS_JSON.get_or_compute(
-        key if key is not None else _tools_key(tools), lambda: dumps(sorted_keys(tools, index, field), index, field, compact=True))
+    from ``"1"`` keys, and so what the encoder's sort treats differently) and ``head``. ``key``:
+    ``_tools_key(tools)``, when the caller has it."""
+    key = key if key is not None else _tools_key(tools)
+    if key is None:
+        return _declared(tools, index, field, head)
+    return _TOOLS_JSON.get_or_compute((head, key), lambda: _declared(tools, index, field, head))
+
+
+def _declared(tools: Any, index: int | None, field: str, head: str) -> str:
+    text = dumps(sorted_keys(tools, index, field), index, field, compact=True)
+    return head + text + "\n```" if head else text

@@ -215,6 +215,11 @@ _CONSTANT_RUNS = (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THI
                   *_EFFORT_MESSAGES.values(), *_TOOL_CHOICE.values())
 # the whole constant messages and tags the pass writes, as runs
 _CONSTANT = {run: _run(run) for run in _CONSTANT_RUNS}
+# ... and each as a name (a run looked up by its tuple hashes the tuple on every render)
+_TOOL_DECLARE_RUN, _MSG_END_RUN, _RF_OPEN_RUN, _JSON_OBJECT_RUN, _GEN_THINK_RUN, _GEN_RESPONSE_RUN = (
+    _CONSTANT[run] for run in (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE))
+_EFFORT_RUNS = {effort: _CONSTANT[run] for effort, run in _EFFORT_MESSAGES.items()}
+_TOOL_CHOICE_RUNS = {choice: _CONSTANT[run] for choice, run in _TOOL_CHOICE.items()}
 
 
 class K3Segment(NamedTuple):
@@ -307,11 +312,11 @@ def _content(w: Writer, content: Any, images: _Images | None, index: int, field:
             )
 
 
-def _declare(w: Writer, put: Any, conv: Any, tools: Any, body_head: str, index: int | None,
+def _declare(w: Writer, put: Any, tools: Any, body_head: str, index: int | None,
              key: bytes | None = None) -> None:
-    put(conv(_TOOL_DECLARE_OPEN))
-    w.emit_text(body_head + tools_json(tools, index, "tools", key) + "\n```")
-    put(conv(_MSG_END))
+    put(_TOOL_DECLARE_RUN)
+    w.emit_text(tools_json(tools, index, "tools", key, body_head))
+    put(_MSG_END_RUN)
 
 
 def _build(
@@ -349,7 +354,6 @@ def _build(
     # `(item position, message_index, trainable)`
     items, marks = w.items()
     app = put = items.append
-    conv: Any = _CONSTANT.__getitem__
     track = marks is not None
     if marks is not None:
         mark = marks.append
@@ -366,9 +370,9 @@ def _build(
         key = content_key(tools) if type(tools) is list else None
         if key is None and isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(w, put, conv, tools, _TOOLS_BODY, None, key)
+        _declare(w, put, tools, _TOOLS_BODY, None, key)
     if thinking and thinking_effort is not None:
-        put(conv(_EFFORT_MESSAGES[thinking_effort]))
+        put(_EFFORT_RUNS[thinking_effort])
 
     tool_calls: Any = None
     tool_index = 0
@@ -411,7 +415,7 @@ def _build(
             if role == "system" and m.get("tools"):
                 if track:
                     mark((len(items), mi, False))
-                _declare(w, put, conv, m["tools"], _NEW_TOOLS_BODY, mi)
+                _declare(w, put, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
                 mark((len(items), mi, False))
@@ -502,20 +506,20 @@ def _build(
     if track:
         mark((len(items), -1, False))
     if tool_choice == "required" or tool_choice == "none":
-        put(conv(_TOOL_CHOICE[tool_choice]))
+        put(_TOOL_CHOICE_RUNS[tool_choice])
     rf_type = response_format.get("type", response_format) if isinstance(response_format, dict) else response_format
     if rf_type == "json_object":
-        put(conv(_JSON_OBJECT))
+        put(_JSON_OBJECT_RUN)
     elif rf_type == "json_schema":
         schema = schema_of(response_format) if response_schema is _UNSET else response_schema
         if schema is not None:
             schema = sorted_keys(schema, None, "response_schema")
         body = _JSON_SCHEMA_HEAD + dumps(schema, None, "response_schema", compact=True) + "\n```"
-        put(conv(_RF_OPEN))
+        put(_RF_OPEN_RUN)
         app(body.strip())
-        put(conv(_MSG_END))
+        put(_MSG_END_RUN)
     if add_generation_prompt:
-        put(conv(_GEN_THINK if thinking else _GEN_RESPONSE))
+        put(_GEN_THINK_RUN if thinking else _GEN_RESPONSE_RUN)
     if marks is not None and (not marks or marks[0][0] != 0):
         marks.insert(0, (0, -1, False))
     if images is not None and images.next != len(images.prompts):
