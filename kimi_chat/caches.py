@@ -202,10 +202,10 @@ class LRUCache(Generic[V]):
         return f"<LRUCache {self.name}: {len(self._data)}/{self.maxsize}>"
 
 
-
 _QUICK: "LRUCache[bytes]" = LRUCache("caches.quick_keys", 256, max_weight=_QUICK_MAX_WEIGHT)
 """Quick text (``marshal`` :data:`QUICK_VERSION`) -> the version-2 key of the same value (:func:`exact_key`):
 bounded by count and by the bytes of both texts."""
+
 
 class PerTokenizer(Generic[V]):
     """Data computed once per tokenizer object (weakly keyed: it goes with the tokenizer), registered

@@ -117,10 +117,6 @@ def _content(d: Dialect, content: Any, w: Writer) -> None:
             w.emit_text(_jinja_str(text))
 
 
-_CALL_ID_PREFIX = M.tool_call_id("", 0)[: -len(":0")]
-"""``functions.``: :func:`kimi_chat.markers.tool_call_id` is this + name + ``:`` + index (written out below)."""
-
-
 def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> None:
     emit, emit_text = w.emit, w.emit_text
     emit(_SECTION_BEGIN)
@@ -129,8 +125,8 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> No
     for j, call in enumerate(msg["tool_calls"]):
         fn = call["function"]
         # a call without an id: the official template writes an empty one (strict mode refuses it);
-        # regenerated: markers.tool_call_id, without its call
-        call_id = f"{_CALL_ID_PREFIX}{fn['name']}:{j}" if regenerate else call.get("id", "")
+        # regenerated: markers.tool_call_id, written out (no call per tool call)
+        call_id = f"{M.TOOL_CALL_ID_PREFIX}{fn['name']}:{j}" if regenerate else call.get("id", "")
         args = fn["arguments"]
         if type(args) is str:
             if json_strings:
@@ -283,12 +279,9 @@ def render_k2(
                     emit_text(_jinja_str(content))
                 _tool_calls(d, msg, i, w)
             elif role == "tool":
-                emit("## Return of ")  # _tool_result_header, written out
-                call_id = msg.get("tool_call_id", "")
-                emit_text(call_id if type(call_id) is str else str(call_id))
-                emit(d.tool_result_header)  # type: ignore[arg-type]
+                _tool_result_header(d, msg, w)
                 if content is not None:
-                    emit_text(content if type(content) is str else str(content))
+                    emit_text(_jinja_str(content))
             elif type(content) is str:
                 emit_text(content)
             else:

@@ -211,15 +211,11 @@ _JSON_SCHEMA_HEAD = (
     + _RAW_JSON
     + "\nThe JSON data must match the following schema:\n```json\n"
 )
-_CONSTANT_RUNS = (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE,
-                  *_EFFORT_MESSAGES.values(), *_TOOL_CHOICE.values())
-# the whole constant messages and tags the pass writes, as runs
-_CONSTANT = {run: _run(run) for run in _CONSTANT_RUNS}
-# ... and each as a name (a run looked up by its tuple hashes the tuple on every render)
+# the whole constant messages and tags the pass writes, as runs, each by name
 _TOOL_DECLARE_RUN, _MSG_END_RUN, _RF_OPEN_RUN, _JSON_OBJECT_RUN, _GEN_THINK_RUN, _GEN_RESPONSE_RUN = (
-    _CONSTANT[run] for run in (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE))
-_EFFORT_RUNS = {effort: _CONSTANT[run] for effort, run in _EFFORT_MESSAGES.items()}
-_TOOL_CHOICE_RUNS = {choice: _CONSTANT[run] for choice, run in _TOOL_CHOICE.items()}
+    _run(run) for run in (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE))
+_EFFORT_RUNS = {effort: _run(run) for effort, run in _EFFORT_MESSAGES.items()}
+_TOOL_CHOICE_RUNS = {choice: _run(run) for choice, run in _TOOL_CHOICE.items()}
 
 
 class K3Segment(NamedTuple):
