@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "hand_key", "handed_key", "clear_all", "REGISTRY",
+__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "clear_all", "REGISTRY",
            "MAX_KEY_BYTES"]
 
 V = TypeVar("V")
@@ -90,26 +90,6 @@ def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
     except (ValueError, RecursionError):  # not plain data, or nested too deeply for marshal
         return None
     return key if len(key) <= max_key_bytes else None
-
-
-_HANDED = threading.local()
-
-
-def hand_key(value: Any, key: bytes) -> None:
-    """Record ``key = marshal.dumps(value, KEY_VERSION)`` just computed for the new list ``value`` (this thread),
-    for :func:`handed_key` further down the same render: one serialisation serves every cache of
-    the request. Only for a list the caller has just built (nobody else holds it yet)."""
-    _HANDED.pair = (value, key)
-
-
-def handed_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
-    """:func:`content_key` of ``value``, taken from :func:`hand_key` when ``value`` is the very list
-    last handed on this thread (computed otherwise)."""
-    pair = getattr(_HANDED, "pair", None)
-    if pair is not None and pair[0] is value:
-        key: bytes = pair[1]
-        return key if len(key) <= max_key_bytes else None
-    return content_key(value, max_key_bytes)
 
 
 class LRUCache(Generic[V]):

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
-from .caches import LRUCache, exact_key, hand_key, handed_key
+from .caches import MAX_KEY_BYTES, LRUCache, content_key, exact_key
 from .errors import KimiChatError
 
 __all__ = [
@@ -53,10 +53,12 @@ __all__ = [
     "InvalidToolsError",
     "normalize_messages",
     "normalize_tools",
+    "normalize_tools_keyed",
     "schema_problems",
     "to_plain",
     "string_paths",
     "plain_items",
+    "plain_items_keyed",
     "plain_messages",
     "check_bool",
 ]
@@ -432,13 +434,19 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     """``items`` (messages or tools) with every object made plain data (:func:`to_plain`), at any
     level; entries already plain are kept as they are (not copied). Cyclic values raise
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
+    return plain_items_keyed(items, what)[0]
+
+
+def plain_items_keyed(items: Sequence[Any], what: str = "messages") -> tuple[list[Any], bytes | None]:
+    """:func:`plain_items` and the exact content key of the list returned
+    (:func:`kimi_chat.caches.content_key`; ``None``: not cached), computed once for every cache of a request."""
     out = list(items)
     try:
         key = exact_key(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
     except (ValueError, RecursionError):
-        return [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
-    hand_key(out, key)  # the request's caches key on it (kimi_chat.caches): serialised once
-    return out
+        out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
+        return out, content_key(out)
+    return out, key if len(key) <= MAX_KEY_BYTES else None
 
 
 def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -612,21 +620,26 @@ def schema_problems(msgs: list[dict[str, Any]]) -> list[tuple[int | None, str, s
 
 def normalize_tools(tools: Sequence[Any] | None) -> list[dict[str, Any]] | None:
     """Validate ``tools`` and return them as plain dicts (order and extra keys kept); ``None`` stays."""
+    return normalize_tools_keyed(tools)[0]
+
+
+def normalize_tools_keyed(tools: Sequence[Any] | None) -> tuple[list[dict[str, Any]] | None, bytes | None]:
+    """:func:`normalize_tools` and the exact content key of the list returned (:func:`plain_items_keyed`;
+    ``None`` for no tools or a list not cached): what the renderer's tool caches key on."""
     if tools is None:
-        return None
+        return None, None
     if type(tools) is not list and (isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence)):
         raise InvalidToolsError([(None, "", f"expected a list of tools, got {type(tools).__name__}")])
-    plain = plain_items(tools, "tools")
-    key = handed_key(plain)
+    plain, key = plain_items_keyed(tools, "tools")
     if key is not None and _VALID_TOOLS.get(key):  # these very tools validated before: the same result
-        return plain
+        return plain, key
     try:
         _TOOLS.validate_python(plain, strict=True)
     except ValidationError as e:
         raise InvalidToolsError(_errors_of(e, plain)) from e
     if key is not None:
         _VALID_TOOLS.put(key, True)
-    return plain
+    return plain, key
 
 
 _VALID_TOOLS: LRUCache[bool] = LRUCache("messages.valid_tools", 64)

@@ -117,7 +117,7 @@ def test_a_family_is_one_renderer_entry(monkeypatch):
     from kimi_chat.families import REGISTRY, family_of
     from kimi_chat.prompt.template import template_writer
 
-    def fake(w, d, msgs, tools, add_generation_prompt, options):
+    def fake(w, d, msgs, tools, add_generation_prompt, options, tools_key):
         for i, m in enumerate(msgs):
             w.mark(i, m["role"] == "assistant")
             w.emit("<|open|>" + m["role"] + "<|sep|>")

@@ -12,16 +12,18 @@ from typing import Any
 
 from ..dialects import Dialect
 from ..errors import RenderError
-from ..messages import check_bool, normalize_messages, normalize_tools
+from ..messages import check_bool, normalize_messages, normalize_tools_keyed
 from .writer import Writer
 
 __all__ = ["FamilyRenderer", "PromptWriter", "template_writer", "CONTINUE_TAG"]
 
 FamilyRenderer = Callable[
-    [Writer, Dialect, "list[dict[str, Any]]", "list[dict[str, Any]] | None", bool, Mapping[str, Any]], None
+    [Writer, Dialect, "list[dict[str, Any]]", "list[dict[str, Any]] | None", bool, Mapping[str, Any], "bytes | None"],
+    None,
 ]
-"""A template family's renderer: ``(writer, dialect, messages, tools, add_generation_prompt, options)``, the
-input normalised, ``options`` the kwargs the dialect's template reads."""
+"""A template family's renderer: ``(writer, dialect, messages, tools, add_generation_prompt, options, tools_key)``,
+the input normalised, ``options`` the kwargs the dialect's template reads, ``tools_key`` the tools' exact content
+key (:func:`~kimi_chat.messages.normalize_tools_keyed`; ``None``: not cached)."""
 
 PromptWriter = Callable[
     [Writer, Dialect, Sequence[Any], "Sequence[Any] | None", "bool | None", bool, Mapping[str, Any], bool], bool
@@ -87,7 +89,7 @@ def template_writer(renderer: FamilyRenderer) -> PromptWriter:
         msgs = normalize_messages(messages)
         if not msgs:
             raise RenderError("cannot render an empty conversation (the official tokenizer refuses it too)")
-        tool_list = normalize_tools(tools)
+        tool_list, tools_key = normalize_tools_keyed(tools)
         if strict:
             # imported here: checks.lint imports family modules (whose package records hold this writer)
             from ..checks.lint import check_strict
@@ -98,7 +100,7 @@ def template_writer(renderer: FamilyRenderer) -> PromptWriter:
         read = options
         if options and not options.keys() <= set(d.options):
             read = {k: v for k, v in options.items() if k in d.options}
-        renderer(w, d, msgs, tool_list, add_generation_prompt, read)
+        renderer(w, d, msgs, tool_list, add_generation_prompt, read, tools_key)
         if final is not None:
             _cut_at_tag(w, final, len(msgs) - 1)
         return add_generation_prompt

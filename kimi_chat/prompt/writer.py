@@ -118,21 +118,25 @@ class Writer:
     """Collects prompt text; in marked mode also records marks and which parts are input text."""
 
     __slots__ = ("parts", "marks", "texts", "emit", "emit_text", "_items", "_item_marks", "_folded")
+    parts: list[str]
+    marks: list[tuple[int, int, bool]] | None
+    texts: list[int] | None
+    emit: Callable[[str], None]
+    emit_text: Callable[[str], None]
+    _items: list[str] | None
+    _item_marks: list[tuple[int, int, bool]] | None
+    _folded: bool  # items written, not yet unfolded into parts
 
     def __init__(self, marked: bool) -> None:
-        self._items: list[str] | None = None
-        self._item_marks: list[tuple[int, int, bool]] | None = None
-        self._folded = False  # items written, not yet unfolded into parts
-        self.parts: list[str] = []
-        self.emit: Callable[[str], None] = self.parts.append
-        self.marks: list[tuple[int, int, bool]] | None = None
-        self.texts: list[int] | None = None
-        self.emit_text: Callable[[str], None] = self.parts.append
+        self._items = self._item_marks = self.marks = self.texts = None
+        self._folded = False
+        parts: list[str] = []
+        self.parts = parts
+        self.emit = self.emit_text = parts.append  # plain mode: every part as it comes
         if marked:
             self.marks = []
             texts: list[int] = []
             self.texts = texts
-            parts = self.parts
 
             def emit_text(s: str) -> None:
                 texts.append(len(parts))

@@ -31,7 +31,7 @@ from ...errors import RenderError
 from ...messages import to_plain
 from ...nesting import too_deep_error
 from ...nesting import deep_sort_dict
-from ...caches import LRUCache, handed_key
+from ...caches import LRUCache
 from ...prompt.writer import Writer
 
 __all__ = ["render_k2"]
@@ -175,12 +175,12 @@ _DECLARATIONS: LRUCache[tuple[bool, str]] = LRUCache("k2.tool_declarations", 64)
 """The tools' declaration text, per dialect settings and exact tool content (:func:`_declaration`)."""
 
 
-def _declaration(d: Dialect, tool_list: list[dict[str, Any]]) -> tuple[bool, str]:
+def _declaration(d: Dialect, tool_list: list[dict[str, Any]], key: bytes | None) -> tuple[bool, str]:
     """``(json, text)``: the tools' declaration of dialect ``d`` (``json``: the JSON declaration,
     written after ``d.tools_prefix``; else the K2.5 / K2.6 TypeScript one). Servers declare the same
-    tools on every request: cached by exact content (:func:`kimi_chat.caches.content_key`), unless
-    the TypeScript encoding warns (the warning is then given on every render, as without a cache)."""
-    key = handed_key(tool_list)  # normalize_tools serialised them already: the same key
+    tools on every request: cached by exact content (``key``: :func:`kimi_chat.caches.content_key` of
+    ``tool_list``, ``None``: not cached), unless the TypeScript encoding warns (the warning is then given on
+    every render, as without a cache)."""
     settings = (d.sort_tool_keys, d.tools_typescript, d.tools_prefix, d.tools_separators)
     if key is not None:
         hit = _DECLARATIONS.get((settings, key))
@@ -208,10 +208,12 @@ def render_k2(
     tool_list: list[dict[str, Any]] | None,
     add_generation_prompt: bool,
     options: Mapping[str, Any],
+    tools_key: bytes | None,
 ) -> None:
     """Write the prompt of K2-family dialect ``d`` into ``w``. ``msgs`` and ``tool_list`` are
     validated and normalised (:func:`~kimi_chat.messages.normalize_messages`), ``msgs`` not empty,
-    ``options`` checked against ``d.options``."""
+    ``options`` checked against ``d.options``; ``tools_key``: the exact content key of ``tool_list``
+    (:func:`~kimi_chat.messages.normalize_tools_keyed`; ``None``: not cached)."""
     emit = w.emit
     emit_text = w.emit_text
     think = d.think
@@ -223,7 +225,7 @@ def render_k2(
     if tool_list:
         w.mark(-1, False)
         emit(_TOOL_DECLARE)
-        json_prefix, declared = _declaration(d, tool_list)
+        json_prefix, declared = _declaration(d, tool_list, tools_key)
         if json_prefix:
             emit(d.tools_prefix)
         emit_text(declared)
