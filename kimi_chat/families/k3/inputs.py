@@ -283,7 +283,11 @@ def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = No
     key = key if key is not None else _tools_key(tools)
     if key is None:
         return _declared(tools, index, field, head)
-    return _TOOLS_JSON.get_or_compute((head, key), lambda: _declared(tools, index, field, head))
+    text: str | None = _TOOLS_JSON.get((head, key))
+    if text is None:
+        text = _declared(tools, index, field, head)
+        _TOOLS_JSON.put((head, key), text)
+    return text
 
 
 def _declared(tools: Any, index: int | None, field: str, head: str) -> str:

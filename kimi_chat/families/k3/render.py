@@ -358,8 +358,7 @@ def _build(
             items.append(Literal(piece))
 
         w = _Out(app, literal)  # type: ignore[assignment]
-    else:
-        w = _Out(app, app)  # type: ignore[assignment]
+    # plain mode: the items are the writer's parts, which its emit and emit_text append to, as _Out(app, app) would
 
     if tools:
         # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
@@ -571,6 +570,10 @@ def render_k3(
 
 
 _OPTION_NAMES = frozenset(K3Options.__annotations__)
+_DEFAULTS: dict[str, Any] = {"thinking": True, "thinking_effort": "max", "tool_choice": None, "response_format": None,
+                             "response_schema": _UNSET, "image_prompts": None}
+"""The encoder's defaults of the options :func:`_build` takes after ``add_generation_prompt`` (in its order)."""
+_DEFAULT_ARGS = tuple(_DEFAULTS.values())
 
 
 def _write(w: Writer, messages: Sequence[Any], tools: Sequence[Any] | None, options: Mapping[str, Any]) -> None:
@@ -579,12 +582,10 @@ def _write(w: Writer, messages: Sequence[Any], tools: Sequence[Any] | None, opti
     if unknown:
         raise TypeError(f"unknown Kimi-K3 option(s): {', '.join(sorted(unknown))}")
     add_generation_prompt = options.get("add_generation_prompt", True)
-    thinking = options.get("thinking", True)
     check_bool("add_generation_prompt", add_generation_prompt)
-    thinking = bool(thinking)  # the official encoder reads it by truth value (lint: non-bool-option)
-    _build(messages, tools, add_generation_prompt, thinking, options.get("thinking_effort", "max"),
-           options.get("tool_choice"), options.get("response_format"), options.get("response_schema", _UNSET),
-           options.get("image_prompts"), w)
+    args = [options.get(k, v) for k, v in _DEFAULTS.items()]
+    args[0] = bool(args[0])  # thinking: the official encoder reads it by truth value (lint: non-bool-option)
+    _build(messages, tools, add_generation_prompt, *args, w)
 
 
 def _layout(messages: Sequence[Any], tools: Sequence[Any] | None, options: Mapping[str, Any]) -> Layout:
@@ -612,7 +613,12 @@ def write_k3(
                           "has no such option")
     if add_generation_prompt is None:
         add_generation_prompt = True
-    read = {k: v for k, v in options.items() if k in d.options} if options else {}
+    if not options:  # every option at the encoder's default: what _write does with none, at once
+        if type(add_generation_prompt) is not bool:
+            check_bool("add_generation_prompt", add_generation_prompt)
+        _build(messages, tools, add_generation_prompt, *_DEFAULT_ARGS, w)
+        return add_generation_prompt
+    read = {k: v for k, v in options.items() if k in d.options}
     read["add_generation_prompt"] = add_generation_prompt
     _write(w, messages, tools, read)
     return add_generation_prompt
