@@ -644,6 +644,8 @@ def normalize_tools_keyed(tools: Sequence[Any] | None) -> tuple[list[dict[str, A
 
 _VALID_TOOLS: LRUCache[bool] = LRUCache("messages.valid_tools", 64)
 """Exact content keys of tool lists that validated (servers send the same tools on every request)."""
+
+
 def string_paths(value: Any, path: str) -> Iterator[tuple[str, str]]:
     """(field path, string) for every string in a message / tool (plain data, :func:`to_plain`), dict keys
     included; consecutive text parts of a content list also joined (the renderer writes them back to
@@ -664,6 +666,8 @@ def string_paths(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield path, "".join(texts)
     elif value is not None and not isinstance(value, (bool, int, float)):
         yield path, str(value)
+
+
 def check_bool(name: str, value: Any) -> None:
     """``TypeError`` naming ``name`` unless ``value`` is a bool (a rendering flag: ``add_generation_prompt``...)."""
     if type(value) is not bool:
