@@ -166,7 +166,15 @@ _RAW = _Pieces(
 _RUNS = _Pieces(*(_run(run) for run in _RAW))  # type: ignore[arg-type]
 _GEN_THINK = (*_open("message", ("role", "assistant")), *_THINK_OPEN)
 _GEN_RESPONSE = (*_open("message", ("role", "assistant")), *_RESPONSE_OPEN)
-_INDEX = tuple(str(k) for k in range(64))
+# runs that join a constant tag to what follows it where that is constant too (fewer items per message):
+# an assistant's opening with its channel's, without a name (by `thinking`) and after one; the ` index`
+# attribute of a call or tool result with its value, for the first _N_INDEX values; the ` type` attribute of
+# an argument with each type name the encoder writes
+_ASSISTANT_OPEN = (_run((*_RAW.assistant, *_RESPONSE_OPEN)), _run((*_RAW.assistant, *_THINK_OPEN)))
+_NAMED_OPEN = (_run((*_ATTR_END, *_RESPONSE_OPEN)), _run((*_ATTR_END, *_THINK_OPEN)))
+_N_INDEX = 64
+_INDEX_RUNS = tuple(_run((*_RAW.index_attr, str(k), *_ATTR_END)) for k in range(_N_INDEX))
+_TYPE_RUNS = {kind: _run((*_RAW.arg_type, kind, *_ATTR_END)) for kind in sorted(set(TYPE_NAMES.values()))}
 
 
 def _system(kind: str, body: str) -> tuple[str, ...]:
@@ -319,7 +327,7 @@ def _build(
     messages: Sequence[Any],
     tools: Sequence[Any] | None,
     add_generation_prompt: bool,
-    thinking: Any,
+    thinking: bool,
     thinking_effort: Any,
     tool_choice: Any,
     response_format: Any,
@@ -343,9 +351,10 @@ def _build(
             )
     msgs = messages_of(messages)
     images = None if image_prompts is None else _Images(list(image_prompts))
-    (user, user_named, system, system_named, assistant, assistant_named, attr_end, msg_end, think_open,
-     think_to_response, response_open, response_end, response_to_tools, tools_end, call_head, index_attr,
-     json_open, json_close, arg_head, arg_type, arg_close, call_close, tool_head) = _RUNS
+    # (the assistant's opening, think / response openings and the ` type` attribute: in composite runs only)
+    (user, user_named, system, system_named, _, assistant_named, attr_end, msg_end, _, think_to_response, _,
+     response_end, response_to_tools, tools_end, call_head, index_attr, json_open, json_close, arg_head, _,
+     arg_close, call_close, tool_head) = _RUNS
     # the pass appends items at C speed: a Run of constant segments, input text, and (marked) marks
     # `(item position, message_index, trainable)`
     items, marks = w.items()
@@ -394,9 +403,12 @@ def _build(
                     mark((len(items), k, False))
                 put(tool_head)
                 app(esc(name))
-                put(index_attr)
-                app(_INDEX[tool_index] if tool_index < 64 else str(tool_index))
-                put(attr_end)
+                if tool_index < _N_INDEX:
+                    put(_INDEX_RUNS[tool_index])
+                else:
+                    put(index_attr)
+                    app(str(tool_index))
+                    put(attr_end)
                 content = m.get("content")
                 if type(content) is str and images is None:  # what _content does with it, at once
                     app(content)
@@ -440,11 +452,10 @@ def _build(
             if name:
                 put(assistant_named)
                 app(esc(name))
-                put(attr_end)
+                put(_NAMED_OPEN[thinking])
             else:
-                put(assistant)
+                put(_ASSISTANT_OPEN[thinking])  # the message's opening and its channel's (think or response)
             if thinking:
-                put(think_open)
                 if track:
                     mark((len(items), mi, True))
                 rc = m.get("reasoning_content") or m.get("reasoning")
@@ -456,7 +467,6 @@ def _build(
                         _text(w, rc, images, mi, "reasoning_content")
                 put(think_to_response)
             else:
-                put(response_open)
                 if track:
                     mark((len(items), mi, True))
             content = m.get("content")
@@ -473,9 +483,12 @@ def _build(
                 args, block = arguments(fn.get("arguments"), mi, j, fn is call)
                 put(call_head)
                 app(esc(fn["name"]))
-                put(index_attr)
-                app(_INDEX[j + 1] if j < 63 else str(j + 1))
-                put(attr_end)
+                if j + 1 < _N_INDEX:
+                    put(_INDEX_RUNS[j + 1])
+                else:
+                    put(index_attr)
+                    app(str(j + 1))
+                    put(attr_end)
                 if block is not None:
                     put(json_open)
                     _text(w, block, images, mi, args_field(j, fn is call))
@@ -484,10 +497,8 @@ def _build(
                     for key, value in args.items():
                         put(arg_head)
                         app(esc(key))
-                        put(arg_type)
                         kind = TYPE_NAMES.get(type(value)) or xtml_type(value)
-                        app(kind)
-                        put(attr_end)
+                        put(_TYPE_RUNS[kind])
                         text = value if kind == "string" else value_text(value, mi, j, fn is call, key)
                         if images is None:
                             app(text)
