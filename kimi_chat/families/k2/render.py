@@ -59,7 +59,6 @@ _IMAGE_K2 = M.MEDIA_START.text + "image" + M.MEDIA_CONTENT.text + M.MEDIA_PAD.te
 _IMAGE_K25 = M.MEDIA_BEGIN.text + "image" + M.MEDIA_CONTENT.text + M.MEDIA_PAD.text + M.MEDIA_END.text
 _VIDEO_K25 = M.K25_VIDEO_PLACEHOLDER.text
 _REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
-_CALL_ID_PREFIX = M.TOOL_CALL_ID_PREFIX
 
 
 def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int | None = None) -> str:
@@ -127,7 +126,7 @@ def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> No
         fn = call["function"]
         # a call without an id: the official template writes an empty one (strict mode refuses it);
         # regenerated: markers.tool_call_id, written out (no call per tool call)
-        call_id = f"{_CALL_ID_PREFIX}{fn['name']}:{j}" if regenerate else call.get("id", "")
+        call_id = f"{M.TOOL_CALL_ID_PREFIX}{fn['name']}:{j}" if regenerate else call.get("id", "")
         args = fn["arguments"]
         if type(args) is str:
             if json_strings:
@@ -168,8 +167,7 @@ def _header(msg: Mapping[str, Any], w: Writer) -> None:
 
 def _tool_result_header(d: Dialect, msg: Mapping[str, Any], emit: Any, emit_text: Any) -> None:
     emit("## Return of ")
-    call_id = msg.get("tool_call_id", "")
-    emit_text(call_id if type(call_id) is str else str(call_id))  # `{{ tool_call_id }}`
+    emit_text(_jinja_str(msg.get("tool_call_id", "")))
     emit(d.tool_result_header)
 
 
@@ -218,21 +216,14 @@ def render_k2(
     (:func:`~kimi_chat.messages.normalize_tools_keyed`; ``None``: not cached)."""
     emit = w.emit
     emit_text = w.emit_text
-    marks = w.marks
-    track = marks is not None
-    parts = w.parts
     think = d.think
-    thinking: Any = True
-    preserve: Any = False
-    if options:
-        thinking = options.get("thinking", True)
-        # a dialect that does not read preserve_thinking (K2.5) ignores it, as its template does
-        preserve = options.get("preserve_thinking", False) if d.reads_preserve_thinking else False
+    thinking = options.get("thinking", True)
+    # a dialect that does not read preserve_thinking (K2.5) ignores it, as its template does
+    preserve = options.get("preserve_thinking", False) if d.reads_preserve_thinking else False
 
     # -- tool declarations
     if tool_list:
-        if track:
-            marks.append((len(parts), -1, False))  # type: ignore[union-attr]
+        w.mark(-1, False)
         emit(_TOOL_DECLARE)
         json_prefix, declared = _declaration(d, tool_list, tools_key)
         if json_prefix:
@@ -242,8 +233,7 @@ def render_k2(
 
     # -- default system prompt
     if d.default_system is not None and msgs[0]["role"] != "system":
-        if track:
-            marks.append((len(parts), -1, False))  # type: ignore[union-attr]
+        w.mark(-1, False)
         emit(_FIXED_HEADERS["system"] + d.default_system + _IM_END)
 
     # -- history split: reasoning is kept only after the last assistant turn without tool calls
@@ -257,6 +247,9 @@ def render_k2(
 
     style = d.content_style
     last = len(msgs) - 1
+    marks = w.marks
+    track = marks is not None
+    parts = w.parts
     fixed_headers = d.role_names == "fixed"
     fixed_header = _FIXED_HEADERS.get
     omit_last_im_end = not add_generation_prompt and d.omit_last_im_end_without_generation_prompt
@@ -290,7 +283,7 @@ def render_k2(
             elif role == "tool":
                 _tool_result_header(d, msg, emit, emit_text)
                 if content is not None:
-                    emit_text(content if type(content) is str else str(content))  # `{{ content }}`
+                    emit_text(_jinja_str(content))
             elif type(content) is str:
                 emit_text(content)
             else:
@@ -319,8 +312,7 @@ def render_k2(
             emit(_IM_END)
 
     if add_generation_prompt:
-        if track:
-            marks.append((len(parts), -1, False))  # type: ignore[union-attr]
+        w.mark(-1, False)
         emit(_GENERATION_PROMPT)
         if think == "k25":
             emit(_EMPTY_THINK if thinking is False else _THINK)

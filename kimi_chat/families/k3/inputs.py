@@ -283,11 +283,7 @@ def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = No
     key = key if key is not None else _tools_key(tools)
     if key is None:
         return _declared(tools, index, field, head)
-    text: str | None = _TOOLS_JSON.get((head, key))
-    if text is None:
-        text = _declared(tools, index, field, head)
-        _TOOLS_JSON.put((head, key), text)
-    return text
+    return _TOOLS_JSON.get_or_compute((head, key), _declared, tools, index, field, head)
 
 
 def _declared(tools: Any, index: int | None, field: str, head: str) -> str:
