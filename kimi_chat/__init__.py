@@ -18,7 +18,9 @@ are imported from their modules: they need optional extras.
 
 from __future__ import annotations
 
-from . import _moved
+from . import _moved, compiled
+
+compiled.install()  # the import hook of the mypyc-compiled modules, before any of them is imported
 
 from .dialects import DIALECTS, Dialect, Status, dialect_names, get_dialect
 from .errors import (KimiChatError, ReferenceDataError, RenderError, StrictModeError, ToolSchemaError, UnknownDialectError,

@@ -31,6 +31,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from .caches import MAX_KEY_BYTES, LRUCache, content_key, exact_key
 from .errors import KimiChatError
+from .message_shapes import holds_objects, plain_dicts, renderable_fast  # compiled with mypyc where built (kimi_chat.compiled)
 
 __all__ = [
     "TextPart",
@@ -62,6 +63,7 @@ __all__ = [
     "plain_messages",
     "check_bool",
 ]
+
 
 _PART = ConfigDict(extra="allow")
 _MSG = ConfigDict(extra="forbid")
@@ -453,7 +455,10 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
     """``messages`` as plain dicts, with no validation but a ``role`` in each (what the Kimi-K3 encoder
     takes): message objects made dicts without their ``None``-valued keys, objects nested at any level
     made plain (:func:`plain_items`). Raises :class:`InvalidMessagesError` naming the index."""
-    if type(messages) is not list and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)):
+    if type(messages) is list:
+        if plain_dicts(messages):  # dicts with a role and no object in them: taken as they are
+            return messages[:]
+    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessagesError([(None, "", f"expected a list of messages, got {type(messages).__name__}")])
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
@@ -463,7 +468,7 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 if not isinstance(m, dict):
                     raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
                 m = {k: v for k, v in m.items() if v is not None}
-        elif ("tool_calls" in m or type(m.get("content")) is list) and _holds_objects(m):
+        elif ("tool_calls" in m or type(m.get("content")) is list) and holds_objects(m):
             # objects nested in a dict message (the OpenAI SDK's tool-call objects, a pydantic Function in
             # a dict call...) made plain as K2 makes them (to_plain: one conversion for both families)
             m = to_plain(m, index=i)
@@ -471,27 +476,6 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             raise InvalidMessagesError([(i, "role", "Field required")])
         out.append(m)
     return out
-
-
-def _holds_objects(m: dict[str, Any]) -> bool:
-    """Whether a dict message holds an object (not plain data) where the K3 encoder reads one: a tool
-    call, its ``function`` or ``arguments``, a content part. A few lookups: the check of every render."""
-    content = m.get("content")
-    if type(content) is list and any(type(p) is not dict for p in content):
-        return any(not isinstance(p, str) for p in content)
-    calls = m.get("tool_calls")
-    if not calls or type(calls) is not list:
-        return calls is not None and not isinstance(calls, (list, tuple, str, bytes, Mapping))
-    for call in calls:
-        if type(call) is not dict:
-            return True
-        fn = call.get("function", call)
-        if type(fn) is not dict:
-            return fn is not None
-        args = fn.get("arguments")
-        if args is not None and type(args) not in (str, dict):
-            return True
-    return False
 
 
 def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -530,66 +514,6 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             raise InvalidMessagesError(_errors_of(e2, plain)) from e
         return plain
     return out
-
-
-_STR_FIELDS = frozenset({"role", "name"})
-"""The fields the render schema wants a ``str`` in, in a message of any role but assistant (``_LMessage``)."""
-_ASSISTANT_STR_FIELDS = frozenset({"role", "name", "reasoning_content", "reasoning", "thinking"})
-"""... in an assistant message (``_LAssistant``)."""
-_CALL_STR_FIELDS = frozenset({"id", "type"})
-"""... in a tool call (``_LToolCall``)."""
-
-
-def renderable_fast(msgs: list[Any]) -> bool:
-    """Whether the render schema (``_RENDERABLE``, strict) certainly accepts ``msgs`` and they are what
-    :func:`normalize_messages` returns for them, checked in plain Python: exact ``dict`` / ``list`` / ``str``
-    where the schema wants them, ``str`` keys, no ``None``-valued key in a message. ``True`` only where
-    the validation passes (a ``False`` sends the input through the validation, which accepts it or names
-    the errors): the same result and the same errors, without the pydantic round trip for the
-    well-formed plain dicts of every request. (The key checks are written out: one loop per dict, no
-    call, as this runs on every message of every request.)"""
-    for m in msgs:
-        if type(m) is not dict:
-            return False
-        role = m.get("role")
-        if type(role) is not str:
-            return False
-        # one loop over the fields: str keys, no None value, str where the schema wants one (role, name and,
-        # in an assistant message, the three reasoning keys; any other field of any role is taken as it is)
-        strs = _ASSISTANT_STR_FIELDS if role == "assistant" else _STR_FIELDS
-        for k, v in m.items():
-            if type(k) is not str or (type(v) is not str and (v is None or k in strs)):
-                return False
-        content = m.get("content")
-        if type(content) is not str and "content" in m:
-            if type(content) is not list:
-                return False
-            for part in content:
-                if type(part) is not dict:
-                    return False
-                for k in part:
-                    if type(k) is not str:
-                        return False
-        if role != "assistant":
-            continue
-        calls = m.get("tool_calls")
-        if calls is None:  # absent (a None value returned above)
-            continue
-        if type(calls) is not list:
-            return False
-        for call in calls:
-            if type(call) is not dict:
-                return False
-            for k, v in call.items():
-                if type(k) is not str or (type(v) is not str and k in _CALL_STR_FIELDS):
-                    return False
-            fn = call.get("function")
-            if type(fn) is not dict or type(fn.get("name")) is not str or "arguments" not in fn:
-                return False
-            for k in fn:
-                if type(k) is not str:
-                    return False
-    return True
 
 
 def schema_problems(msgs: list[dict[str, Any]]) -> list[tuple[int | None, str, str, str]]:

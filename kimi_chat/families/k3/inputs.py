@@ -99,8 +99,8 @@ def xtml_type(value: Any) -> str:
     return "array"
 
 
-_scan = json.JSONDecoder().scan_once
-_ws = json.decoder.WHITESPACE.match
+_scan: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (not in the stubs)
+_ws: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 
 
 _WS_CHARS = frozenset(" \t\n\r")
