@@ -87,6 +87,11 @@ OBJ_AB = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type
          ["{}", '{"a": 1}', '{"b": 1}', '{"a": 1, "c": 2}', '{"a": 1, "b": 2, "c": 3}'], ['{"c": 1, "a": 2}', '{, "a": 1}']),
         ({}, ['"x"', "1", "[true]", '{"a": {}}'], ["", "tru"]),
         ({"type": "string"}, ['""', '"é ü \\" \\\\ \\n"', '"<b> [x] <|"'], ['"<|im_end|>"', '"\\x"', '"a\nb"']),
+        # every float json.dumps writes: the longest fixed-notation fraction is 17 significant digits after
+        # three zeros, the longest integer part 16 digits (repr turns to an exponent from 1e16)
+        ({"type": "number"}, [json.dumps(x) for x in (0.00012345678901234567, -0.013032478773240017,
+                                                     1234567890123456.8, 1e16, 5e-324, -1.7976931348623157e308)],
+         ["0.", "1.e5", "01"]),
     ],
 )
 def test_json_schema(schema, good, bad):

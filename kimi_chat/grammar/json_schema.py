@@ -56,7 +56,10 @@ MAX_REPEAT = 1000
 GrammarError, ``maxItems``/``maxLength`` above it are not enforced)."""
 
 _INT = '("0" | [1-9] [0-9]{0,15})'
-_FRAC = '("." [0-9]{1,16})?'
+_FRAC = '("." [0-9]{1,20})?'
+"""Bounded digits (a constrained model cannot run on), enough for every float ``json.dumps`` writes: in fixed
+notation (1e-4 <= |x| < 1e16) up to 16 integer digits, and up to 17 significant digits after up to three
+zeros in the fraction (``0.00012345678901234567``: 20)."""
 _EXP = '([eE] [-+]? [0-9]{1,3})?'
 
 
