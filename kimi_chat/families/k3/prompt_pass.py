@@ -247,9 +247,11 @@ def _text(w: _Sink, text: Any, images: _Images | None, index: int, field: str) -
     w.emit_text(pieces[-1])
 
 
-def _content(w: _Sink, content: Any, images: _Images | None, index: int, field: str = "content") -> None:
+def _content(w: _Sink, items: list[str], content: Any, images: _Images | None, index: int,
+             field: str = "content") -> None:
+    # (`items`: the pass's items, which `w.emit_text` appends to: a plain string straight in)
     if type(content) is str and (images is None or _IMAGE_PLACEHOLDER not in content):
-        w.emit_text(content)
+        items.append(content)
         return
     if isinstance(content, str):
         _text(w, content, images, index, field)
@@ -257,14 +259,14 @@ def _content(w: _Sink, content: Any, images: _Images | None, index: int, field: 
     if content is None:
         return
     try:
-        items = iter(content)
+        parts = iter(content)
     except TypeError:
         raise RenderError(
             f"must be a string or a list of content parts, not {type(content).__name__}",
             message_index=index,
             field=field,
         ) from None
-    for j, part in enumerate(items):
+    for j, part in enumerate(parts):
         where = f"{field}[{j}]"
         if not isinstance(part, Mapping):
             raise RenderError(f"a content part must be an object, not {type(part).__name__}", message_index=index, field=where)
@@ -285,11 +287,11 @@ def _content(w: _Sink, content: Any, images: _Images | None, index: int, field: 
             )
 
 
-def _declare(w: _Sink, put: Any, tools: Any, body_head: str, index: int | None,
+def _declare(w: _Sink, items: list[str], tools: Any, body_head: str, index: int | None,
              key: bytes | None = None) -> None:
-    put(_TOOL_DECLARE_RUN)
+    items.append(_TOOL_DECLARE_RUN)
     w.emit_text(tools_json(tools, index, "tools", key, body_head))
-    put(_MSG_END_RUN)
+    items.append(_MSG_END_RUN)
 
 
 def build(
@@ -318,30 +320,31 @@ def build(
                 f"{', '.join(M.K3_THINKING_EFFORTS)} (its text mentions `medium`, which it refuses)",
                 field="thinking_effort",
             )
-    msgs = messages_of(messages)
+    msgs: list[dict[str, Any]] = messages_of(messages)
     images = None if image_prompts is None else _Images(list(image_prompts))
     # (the assistant's opening, think / response openings and the ` type` attribute: in composite runs only)
     (user, user_named, system, system_named, _, assistant_named, attr_end, msg_end, _, think_to_response, _,
      response_end, response_to_tools, tools_end, call_head, index_attr, json_open, json_close, arg_head, _,
      arg_close, call_close, tool_head) = _RUNS
-    # the pass appends items at C speed: a Run of constant segments, input text, and (marked) marks
-    # `(item position, message_index, trainable)`
+    # the pass appends items (a Run of constant segments, input text) and, marked, marks `(item position,
+    # message_index, trainable)`; `items.append` spelled out: compiled, a typed list's append is a C call
+    items: list[str]
+    marks: list[tuple[int, int, bool]] | None
     items, marks = w.items()
-    app = put = items.append
     track = marks is not None
     if marks is not None:
         mark = marks.append
-    # plain mode: the items are the writer's parts, which its emit and emit_text append to, as _Out(app, app) would
-    out: _Sink = _Out(app, _literals_to(items)) if marks is not None else w
+    # plain mode: the items are the writer's parts, which its emit and emit_text append to, as an _Out would
+    out: _Sink = _Out(items.append, _literals_to(items)) if marks is not None else w
 
     if tools:
         # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
         tools_key = content_key(tools) if type(tools) is list else None
         if tools_key is None and isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(out, put, tools, _TOOLS_BODY, None, tools_key)
+        _declare(out, items, tools, _TOOLS_BODY, None, tools_key)
     if thinking and thinking_effort is not None:
-        put(_EFFORT_RUNS[thinking_effort])
+        items.append(_EFFORT_RUNS[thinking_effort])
 
     tool_calls: Any = None
     tool_index = 0
@@ -366,20 +369,16 @@ def build(
                     )
                 if track:
                     mark((len(items), k, False))
-                put(tool_head)
-                app(esc(name))
+                items.append(tool_head)
+                items.append(esc(name))
                 if tool_index < _N_INDEX:
-                    put(_INDEX_RUNS[tool_index])
+                    items.append(_INDEX_RUNS[tool_index])
                 else:
-                    put(index_attr)
-                    app(str(tool_index))
-                    put(attr_end)
-                content = m.get("content")
-                if type(content) is str and images is None:  # what _content does with it, at once
-                    app(content)
-                else:
-                    _content(out, content, images, k)
-                put(msg_end)
+                    items.append(index_attr)
+                    items.append(str(tool_index))
+                    items.append(attr_end)
+                _content(out, items, m.get("content"), images, k)
+                items.append(msg_end)
             continue
         mi = i
         i += 1
@@ -387,23 +386,19 @@ def build(
             if role == "system" and m.get("tools"):
                 if track:
                     mark((len(items), mi, False))
-                _declare(out, put, m["tools"], _NEW_TOOLS_BODY, mi)
+                _declare(out, items, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
                 mark((len(items), mi, False))
             name = m.get("name")
             if name:
-                put(user_named if role == "user" else system_named)
-                app(esc(name))
-                put(attr_end)
+                items.append(user_named if role == "user" else system_named)
+                items.append(esc(name))
+                items.append(attr_end)
             else:
-                put(user if role == "user" else system)
-            content = m.get("content")
-            if type(content) is str and images is None:  # what _content does with it, at once
-                app(content)
-            else:
-                _content(out, content, images, mi)
-            put(msg_end)
+                items.append(user if role == "user" else system)
+            _content(out, items, m.get("content"), images, mi)
+            items.append(msg_end)
         elif role == "assistant":
             tool_calls = m.get("tool_calls")
             tool_index = 0
@@ -415,11 +410,11 @@ def build(
                 mark((len(items), mi, False))
             name = m.get("name")
             if name:
-                put(assistant_named)
-                app(esc(name))
-                put(_NAMED_OPEN[thinking])
+                items.append(assistant_named)
+                items.append(esc(name))
+                items.append(_NAMED_OPEN[thinking])
             else:
-                put(_ASSISTANT_OPEN[thinking])  # the message's opening and its channel's (think or response)
+                items.append(_ASSISTANT_OPEN[thinking])  # the message's opening and its channel's (think or response)
             if thinking:
                 if track:
                     mark((len(items), mi, True))
@@ -427,70 +422,66 @@ def build(
                 if rc is not None:
                     if type(rc) is str and images is None:
                         if rc and not rc.isspace():  # `rc.strip()`
-                            app(rc)
+                            items.append(rc)
                     elif str(rc).strip():
                         _text(out, rc, images, mi, "reasoning_content")
-                put(think_to_response)
+                items.append(think_to_response)
             else:
                 if track:
                     mark((len(items), mi, True))
-            content = m.get("content")
-            if type(content) is str and images is None:  # what _content does with it, at once
-                app(content)
-            else:
-                _content(out, content, images, mi)
+            _content(out, items, m.get("content"), images, mi)
             if not tool_calls:
-                put(response_end)
+                items.append(response_end)
                 continue
-            put(response_to_tools)
+            items.append(response_to_tools)
             for j, call in enumerate(tool_calls):
                 fn = function(call, mi, j)
                 args, block = arguments(fn.get("arguments"), mi, j, fn is call)
-                put(call_head)
-                app(esc(fn["name"]))
+                items.append(call_head)
+                items.append(esc(fn["name"]))
                 if j + 1 < _N_INDEX:
-                    put(_INDEX_RUNS[j + 1])
+                    items.append(_INDEX_RUNS[j + 1])
                 else:
-                    put(index_attr)
-                    app(str(j + 1))
-                    put(attr_end)
+                    items.append(index_attr)
+                    items.append(str(j + 1))
+                    items.append(attr_end)
                 if block is not None:
-                    put(json_open)
+                    items.append(json_open)
                     _text(out, block, images, mi, args_field(j, fn is call))
-                    put(json_close)
+                    items.append(json_close)
                 else:
                     for key, value in args.items():
-                        put(arg_head)
-                        app(esc(key))
+                        items.append(arg_head)
+                        items.append(esc(key))
                         kind = TYPE_NAMES.get(type(value)) or xtml_type(value)
-                        put(_TYPE_RUNS[kind])
+                        items.append(_TYPE_RUNS[kind])
                         text = value if kind == "string" else value_text(value, mi, j, fn is call, key)
                         if images is None:
-                            app(text)
+                            items.append(text)
                         else:
                             _text(out, text, images, mi, args_field(j, fn is call))
-                        put(arg_close)
-                put(call_close)
-            put(tools_end)
+                        items.append(arg_close)
+                items.append(call_close)
+            items.append(tools_end)
         # any other role (developer included) is dropped, as the official encoder drops it
 
     if track:
         mark((len(items), -1, False))
     if tool_choice == "required" or tool_choice == "none":
-        put(_TOOL_CHOICE_RUNS[tool_choice])
+        items.append(_TOOL_CHOICE_RUNS[tool_choice])
     rf_type = response_format.get("type", response_format) if isinstance(response_format, dict) else response_format
     if rf_type == "json_object":
-        put(_JSON_OBJECT_RUN)
+        items.append(_JSON_OBJECT_RUN)
     elif rf_type == "json_schema":
         schema = schema_of(response_format) if response_schema is UNSET else response_schema
         if schema is not None:
             schema = sorted_keys(schema, None, "response_schema")
         body = _JSON_SCHEMA_HEAD + dumps(schema, None, "response_schema", compact=True) + "\n```"
-        put(_RF_OPEN_RUN)
-        app(body.strip())
-        put(_MSG_END_RUN)
+        items.append(_RF_OPEN_RUN)
+        items.append(body.strip())
+        items.append(_MSG_END_RUN)
     if add_generation_prompt:
-        put(_GEN_THINK_RUN if thinking else _GEN_RESPONSE_RUN)
+        items.append(_GEN_THINK_RUN if thinking else _GEN_RESPONSE_RUN)
     if marks is not None and (not marks or marks[0][0] != 0):
         marks.insert(0, (0, -1, False))
     if images is not None and images.next != len(images.prompts):
