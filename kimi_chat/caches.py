@@ -28,35 +28,39 @@ import marshal
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import Any, Final, Generic, TypeVar
 
-__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "clear_all", "REGISTRY",
+__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "clear_all", "bypassed", "REGISTRY",
            "MAX_KEY_BYTES"]
 
 V = TypeVar("V")
 
-MAX_KEY_BYTES = 1 << 16
+MAX_KEY_BYTES: Final = 1 << 16
 """Default bound of a key's length (bytes): bigger content is not cached."""
 
 REGISTRY: dict[str, "LRUCache[Any] | PerTokenizer[Any]"] = {}
 """Every cache of kimi_chat, by name (each registers itself when created, at import)."""
 
-_MISSING: Any = object()
+_MISSING: Final[Any] = object()
+
+_bypassed = False
+"""Set by :func:`bypassed`: every :class:`LRUCache` lookup misses."""
 
 
-KEY_VERSION = 2
+KEY_VERSION: Final = 2
 """The ``marshal`` format of the keys. Version 2 writes no back-references: from version 3 on, marshal flags
 every object whose reference count is above one, so an equal value got another key as soon as something
 else held one of its parts (a cache holding a request's schema, say): a miss for the same request."""
 
-QUICK_VERSION = 4
+QUICK_VERSION: Final = 4
 """The ``marshal`` format :func:`exact_key` reads a value with first: about half the cost of version 2 (it
 writes ASCII text as it is, where version 2 encodes every string through the UTF-8 codec), but its bytes
 depend on which parts are shared and on reference counts, so it is only a way to the version-2 key
 (:data:`_QUICK`), never a key itself."""
 
-_QUICK_MAX_WEIGHT = 1 << 22
+_QUICK_MAX_WEIGHT: Final = 1 << 22
 """Bytes of quick texts kept in :data:`_QUICK` (4 MiB)."""
 
 
@@ -121,6 +125,8 @@ class LRUCache(Generic[V]):
         """The value of ``key`` (now the most recently used), or ``default``. Read without the lock (every
         request reads here): the lookup and the move to the end are each one atomic ``OrderedDict`` call,
         and a key another thread drops between the two is simply not moved."""
+        if _bypassed:
+            return default
         data = self._data
         value = data.get(key, _MISSING)
         if value is _MISSING:
@@ -158,7 +164,7 @@ class LRUCache(Generic[V]):
         """The value of ``key``, or ``None``, read without the lock and without marking it recently used
         (one dict lookup, atomic; for a hot path whose entries are cheap to compute again: an entry in
         steady use may then go before one seen once since)."""
-        return self._data.get(key)
+        return None if _bypassed else self._data.get(key)
 
     def get_or_compute(self, key: Hashable | None, compute: Callable[..., V], *args: Any) -> V:
         """``compute(*args)``, cached under ``key`` (``None``: not cached, computed every time). ``args``
@@ -185,7 +191,7 @@ class LRUCache(Generic[V]):
         return f"<LRUCache {self.name}: {len(self._data)}/{self.maxsize}>"
 
 
-_QUICK: "LRUCache[bytes]" = LRUCache("caches.quick_keys", 256, max_weight=_QUICK_MAX_WEIGHT)
+_QUICK: Final["LRUCache[bytes]"] = LRUCache("caches.quick_keys", 256, max_weight=_QUICK_MAX_WEIGHT)
 """Quick text (``marshal`` :data:`QUICK_VERSION`) -> the version-2 key of the same value (:func:`exact_key`):
 bounded by count and by the bytes of both texts."""
 
@@ -227,6 +233,19 @@ class PerTokenizer(Generic[V]):
 
     def __repr__(self) -> str:
         return f"<PerTokenizer {self.name}: {len(self._data)} tokenizers>"
+
+
+@contextmanager
+def bypassed() -> Iterator[None]:
+    """Every lookup of every :class:`LRUCache` misses while inside (what is computed is still stored):
+    every request computes everything, as without caches. The tests run with the caches cold so; an
+    operator can rule the caches out with it. Process-wide, for every thread."""
+    global _bypassed
+    _bypassed = True
+    try:
+        yield
+    finally:
+        _bypassed = False
 
 
 def clear_all() -> None:

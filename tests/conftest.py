@@ -79,9 +79,10 @@ def cache_state(request):
     from kimi_chat import caches
 
     caches.clear_all()
-    with pytest.MonkeyPatch.context() as mp:
-        if request.param == "caches cold":
-            mp.setattr(caches.LRUCache, "get", lambda self, key, default=None: default)
+    if request.param == "caches cold":
+        with caches.bypassed():
+            yield request.param
+    else:
         yield request.param
     caches.clear_all()
 

@@ -6,6 +6,7 @@ properties both ways: the ``cache_state`` fixture)."""
 from __future__ import annotations
 
 import importlib
+import marshal
 import pkgutil
 import re
 import threading
@@ -67,7 +68,6 @@ def test_content_key_of_equal_values_is_equal_whoever_holds_their_parts():
 def test_exact_key_is_the_version_2_text_read_quickly_or_not():
     """exact_key finds the version-2 key through the quick (version-4) text of a value read before: the same
     bytes as marshal.dumps(value, 2), cold and warm, when sharing or reference counts change the quick text."""
-    import marshal
 
     caches.clear_all()
 
@@ -113,6 +113,17 @@ def test_lru_is_bounded_and_drops_the_least_recently_used():
     assert c.get("a") == "A"  # a is now the most recently used
     c.put("d", "D")
     assert len(c) == 3 and c.get("b") is None and c.get("a") == "A" and c.get("d") == "D"
+
+
+def test_bypassed_makes_every_lookup_miss_and_keeps_what_is_stored():
+    c = caches.LRUCache(None, 3)
+    c.put("a", "A")
+    with caches.bypassed():
+        c.put("b", "B")
+        assert (c.get("a"), c.get("b", "-"), c.find("a"), c.get_or_compute("c", str.lower, "X")) == (None, "-", None, "x")
+        # the exact keys are the same with their quick map bypassed
+        assert caches.exact_key([{"a": 1}]) == caches.content_key([{"a": 1}]) == marshal.dumps([{"a": 1}], caches.KEY_VERSION)
+    assert (c.get("a"), c.get("b"), c.get("c")) == ("A", "B", "x")
 
 
 def test_lru_with_a_weight_bound_drops_the_least_recently_used_until_it_fits():

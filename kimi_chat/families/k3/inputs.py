@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from kimi_chat.caches import MAX_KEY_BYTES, LRUCache, content_key
 from kimi_chat.errors import RenderError
@@ -36,8 +36,8 @@ def esc(value: Any) -> str:
 
 
 # what json.dumps(value, ensure_ascii=False[, separators=(",", ":")]) does, without building an encoder per call
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_SPACED = json.JSONEncoder(ensure_ascii=False).encode
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_SPACED: Final = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def dumps(value: Any, index: int | None, field: str, compact: bool = False) -> str:
@@ -53,14 +53,14 @@ def dumps(value: Any, index: int | None, field: str, compact: bool = False) -> s
         raise err from None
 
 
-_FLOAT_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+_FLOAT_SPECIAL: Final = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 def args_field(j: int, flat: bool) -> str:
     return f"tool_calls[{j}].arguments" if flat else f"tool_calls[{j}].function.arguments"
 
 
-TYPE_NAMES = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null",
+TYPE_NAMES: Final = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null",
                dict: "object", list: "array"}
 
 
@@ -99,11 +99,11 @@ def xtml_type(value: Any) -> str:
     return "array"
 
 
-_scan: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (not in the stubs)
-_ws: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
+_scan: Final[Any] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (not in the stubs)
+_ws: Final[Any] = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 
 
-_WS_CHARS = frozenset(" \t\n\r")
+_WS_CHARS: Final = frozenset(" \t\n\r")
 
 
 def loads(s: str) -> Any:
@@ -258,9 +258,9 @@ def sorted_keys(value: Any, index: int | None, field: str) -> Any:
 # -------------------------------------------------------------------------------------------- the pass
 
 
-_TOOLS_JSON: LRUCache[str] = LRUCache("k3.tools_json", 64)
+_TOOLS_JSON: Final[LRUCache[str]] = LRUCache("k3.tools_json", 64)
 """``tools_json``'s cache: (head, exact key (:func:`_tools_key`)) -> text, least recently used first."""
-_TOOLS_JSON_MAX_KEY = MAX_KEY_BYTES
+_TOOLS_JSON_MAX_KEY: Final = MAX_KEY_BYTES
 """Tools whose key is longer (bytes) are not cached: each entry's memory is bounded (key and text)."""
 
 

@@ -10,7 +10,7 @@ public functions keep Python's own handling of what a caller passes).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, Final, NamedTuple, Union
 
 from kimi_chat import markers as M
 from kimi_chat.caches import content_key
@@ -41,10 +41,10 @@ _SEP = M.K3_SEP.text
 _EOM = M.K3_END_OF_MSG.text
 CONTROL_ORDER = (_OPEN, _CLOSE, _SEP, _EOM)
 """The four markers of the K3 format, in the order a K3 tokenizer must have them."""
-_CONTROL = frozenset(CONTROL_ORDER)
-_IMAGE_PLACEHOLDER = M.K3_IMAGE_PLACEHOLDER.text
-_EFFORTS = frozenset(M.K3_THINKING_EFFORTS)
-UNSET: Any = object()
+_CONTROL: Final = frozenset(CONTROL_ORDER)
+_IMAGE_PLACEHOLDER: Final = M.K3_IMAGE_PLACEHOLDER.text
+_EFFORTS: Final = frozenset(M.K3_THINKING_EFFORTS)
+UNSET: Final[Any] = object()
 """``response_schema`` not given (read from ``response_format``)."""
 
 
@@ -146,18 +146,18 @@ _RAW = _Pieces(
     call_close=_close("call"),
     tool_head=(*_open("message", ("role", "tool"))[:-1], " tool", '="'),
 )
-_RUNS = _Pieces(*(_run(run) for run in _RAW))
+_RUNS: Final = _Pieces(*(_run(run) for run in _RAW))
 _GEN_THINK = (*_open("message", ("role", "assistant")), *_THINK_OPEN)
 _GEN_RESPONSE = (*_open("message", ("role", "assistant")), *_RESPONSE_OPEN)
 # runs that join a constant tag to what follows it where that is constant too (fewer items per message):
 # an assistant's opening with its channel's, without a name (by `thinking`) and after one; the ` index`
 # attribute of a call or tool result with its value, for the first _N_INDEX values; the ` type` attribute of
 # an argument with each type name the encoder writes
-_ASSISTANT_OPEN = (_run((*_RAW.assistant, *_RESPONSE_OPEN)), _run((*_RAW.assistant, *_THINK_OPEN)))
-_NAMED_OPEN = (_run((*_ATTR_END, *_RESPONSE_OPEN)), _run((*_ATTR_END, *_THINK_OPEN)))
-_N_INDEX = 64
-_INDEX_RUNS = tuple(_run((*_RAW.index_attr, str(k), *_ATTR_END)) for k in range(_N_INDEX))
-_TYPE_RUNS = {kind: _run((*_RAW.arg_type, kind, *_ATTR_END)) for kind in sorted(set(TYPE_NAMES.values()))}
+_ASSISTANT_OPEN: Final = (_run((*_RAW.assistant, *_RESPONSE_OPEN)), _run((*_RAW.assistant, *_THINK_OPEN)))
+_NAMED_OPEN: Final = (_run((*_ATTR_END, *_RESPONSE_OPEN)), _run((*_ATTR_END, *_THINK_OPEN)))
+_N_INDEX: Final = 64
+_INDEX_RUNS: Final = tuple(_run((*_RAW.index_attr, str(k), *_ATTR_END)) for k in range(_N_INDEX))
+_TYPE_RUNS: Final = {kind: _run((*_RAW.arg_type, kind, *_ATTR_END)) for kind in sorted(set(TYPE_NAMES.values()))}
 
 
 def _system(kind: str, body: str) -> tuple[str, ...]:
@@ -167,8 +167,8 @@ def _system(kind: str, body: str) -> tuple[str, ...]:
 
 _TOOL_DECLARE_OPEN = _open("message", ("role", "system"), ("type", "tool-declare"))
 _RF_OPEN = _open("message", ("role", "system"), ("type", "response-format"))
-_TOOLS_BODY = "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n"
-_NEW_TOOLS_BODY = (
+_TOOLS_BODY: Final = "# Tools\nHere are the available tools, described in JSONSchema.\n\n```json\n"
+_NEW_TOOLS_BODY: Final = (
     "## New Tools Available\n"
     "The system dynamically extends the toolset via lazy-loading.\n"
     "You have access to all existing and extended tools.\n"
@@ -197,16 +197,20 @@ _RAW_JSON = (
     "Your response must be raw JSON data without markdown code blocks (```json) or any additional formatting."
 )
 _JSON_OBJECT = _system("response-format", "The system is invoked with `response_format=json_object`.\n" + _RAW_JSON)
-_JSON_SCHEMA_HEAD = (
+_JSON_SCHEMA_HEAD: Final = (
     "The system is invoked with `response_format=json_schema`.\n"
     + _RAW_JSON
     + "\nThe JSON data must match the following schema:\n```json\n"
 )
 # the whole constant messages and tags the pass writes, as runs, each by name
-_TOOL_DECLARE_RUN, _MSG_END_RUN, _RF_OPEN_RUN, _JSON_OBJECT_RUN, _GEN_THINK_RUN, _GEN_RESPONSE_RUN = (
-    _run(run) for run in (_TOOL_DECLARE_OPEN, _MSG_END, _RF_OPEN, _JSON_OBJECT, _GEN_THINK, _GEN_RESPONSE))
-_EFFORT_RUNS = {effort: _run(run) for effort, run in _EFFORT_MESSAGES.items()}
-_TOOL_CHOICE_RUNS = {choice: _run(run) for choice, run in _TOOL_CHOICE.items()}
+_TOOL_DECLARE_RUN: Final = _run(_TOOL_DECLARE_OPEN)
+_MSG_END_RUN: Final = _run(_MSG_END)
+_RF_OPEN_RUN: Final = _run(_RF_OPEN)
+_JSON_OBJECT_RUN: Final = _run(_JSON_OBJECT)
+_GEN_THINK_RUN: Final = _run(_GEN_THINK)
+_GEN_RESPONSE_RUN: Final = _run(_GEN_RESPONSE)
+_EFFORT_RUNS: Final = {effort: _run(run) for effort, run in _EFFORT_MESSAGES.items()}
+_TOOL_CHOICE_RUNS: Final = {choice: _run(run) for choice, run in _TOOL_CHOICE.items()}
 
 
 # -------------------------------------------------------------------------------------------- the pass
