@@ -3,12 +3,14 @@
 :data:`MODULES` are pure Python: the package runs from their sources as they are. ``setup.py`` also
 compiles them with mypyc, as one group, into ``kimi_chat/_compiled/``: the group's library and one
 extension per module, every file named with the :func:`source_digest` of the sources it was built from
-(``kimi_chat__families__k3__prompt_pass__<digest>.cpython-311-x86_64-linux-gnu.so``). Python's own import never
-finds those names; the finder :func:`install` puts first in ``sys.meta_path`` (``kimi_chat/__init__.py``
-does, before anything else is imported) imports a module of :data:`MODULES` from its extension when
-there is one built from the current sources, and leaves it to the source otherwise:
+(``kimi_chat__families__k3__prompt_pass__<digest>.cpython-311-x86_64-linux-gnu.so``). Python's own import
+never finds those names; the finder :func:`install` puts first in ``sys.meta_path``
+(``kimi_chat/__init__.py`` does, before anything else is imported) imports a module of :data:`MODULES`
+from its extension when there is one built from the current sources, and leaves it to the source
+otherwise:
 
-* no build (mypyc missing, a failed compile, a source checkout not installed): the sources;
+* no build for this Python (mypyc missing, a failed compile, a source checkout not installed, a build
+  for another Python version): the sources;
 * a build from other sources (an editable install edited since): the sources, with a warning naming
   the rebuild. The digest covers every module of the group, as compiled modules call each other
   directly: one edited module sends the whole group back to the sources;
@@ -35,7 +37,8 @@ __all__ = ["MODULES", "PURE_ENV", "decide", "describe", "install", "source_diges
 
 log = logging.getLogger(__name__)
 
-MODULES = ("kimi_chat.caches", "kimi_chat.message_shapes", "kimi_chat.families.k3.inputs", "kimi_chat.families.k3.prompt_pass")
+MODULES = ("kimi_chat.caches", "kimi_chat.message_shapes", "kimi_chat.families.k3.inputs",
+           "kimi_chat.families.k3.prompt_pass")
 """The modules ``setup.py`` compiles (this module imports only the standard library: ``setup.py`` reads
 it). Their annotations must be exact: mypyc checks them at run time."""
 PURE_ENV = "KIMI_CHAT_PURE_PYTHON"
@@ -43,6 +46,8 @@ PURE_ENV = "KIMI_CHAT_PURE_PYTHON"
 DIRECTORY = "_compiled"
 """Where the build puts the group, in the package directory."""
 _PACKAGE_DIR = Path(__file__).resolve().parent
+_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+"""This Python's extension suffix (``.cpython-311-x86_64-linux-gnu.so``): a build is for one Python."""
 
 
 def source_digest(package_dir: Path) -> str:
@@ -71,10 +76,11 @@ class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, directory: Path, digest: str | None) -> None:
         self.directory, self.digest = directory, digest  # digest None: every module from its source
 
-    def find_spec(self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if name not in MODULES or self.digest is None:
             return None
-        location = str(self.directory / (extension_stem(name, self.digest) + importlib.machinery.EXTENSION_SUFFIXES[0]))
+        location = str(self.directory / (extension_stem(name, self.digest) + _SUFFIX))
         return importlib.util.spec_from_file_location(
             name, location, loader=importlib.machinery.ExtensionFileLoader(name, location))
 
@@ -88,15 +94,14 @@ def decide(package_dir: Path) -> tuple[str, str | None]:
     directory = package_dir / DIRECTORY
     if os.environ.get(PURE_ENV) == "1":
         return f"pure Python ({PURE_ENV}=1)", None
-    if not directory.is_dir() or not any(directory.iterdir()):
-        return "pure Python (not compiled)", None
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    built = sorted(directory.glob("*" + _SUFFIX)) if directory.is_dir() else []
+    if not built:
+        return "pure Python (not compiled for this Python)", None
     try:
-        digest: str | None = source_digest(package_dir)
+        digest = source_digest(package_dir)
     except OSError:  # installed without its sources: the build is what there is
-        first = next(directory.glob(extension_stem(MODULES[0], "*") + suffix), None)
-        digest = None if first is None else first.name[: -len(suffix)].rpartition("__")[2]
-    if digest is not None and all((directory / (extension_stem(n, digest) + suffix)).is_file() for n in MODULES):
+        digest = built[0].name[: -len(_SUFFIX)].rpartition("__")[2]
+    if all((directory / (extension_stem(n, digest) + _SUFFIX)).is_file() for n in MODULES):
         return "compiled (mypyc)", digest
     log.warning("kimi_chat: the compiled modules in %s were built from other sources than these; running the "
                 "sources (rebuild: pip install -e .)", directory)

@@ -125,7 +125,14 @@ def test_a_build_of_these_sources_runs(package):
 
 
 def test_no_build_runs_the_sources(package):
-    assert compiled.decide(package) == ("pure Python (not compiled)", None)
+    assert compiled.decide(package) == ("pure Python (not compiled for this Python)", None)
+
+
+def test_a_build_for_another_python_runs_the_sources(package):
+    _build(package, compiled.source_digest(package))
+    for f in (package / compiled.DIRECTORY).iterdir():
+        f.rename(f.with_name(f.name.replace(SUFFIX, ".cpython-399-x86_64-linux-gnu.so")))
+    assert compiled.decide(package) == ("pure Python (not compiled for this Python)", None)
 
 
 def test_an_edited_source_runs_every_source(package, caplog):

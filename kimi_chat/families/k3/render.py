@@ -2,8 +2,9 @@
 
 One pass (:func:`kimi_chat.families.k3.prompt_pass.build`, compiled with mypyc where built). The output
 is byte-identical to the official K3 tokenizer's ``apply_chat_template(messages, tools=tools,
-tokenize=False, ...)`` (``encoding_k3.build_chat_segments`` joined), and :func:`render_k3_ids` is token-identical to its ``tokenize=True`` (checked by the golden and
-property tests against :mod:`kimi_chat.oracle_k3`).
+tokenize=False, ...)`` (``encoding_k3.build_chat_segments`` joined), and :func:`render_k3_ids` is
+token-identical to its ``tokenize=True`` (checked by the golden and property tests against
+:mod:`kimi_chat.oracle_k3`).
 
 The prompt is a sequence of messages made of four special tokens::
 
@@ -114,7 +115,8 @@ def render_k3(
 
 _OPTION_NAMES = frozenset(K3Options.__annotations__)
 _DEFAULT_ARGS: tuple[bool, Any, Any, Any, Any, Any] = (True, "max", None, None, UNSET, None)
-"""The encoder's defaults of the options :func:`~kimi_chat.families.k3.prompt_pass.build` takes after ``add_generation_prompt``, in its order."""
+"""The encoder's defaults of the options :func:`~kimi_chat.families.k3.prompt_pass.build` takes after
+``add_generation_prompt``, in its order."""
 _DEFAULTS: dict[str, Any] = dict(zip(("thinking", "thinking_effort", "tool_choice", "response_format",
                                       "response_schema", "image_prompts"), _DEFAULT_ARGS))
 """The same by option name."""
