@@ -37,8 +37,8 @@ __all__ = ["MODULES", "PURE_ENV", "decide", "describe", "install", "source_diges
 
 log = logging.getLogger(__name__)
 
-MODULES = ("kimi_chat.caches", "kimi_chat.message_shapes", "kimi_chat.families.k3.inputs",
-           "kimi_chat.families.k3.prompt_pass")
+MODULES = ("kimi_chat.caches", "kimi_chat.message_shapes", "kimi_chat.families.k2.render",
+           "kimi_chat.families.k3.inputs", "kimi_chat.families.k3.prompt_pass")
 """The modules ``setup.py`` compiles (this module imports only the standard library: ``setup.py`` reads
 it). Their annotations must be exact: mypyc checks them at run time."""
 PURE_ENV = "KIMI_CHAT_PURE_PYTHON"

@@ -1,9 +1,11 @@
 """The K2-family renderer: normalised messages + tools + a K2 dialect -> the exact prompt text.
 
-Pure Python, no Jinja, no I/O; :mod:`kimi_chat.render` validates the input and dispatches here.
-Template literals are written with ``Writer.emit``, text from the input with ``Writer.emit_text``.
-For every dialect the output is byte-identical to what the official tokenizer's ``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)``
-returns with that dialect's oracle template (checked by the property and golden tests).
+Python, no Jinja, no I/O; :mod:`kimi_chat.render` validates the input and dispatches here. Compiled with
+mypyc where the package is built with it (:mod:`kimi_chat.compiled`): the annotations are exact, as mypyc
+checks them at run time. Template literals are written with ``Writer.emit``, text from the input with
+``Writer.emit_text``. For every dialect the output is byte-identical to what the official tokenizer's
+``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)`` returns with that
+dialect's oracle template (checked by the property and golden tests).
 
 The prompt is a sequence of turns::
 
@@ -23,7 +25,7 @@ import dataclasses
 import json
 from json.encoder import encode_basestring as _encode_json_string
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from ... import markers as M
 from ...dialects import Dialect
@@ -36,29 +38,29 @@ from ...prompt.writer import Writer
 
 __all__ = ["render_k2"]
 
-_IM_END = M.IM_END.text
-_IM_MIDDLE = M.IM_MIDDLE.text
-_HEADER_ROLE = {"user": M.IM_USER.text, "assistant": M.IM_ASSISTANT.text}
-_FIXED_HEADERS = {
+_IM_END: Final = M.IM_END.text
+_IM_MIDDLE: Final = M.IM_MIDDLE.text
+_HEADER_ROLE: Final = {"user": M.IM_USER.text, "assistant": M.IM_ASSISTANT.text}
+_FIXED_HEADERS: Final = {
     "system": M.IM_SYSTEM.text + "system" + _IM_MIDDLE,
     "user": M.IM_USER.text + "user" + _IM_MIDDLE,
     "assistant": M.IM_ASSISTANT.text + "assistant" + _IM_MIDDLE,
     "tool": M.IM_SYSTEM.text + "tool" + _IM_MIDDLE,
 }
-_GENERATION_PROMPT = _FIXED_HEADERS["assistant"]
-_TOOL_DECLARE = M.IM_SYSTEM.text + "tool_declare" + _IM_MIDDLE
-_SECTION_BEGIN = M.TOOL_CALLS_SECTION_BEGIN.text
-_SECTION_END = M.TOOL_CALLS_SECTION_END.text
-_CALL_BEGIN = M.TOOL_CALL_BEGIN.text
-_ARG_BEGIN = M.TOOL_CALL_ARGUMENT_BEGIN.text
-_CALL_END = M.TOOL_CALL_END.text
-_THINK = M.THINK_BEGIN.text
-_UNTHINK = M.THINK_END.text
-_EMPTY_THINK = _THINK + _UNTHINK
-_IMAGE_K2 = M.MEDIA_START.text + "image" + M.MEDIA_CONTENT.text + M.MEDIA_PAD.text + M.MEDIA_END.text
-_IMAGE_K25 = M.MEDIA_BEGIN.text + "image" + M.MEDIA_CONTENT.text + M.MEDIA_PAD.text + M.MEDIA_END.text
-_VIDEO_K25 = M.K25_VIDEO_PLACEHOLDER.text
-_REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+_GENERATION_PROMPT: Final = _FIXED_HEADERS["assistant"]
+_TOOL_DECLARE: Final = M.IM_SYSTEM.text + "tool_declare" + _IM_MIDDLE
+_SECTION_BEGIN: Final = M.TOOL_CALLS_SECTION_BEGIN.text
+_SECTION_END: Final = M.TOOL_CALLS_SECTION_END.text
+_CALL_BEGIN: Final = M.TOOL_CALL_BEGIN.text
+_ARG_BEGIN: Final = M.TOOL_CALL_ARGUMENT_BEGIN.text
+_CALL_END: Final = M.TOOL_CALL_END.text
+_THINK: Final = M.THINK_BEGIN.text
+_UNTHINK: Final = M.THINK_END.text
+_EMPTY_THINK: Final = _THINK + _UNTHINK
+_IMAGE_K2: Final = M.MEDIA_START.text + "image" + M.MEDIA_CONTENT.text + M.MEDIA_PAD.text + M.MEDIA_END.text
+_IMAGE_K25: Final = M.MEDIA_BEGIN.text + "image" + M.MEDIA_CONTENT.text + M.MEDIA_PAD.text + M.MEDIA_END.text
+_VIDEO_K25: Final = M.K25_VIDEO_PLACEHOLDER.text
+_REASONING_KEYS: Final = ("reasoning_content", "thinking", "reasoning")
 
 
 def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int | None = None) -> str:
@@ -171,7 +173,7 @@ def _tool_result_header(d: Dialect, msg: Mapping[str, Any], emit: Any, emit_text
     emit(d.tool_result_header)
 
 
-_DECLARATIONS: LRUCache[tuple[bool, str]] = LRUCache("k2.tool_declarations", 64)
+_DECLARATIONS: Final[LRUCache[tuple[bool, str]]] = LRUCache("k2.tool_declarations", 64)
 """The tools' declaration text, per dialect settings and exact tool content (:func:`_declaration`)."""
 
 
@@ -193,7 +195,8 @@ def _declaration(d: Dialect, tool_list: list[dict[str, Any]], key: bytes | None)
         from .tools_ts import typescript_or_none
 
         # "" (no function tool) and a failed encoding both leave the template its JSON declaration
-        declared = typescript_or_none(sorted_list, warned := []) or None
+        warned: list[Any] = []
+        declared = typescript_or_none(sorted_list, warned) or None
         cacheable = cacheable and not warned  # a warning is given on every render, as without a cache
     result = (True, _json(sorted_list, d.tools_separators, "tools")) if declared is None else (False, declared)
     if cacheable:
