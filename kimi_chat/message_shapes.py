@@ -77,7 +77,8 @@ def renderable_fast(msgs: list[Any]) -> bool:
 
 def holds_objects(m: dict[str, Any]) -> bool:
     """Whether a dict message holds an object (not plain data) where the K3 encoder reads one: a tool
-    call, its ``function`` or ``arguments``, a content part. A few lookups: the check of every render."""
+    call, its ``function`` or ``arguments``, a content part. A few lookups (``False`` at once without
+    ``tool_calls`` or a content list): the check of every render."""
     content = m.get("content")
     if type(content) is list and any(type(p) is not dict for p in content):
         return any(not isinstance(p, str) for p in content)
@@ -100,8 +101,6 @@ def plain_dicts(msgs: list[Any]) -> bool:
     """Whether every message is a dict with a ``role`` holding no object where the K3 encoder reads one
     (:func:`holds_objects`): what :func:`kimi_chat.messages.plain_messages` returns as they are."""
     for m in msgs:
-        if type(m) is not dict or "role" not in m:
-            return False
-        if ("tool_calls" in m or type(m.get("content")) is list) and holds_objects(m):
+        if type(m) is not dict or "role" not in m or holds_objects(m):
             return False
     return True

@@ -31,7 +31,8 @@ from typing_extensions import NotRequired, TypedDict
 
 from .caches import MAX_KEY_BYTES, LRUCache, content_key, exact_key
 from .errors import KimiChatError
-from .message_shapes import holds_objects, plain_dicts, renderable_fast  # compiled with mypyc where built (kimi_chat.compiled)
+# compiled with mypyc where the package is built with it (kimi_chat.compiled)
+from .message_shapes import holds_objects, plain_dicts, renderable_fast
 
 __all__ = [
     "TextPart",
@@ -468,7 +469,7 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 if not isinstance(m, dict):
                     raise InvalidMessagesError([(i, "", f"expected a message object, got {type(m).__name__}")])
                 m = {k: v for k, v in m.items() if v is not None}
-        elif ("tool_calls" in m or type(m.get("content")) is list) and holds_objects(m):
+        elif holds_objects(m):
             # objects nested in a dict message (the OpenAI SDK's tool-call objects, a pydantic Function in
             # a dict call...) made plain as K2 makes them (to_plain: one conversion for both families)
             m = to_plain(m, index=i)

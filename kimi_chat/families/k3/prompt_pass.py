@@ -291,11 +291,20 @@ def _content(w: _Sink, items: list[str], content: Any, images: _Images | None, i
             )
 
 
-def _declare(w: _Sink, items: list[str], tools: Any, body_head: str, index: int | None,
-             key: bytes | None = None) -> None:
+def _declare(items: list[str], tools: Any, body_head: str, index: int | None, key: bytes | None = None) -> None:
     items.append(_TOOL_DECLARE_RUN)
-    w.emit_text(tools_json(tools, index, "tools", key, body_head))
+    items.append(tools_json(tools, index, "tools", key, body_head))  # text: what `emit_text` appends
     items.append(_MSG_END_RUN)
+
+
+def _index(items: list[str], n: int) -> None:
+    """The `` index="N"`` attribute of a call or tool result: one composite run up to :data:`_N_INDEX`."""
+    if n < _N_INDEX:
+        items.append(_INDEX_RUNS[n])
+    else:
+        items.append(_RUNS.index_attr)
+        items.append(str(n))
+        items.append(_RUNS.attr_end)
 
 
 def build(
@@ -328,7 +337,7 @@ def build(
     images = None if image_prompts is None else _Images(list(image_prompts))
     # (the assistant's opening, think / response openings and the ` type` attribute: in composite runs only)
     (user, user_named, system, system_named, _, assistant_named, attr_end, msg_end, _, think_to_response, _,
-     response_end, response_to_tools, tools_end, call_head, index_attr, json_open, json_close, arg_head, _,
+     response_end, response_to_tools, tools_end, call_head, _, json_open, json_close, arg_head, _,
      arg_close, call_close, tool_head) = _RUNS
     # the pass appends items (a Run of constant segments, input text) and, marked, marks `(item position,
     # message_index, trainable)`; `items.append` spelled out: compiled, a typed list's append is a C call
@@ -346,7 +355,7 @@ def build(
         tools_key = content_key(tools) if type(tools) is list else None
         if tools_key is None and isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(out, items, tools, _TOOLS_BODY, None, tools_key)
+        _declare(items, tools, _TOOLS_BODY, None, tools_key)
     if thinking and thinking_effort is not None:
         items.append(_EFFORT_RUNS[thinking_effort])
 
@@ -375,12 +384,7 @@ def build(
                     mark((len(items), k, False))
                 items.append(tool_head)
                 items.append(esc(name))
-                if tool_index < _N_INDEX:
-                    items.append(_INDEX_RUNS[tool_index])
-                else:
-                    items.append(index_attr)
-                    items.append(str(tool_index))
-                    items.append(attr_end)
+                _index(items, tool_index)
                 _content(out, items, m.get("content"), images, k)
                 items.append(msg_end)
             continue
@@ -390,7 +394,7 @@ def build(
             if role == "system" and m.get("tools"):
                 if track:
                     mark((len(items), mi, False))
-                _declare(out, items, m["tools"], _NEW_TOOLS_BODY, mi)
+                _declare(items, m["tools"], _NEW_TOOLS_BODY, mi)
                 continue
             if track:
                 mark((len(items), mi, False))
@@ -443,12 +447,7 @@ def build(
                 args, block = arguments(fn.get("arguments"), mi, j, fn is call)
                 items.append(call_head)
                 items.append(esc(fn["name"]))
-                if j + 1 < _N_INDEX:
-                    items.append(_INDEX_RUNS[j + 1])
-                else:
-                    items.append(index_attr)
-                    items.append(str(j + 1))
-                    items.append(attr_end)
+                _index(items, j + 1)
                 if block is not None:
                     items.append(json_open)
                     _text(out, block, images, mi, args_field(j, fn is call))
