@@ -65,11 +65,8 @@ fi
 echo "install-adapters: installing the pinned framework set (--no-deps) from $REQS" >&2
 pip_quiet install -q --no-deps -r "$REQS"
 
-# 3. kimi_chat (editable, no deps) + what its code and tests import, pinned by the set above. Not compiled
-# here (KIMI_CHAT_PURE_PYTHON=1): the checkout's own build (the README's install) has put the mypyc modules
-# beside their sources, where this venv imports them; a second build would rewrite them under the steps
-# of .ci/run that are running on them.
-KIMI_CHAT_PURE_PYTHON=1 pip_quiet install -q --no-deps -e "$ROOT"
+# 3. kimi_chat (editable, no deps) + what its code and tests import, pinned by the set above.
+pip_quiet install -q --no-deps -e "$ROOT"
 pip_quiet install -q -c "$REQS" "torch==$TORCH_VERSION" \
   "pydantic>=2.6,<3" "regex>=2023.0" "jinja2>=3.1.6" "typing_extensions" \
   "tiktoken>=0.7" "pytest>=8" "hypothesis>=6.100" "tokenizers>=0.20" "transformers" \

@@ -18,8 +18,7 @@ once per distinct tool list and reused. Every cache here:
 :class:`PerTokenizer` holds data computed from a tokenizer (e.g. its marker ids and the ids of short
 text pieces), dropped with the tokenizer (weak keys).
 
-Compiled with mypyc where the package is built with it (:mod:`kimi_chat.compiled`): the annotations are
-exact, as mypyc checks them at run time, and the classes take no attribute they do not declare.
+The classes take no attribute they do not declare (``__slots__``).
 """
 
 from __future__ import annotations

@@ -1,27 +1,45 @@
-"""Dialects: one small declarative record per official Kimi chat-template revision.
+"""Dialects: one small declarative record per official Kimi chat-template revision, and the handle a user holds.
+
+:func:`get_dialect` takes a canonical name (``kimi-k2.6``), an alias (``kimi-k2-thinking``) or a published model
+name (``moonshotai/Kimi-K2.6``, ``Kimi-K2.6``; the names each record lists in :attr:`Dialect.model_names`, as
+tiktoken lists its models' encodings) and returns the :class:`Dialect`: its facts (family, status, the options it
+reads, its reasoning policy, the markers that end its turns) and what one does with it (:meth:`Dialect.render`,
+:meth:`~Dialect.render_tokens`, :meth:`~Dialect.parse`, :meth:`~Dialect.stream`, :meth:`~Dialect.constraint`,
+:meth:`~Dialect.lint`, :meth:`~Dialect.tokenizer`). The free functions (:func:`kimi_chat.render` with
+``dialect=``...) take the same names.
 
 What differs between the revisions is a handful of choices (default system prompt, how tools are
 declared, role header names, tool-call id policy, tool result layout, ``<think>`` policy, end-of-turn
-policy, how the tokenizer pre-processes tools). One renderer (:mod:`kimi_chat.render`) serves them
-all; adding a revision is adding a record here.
+policy, how the tokenizer pre-processes tools). One renderer per family serves them all; adding a
+revision is adding a record (:func:`register_dialect`; the built-in ones are below).
 
 Each dialect carries its provenance status, from ``../shared/reference/PROVENANCE.md``:
 
 * ``verified``: the oracle template is byte-identical in two or more independent sources;
 * ``single-source``: one verbatim copy plus evidence that it is official;
 * ``unverified``: copied from a doc or code file, not from a template file;
-* ``reconstructed``: rebuilt by us from a renamed or partial copy.
+* ``reconstructed``: rebuilt by us from a renamed or partial copy, or from a sibling's template
+  (Kimi-K2.7-Code: no template is public; Kimi-K2.6's, with its reasoning switches forced).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import UnknownDialectError
+from .errors import ReferenceDataError, UnknownDialectError
+
+if TYPE_CHECKING:
+    from .checks.lint import LintWarning
+    from .grammar.request import Constraint
+    from .output import ParsedMessage, StreamParser
+    from .prompt import Segment
+    from .tokens.rendered import RenderedTokens
+    from .tokens.tokenizer import KimiTokenizer
 
 __all__ = [
     "Status",
@@ -29,11 +47,15 @@ __all__ = [
     "DIALECTS",
     "K2_DIALECTS",
     "ALIASES",
+    "MODEL_NAMES",
     "DEFAULT_DIALECT",
     "KIMI_K3",
     "get_dialect",
     "dialect_names",
     "dialect_for_model",
+    "register_dialect",
+    "unregister_dialect",
+    "dialect_for_served_model",
 ]
 
 
@@ -48,10 +70,19 @@ class Status(str, Enum):
 
 @dataclass(frozen=True)
 class Dialect:
-    """One official template revision, as a set of rendering choices.
+    """One official template revision, as a set of rendering choices, and the handle to work in it.
 
     The fields are read by :mod:`kimi_chat.render` (prompt), :mod:`kimi_chat.parse` (output) and the
-    CLI. They are facts read off the oracle template named by ``oracle``.
+    CLI. They are facts read off the oracle template named by ``oracle``. The properties are the facts a user
+    asks (:attr:`reasoning_policy`, :attr:`thinking_switch`, :attr:`end_markers`; ``family``, ``status`` and
+    ``options`` are fields) and the methods do each stage's work in this dialect (:meth:`render`,
+    :meth:`render_tokens`, :meth:`parse`, :meth:`stream`, :meth:`constraint`, :meth:`lint`, :meth:`tokenizer`).
+
+    >>> d = get_dialect("moonshotai/Kimi-K2.6")
+    >>> d.name, d.reasoning_policy
+    ('kimi-k2.6', 'history-split-or-all')
+    >>> d.parse("2+2 is 4</think>4").content
+    '4'
     """
 
     name: str
@@ -106,6 +137,21 @@ class Dialect:
     """The format family: which renderer (:mod:`kimi_chat.render`) and output format serve it. ``k2``:
     ``<|im_*|>`` turns and tool-call sections (every K2 revision); ``k3``: XTML, rendered in Python by the
     official ``encoding_k3`` (the K2 fields above do not apply to it)."""
+    keeps_history_reasoning: bool = False
+    """Every assistant turn keeps its reasoning, always, with no option to turn it off (Kimi-K2.7-Code: what
+    Kimi-K2.6 does with ``preserve_thinking=True``; the generation prompt always opens ``<think>``)."""
+    model_names: tuple[str, ...] = ()
+    """Published model names (Hugging Face ids, API names) whose chat format this dialect is: the data of
+    :func:`dialect_for_model` and :func:`get_dialect` (case, ``_`` or space for ``-`` and the organisation
+    prefix do not matter; a name extended by ``-SUFFIX``, such as ``-GGUF``, is the same model)."""
+    oracle_options: tuple[tuple[str, Any], ...] = ()
+    """Template kwargs the oracle template is rendered with, whatever the request says: a dialect rebuilt from a
+    sibling's template with that template's switches fixed (Kimi-K2.7-Code: Kimi-K2.6's template with
+    ``thinking`` and ``preserve_thinking`` true)."""
+
+    def __post_init__(self) -> None:
+        if self.family == "k2" and self.keeps_history_reasoning and self.think != "k25":
+            raise ValueError(f"dialect {self.name}: keeps_history_reasoning needs think='k25' (the K2.5 line)")
 
     @property
     def reads_preserve_thinking(self) -> bool:
@@ -136,15 +182,144 @@ class Dialect:
     def prefills_think(self, **options: object) -> bool:
         """Whether the generation prompt already opens ``<think>``, so the model's output starts
         inside reasoning (K2.5 and K2.6 with ``thinking`` on)."""
-        return self.think == "k25" and options.get("thinking", True) is not False
+        if self.think != "k25":
+            return False
+        return "thinking" not in self.options or options.get("thinking", True) is not False
+
+    # -- facts --
+
+    @property
+    def keeps_every_reasoning(self) -> bool:
+        """Whether every assistant turn's reasoning is rendered, whatever the options (Kimi-K2.7-Code, Kimi-K3)."""
+        if self.keeps_history_reasoning:
+            return True
+        if self.family == "k2":
+            return False
+        from .families import family_of
+
+        return family_of(self).keeps_all_reasoning
+
+    @property
+    def reasoning_policy(self) -> Literal["none", "history-split", "history-split-or-all", "all"]:
+        """Which assistant turns keep their reasoning in the prompt: ``none`` (no ``<think>``),
+        ``history-split`` (the turns after the last assistant turn without tool calls; the earlier ones an
+        empty ``<think></think>``), ``history-split-or-all`` (that, or every turn with ``preserve_thinking``:
+        Kimi-K2.6), ``all`` (every turn, always: Kimi-K2.7-Code, Kimi-K3)."""
+        if self.keeps_every_reasoning:
+            return "all"
+        if not self.reasoning:
+            return "none"
+        return "history-split-or-all" if self.reads_preserve_thinking else "history-split"
+
+    @property
+    def thinking_switch(self) -> bool:
+        """Whether the request can turn reasoning off (the ``thinking`` option: K2.5, K2.6, K3)."""
+        return "thinking" in self.options
+
+    @property
+    def end_markers(self) -> tuple[str, ...]:
+        """The marker spellings that end an assistant turn (the engine's end-of-generation tokens)."""
+        from .families import family_of
+
+        fam = family_of(self)
+        ends = fam.output_format.end_of_turn_ids
+        return tuple(m.text for m in fam.markers if m.id is not None and m.id in ends)
+
+    # -- the handle: each method is the stage that does it, with this dialect --
+
+    def render(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+               add_generation_prompt: bool | None = None, continue_final_message: bool = False,
+               strict: bool = False, **options: Any) -> str:
+        """The prompt text (:func:`kimi_chat.render` with this dialect)."""
+        return _stage("render")(messages, tools=tools, dialect=self, add_generation_prompt=add_generation_prompt,
+                      continue_final_message=continue_final_message, strict=strict, **options)
+
+    def render_segments(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                        add_generation_prompt: bool | None = None, continue_final_message: bool = False,
+                        strict: bool = False, **options: Any) -> list[Segment]:
+        """The prompt as attributed pieces (:func:`kimi_chat.render_segments` with this dialect)."""
+        return _stage("render_segments")(messages, tools=tools, dialect=self, add_generation_prompt=add_generation_prompt,
+                               continue_final_message=continue_final_message, strict=strict, **options)
+
+    def render_tokens(self, messages: Sequence[Any], *, tokenizer: KimiTokenizer | None = None,
+                      tools: Sequence[Any] | None = None, add_generation_prompt: bool | None = None,
+                      continue_final_message: bool = False, special_tokens: Any = "text", strict: bool = False,
+                      **options: Any) -> RenderedTokens:
+        """The prompt as token ids with their attribution (:func:`kimi_chat.render_tokens` with this dialect);
+        ``tokenizer`` defaults to :meth:`tokenizer` (the reference data's)."""
+        return _stage("render_tokens")(messages, tokenizer=tokenizer if tokenizer is not None else self.tokenizer(),
+                             tools=tools, dialect=self, add_generation_prompt=add_generation_prompt,
+                             continue_final_message=continue_final_message, special_tokens=special_tokens,
+                             strict=strict, **options)
+
+    def parse(self, text: str | bytes, *, tools: Iterable[Any] | None = None, thinking_prefilled: bool | None = None,
+              token_ids: Sequence[int] | None = None, tokenizer: Any = None, **options: Any) -> ParsedMessage:
+        """A whole assistant turn, parsed (:func:`kimi_chat.parse` with this dialect)."""
+        return _stage("parse")(text, dialect=self, tools=tools, thinking_prefilled=thinking_prefilled, token_ids=token_ids,
+                     tokenizer=tokenizer, **options)
+
+    def stream(self, *, tools: Sequence[Any] | None = None, **options: Any) -> StreamParser:
+        """An incremental parser of one assistant turn (:class:`kimi_chat.StreamParser` with this dialect)."""
+        return _stage("stream")(self, tools=tools, **options)
+
+    def constraint(self, tools: Sequence[Any] | None = None, **options: Any) -> Constraint:
+        """The llguidance constraint of one request's output (:func:`kimi_chat.grammar.constraint` with this
+        dialect; needs the ``constraints`` extra)."""
+        return _stage("constraint")(tools, dialect=self, **options)
+
+    def lint(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None, add_generation_prompt: bool = True,
+             **options: Any) -> list[LintWarning]:
+        """Findings about ``messages`` as this dialect renders them (:func:`kimi_chat.lint`)."""
+        return _stage("lint")(messages, dialect=self, tools=tools, add_generation_prompt=add_generation_prompt, **options)
+
+    def tokenizer(self, *, reference_dir: Any = None) -> KimiTokenizer:
+        """This dialect's reference tokenizer (:meth:`KimiTokenizer.from_reference` of the config its family
+        names), loaded once per config. Raises :class:`~kimi_chat.errors.ReferenceDataError` naming the fix
+        when the reference data (``$KIMI_CHAT_REFERENCE_DIR``) or tiktoken is missing."""
+        from .families import family_of
+
+        config = family_of(self).reference_tokenizer(self)
+        key = (config, str(reference_dir) if reference_dir is not None else None)
+        tok = _TOKENIZERS.get(key)
+        if tok is None:
+            try:
+                load = _stage("tokenizer")
+            except KeyError as e:  # tiktoken is missing: kimi_chat bound no tokenizer
+                raise ReferenceDataError(f"the tokenizer of {self.name} needs tiktoken: pip install tiktoken") from e
+            try:
+                tok = load(config, reference_dir=reference_dir)
+            except ReferenceDataError as e:
+                raise ReferenceDataError(
+                    f"the reference tokenizer of {self.name} ({config!r}) is not available: {e}; set "
+                    "$KIMI_CHAT_REFERENCE_DIR to the reference data, or load one with "
+                    "KimiTokenizer.from_dir(MODEL_DIRECTORY) and pass it as tokenizer=") from e
+            _TOKENIZERS[key] = tok
+        return tok
+
+
+_TOKENIZERS: dict[tuple[str, str | None], Any] = {}
+"""The reference tokenizers loaded by :meth:`Dialect.tokenizer`, by config (and directory)."""
+
+_STAGES: dict[str, Callable[..., Any]] = {}
+"""The functions behind :class:`Dialect`'s methods, by method name (:func:`bind_stages`)."""
+
+
+def bind_stages(**stages: Callable[..., Any]) -> None:
+    """Bind the functions behind :class:`Dialect`'s methods (``render=``, ``parse=``, ``stream=``...). The stages
+    import this module, so it cannot import them: :mod:`kimi_chat`'s ``__init__``, which imports every stage
+    (and runs before any of its modules is imported), binds them."""
+    _STAGES.update(stages)
+
+
+def _stage(name: str) -> Callable[..., Any]:
+    """The bound function of method ``name``; ``KeyError`` where none is bound."""
+    return _STAGES[name]
 
 
 _K2_SYSTEM_V1 = "You are a helpful assistant"
 _K2_SYSTEM_V2 = "You are Kimi, an AI assistant created by Moonshot AI."
 
-DIALECTS: dict[str, Dialect] = {
-    d.name: d
-    for d in (
+_BUILT_IN: tuple[Dialect, ...] = (
         Dialect(
             name="kimi-k2-instruct@rev1",
             status=Status.VERIFIED,
@@ -182,6 +357,7 @@ DIALECTS: dict[str, Dialect] = {
             content_style="k2",
             omit_last_im_end_without_generation_prompt=True,
             aliases=("kimi-k2-instruct",),
+            model_names=("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-0905-preview"),
         ),
         Dialect(
             name="kimi-k2-thinking@rev1",
@@ -194,6 +370,7 @@ DIALECTS: dict[str, Dialect] = {
             content_style="macro",
             think="history_split",
             aliases=("kimi-k2-thinking",),
+            model_names=("moonshotai/Kimi-K2-Thinking",),
         ),
         Dialect(
             name="kimi-k2.5",
@@ -211,6 +388,7 @@ DIALECTS: dict[str, Dialect] = {
             media="k25",
             think="k25",
             options=("thinking",),
+            model_names=("moonshotai/Kimi-K2.5",),
         ),
         Dialect(
             name="kimi-k2.6",
@@ -228,10 +406,30 @@ DIALECTS: dict[str, Dialect] = {
             think="k25",
             reasoning_key="reasoning",
             options=("thinking", "preserve_thinking"),
+            model_names=("moonshotai/Kimi-K2.6",),
         ),
-    )
-}
-"""Every dialect, by canonical name."""
+        Dialect(
+            name="kimi-k2.7-code",
+            status=Status.RECONSTRUCTED,
+            oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
+            summary="Kimi-K2.7-Code: Kimi-K2.6's format and tokenizer with reasoning always on and every "
+            "assistant turn's reasoning kept (K2.6's template with thinking and preserve_thinking forced; "
+            "no template of its own is public); no options",
+            default_system=None,
+            tools_separators=(",", ":"),
+            tools_typescript=True,
+            sort_tool_keys=True,
+            role_names="name_or_role",
+            content_style="macro",
+            media="k25",
+            think="k25",
+            reasoning_key="reasoning",
+            keeps_history_reasoning=True,
+            oracle_options=(("thinking", True), ("preserve_thinking", True)),
+            model_names=("moonshotai/Kimi-K2.7-Code",),
+        ),
+)
+"""The K2-family records, oldest first."""
 
 KIMI_K3 = Dialect(
     name="kimi-k3",
@@ -241,33 +439,118 @@ KIMI_K3 = Dialect(
     "encoded segment by segment; thinking_effort low/high/max (default max); tool results re-ordered by id",
     default_system=None,
     family="k3",
+    model_names=("moonshotai/Kimi-K3",),
     options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
 )
 """The Kimi-K3 dialect (rendered by :mod:`kimi_chat.families.k3.render`)."""
-DIALECTS[KIMI_K3.name] = KIMI_K3
 
-K2_DIALECTS: dict[str, Dialect] = {n: d for n, d in DIALECTS.items() if d.family == "k2"}
+DIALECTS: dict[str, Dialect] = {}
+"""Every dialect, by canonical name (filled by :func:`register_dialect`; change it only through that function)."""
+
+K2_DIALECTS: dict[str, Dialect] = {}
 """The K2-family dialects (those with a Jinja template: the oracle templates, our ``templates/``,
 ``identify`` / ``verify``)."""
 
-ALIASES: dict[str, str] = {alias: d.name for d in DIALECTS.values() for alias in d.aliases}
+ALIASES: dict[str, str] = {}
 """Alias -> canonical dialect name."""
+
+MODEL_NAMES: dict[str, str] = {}
+"""Model-name key (:func:`model_key` of each record's :attr:`~Dialect.model_names`) -> canonical dialect name."""
+
+
+
+
+def model_key(name: str) -> str:
+    """The form model names are compared in: lower case, ``_`` and spaces as ``-``, no organisation prefix,
+    ``kimik3`` as ``kimi-k3`` and a two-digit version (``k26``, ``k2-6``) as ``k2.6``."""
+    n = name.strip().lower().replace("_", "-").replace(" ", "-").rsplit("/", 1)[-1]
+    n = _GLUED_KIMI.sub("kimi-k", n)
+    return _VERSION.sub(r"k\1.\2", n)
+
+
+_GLUED_KIMI = re.compile(r"^kimik(?=\d)")
+_VERSION = re.compile(r"(?<![a-z0-9])k(\d)[.-]?(\d)(?![\d])")
+_NOT_CHAT = re.compile(r"(?:^|-)base(?:$|-)")
+"""A base model (``Kimi-K2-Base``) is not trained on a chat format: its name implies no dialect."""
+
+
+def _names_of(d: Dialect) -> dict[str, str]:
+    """Every name ``d`` answers to, by kind: its name and aliases as given, its model names by :func:`model_key`."""
+    out = {d.name: "name"} | {a: "alias" for a in d.aliases}
+    for m in d.model_names:
+        out.setdefault(model_key(m), "model name")
+    return out
+
+
+def register_dialect(dialect: Dialect) -> Dialect:
+    """Add a dialect record to the registry and return it: :func:`get_dialect` then knows its name, aliases
+    and model names, and every stage serves it by its family (``dialect.family``, a registered family).
+    Raises ``ValueError`` naming the clash when a name, alias or model name is another dialect's already
+    (as tiktoken's registry refuses a duplicate encoding name), and for an unregistered family."""
+    from .families import family_names
+
+    if not isinstance(dialect, Dialect):
+        raise TypeError(f"register_dialect takes a Dialect record, not {type(dialect).__name__}")
+    if dialect.family not in family_names():
+        raise ValueError(f"dialect {dialect.name}: no format family {dialect.family!r} "
+                         f"(families: {', '.join(family_names())})")
+    taken = {n: d.name for d in DIALECTS.values() for n in _names_of(d)}
+    for name, kind in _names_of(dialect).items():
+        owner = taken.get(name) or taken.get(model_key(name))
+        if owner is not None:
+            raise ValueError(f"dialect {dialect.name}: {kind} {name!r} is dialect {owner}'s already; "
+                             "choose another or unregister_dialect() that one first")
+    DIALECTS[dialect.name] = dialect
+    if dialect.family == "k2":
+        K2_DIALECTS[dialect.name] = dialect
+    ALIASES.update({a: dialect.name for a in dialect.aliases})
+    MODEL_NAMES.update({model_key(m): dialect.name for m in dialect.model_names})
+    return dialect
+
+
+def unregister_dialect(name: str) -> Dialect:
+    """Remove the dialect named ``name`` (canonical) with its aliases and model names, and return its record.
+    Raises :class:`~kimi_chat.errors.UnknownDialectError` for a name that is no registered dialect."""
+    d = DIALECTS.pop(name, None)
+    if d is None:
+        raise UnknownDialectError(f"unknown dialect {name!r}; registered: {', '.join(DIALECTS)}")
+    K2_DIALECTS.pop(name, None)
+    for table in (ALIASES, MODEL_NAMES):
+        for key in [k for k, v in table.items() if v == name]:
+            del table[key]
+    return d
+
+
+for _d in (*_BUILT_IN, KIMI_K3):
+    register_dialect(_d)
+del _d
 
 DEFAULT_DIALECT = "kimi-k2-instruct"
 
 
 def get_dialect(name: str | Dialect) -> Dialect:
-    """The dialect named ``name`` (a canonical name or an alias); a :class:`Dialect` passes through.
+    """The dialect ``name`` names: a canonical name (``kimi-k2.6``), an alias (``kimi-k2-thinking``) or a published
+    model name (``moonshotai/Kimi-K2.6``, ``Kimi-K2.6``, ``kimi-k2.6``: :func:`dialect_for_model`); a
+    :class:`Dialect` passes through.
 
-    Raises :class:`~kimi_chat.errors.UnknownDialectError` listing the known names otherwise.
+    Raises :class:`~kimi_chat.errors.UnknownDialectError` with the closest names and the known ones otherwise.
     """
     if isinstance(name, Dialect):
         return name
-    d = DIALECTS.get(ALIASES.get(name, name))
-    if d is None:
-        known = ", ".join(dialect_names())
-        raise UnknownDialectError(f"unknown dialect {name!r}; known dialects and aliases: {known}")
-    return d
+    d = DIALECTS.get(ALIASES.get(name, name))  # type: ignore[arg-type]
+    if d is not None:
+        return d
+    if not isinstance(name, str):
+        raise UnknownDialectError(f"a dialect is named by a str or given as a Dialect, not {type(name).__name__}")
+    key = model_key(name)
+    found = DIALECTS.get(ALIASES.get(key, key)) or DIALECTS.get(dialect_for_model(name) or "")
+    if found is not None:
+        return found
+    known = dialect_names()
+    close = difflib.get_close_matches(name.lower(), list(dict.fromkeys(known + sorted(MODEL_NAMES))), n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    raise UnknownDialectError(f"unknown dialect {name!r}{hint}; known dialects and aliases: {', '.join(known)}; "
+                              "a published model name (moonshotai/Kimi-K2.6...) names its dialect too")
 
 
 def dialect_names(*, aliases: bool = True) -> list[str]:
@@ -275,40 +558,39 @@ def dialect_names(*, aliases: bool = True) -> list[str]:
     return list(DIALECTS) + (list(ALIASES) if aliases else [])
 
 
-_MODEL_K3 = re.compile(r"kimi-?k3(?![0-9.])")
-_MODEL_K26 = re.compile(r"k2[.-]?6(?![0-9])")
-_MODEL_K25 = re.compile(r"k2[.-]?5(?![0-9])")
-_MODEL_K2 = re.compile(r"k2(?![0-9.])")
-_MODEL_BASE = re.compile(r"(?:^|-)base(?:$|-)")
-
-
 def dialect_for_model(model: str) -> str | None:
-    """The canonical dialect a model name implies (a Hugging Face id such as
-    ``moonshotai/Kimi-K2-Thinking``, an API model name such as ``kimi-k2.5``, a GGUF ``general.name``
-    such as ``Kimi K2 Instruct 0905``; case, ``_``/space for ``-`` and the organisation prefix do not
-    matter), or ``None`` when the name does not tell:
+    """The canonical dialect a model name implies, or ``None`` when the name does not tell. The names are the
+    records' :attr:`~Dialect.model_names` (Hugging Face ids such as ``moonshotai/Kimi-K2-Thinking``, API names
+    such as ``kimi-k2-0905-preview``), compared by :func:`model_key` (so a GGUF ``general.name`` such as
+    ``Kimi K2 Instruct 0905`` and spellings such as ``Kimi_K26`` match) exactly, else by the longest one the
+    name extends with ``-SUFFIX`` (``unsloth/Kimi-K2.6-GGUF``, ``kimi-k2-thinking-turbo``).
 
-    * ``Kimi-K3`` -> ``kimi-k3``; ``Kimi-K2.6`` / ``Kimi-K2.5`` (also ``K2-6``, ``K26``) -> ``kimi-k2.6`` /
-      ``kimi-k2.5``; ``Kimi-K2-Thinking`` -> ``kimi-k2-thinking@rev1``; ``Kimi-K2-Instruct-0905`` ->
-      ``kimi-k2-instruct-0905``;
-    * ``None`` for ``Kimi-K2-Instruct`` (its template had several revisions), base models
-      (``Kimi-K2-Base``: not trained on a chat format), and Kimi models of other formats (Kimi-VL,
-      Kimi-Linear, Kimi-Dev, Kimi-Audio, ``kimi-thinking-preview``...), whose names have no ``K2``/``K3``."""
-    n = model.lower().replace("_", "-").replace(" ", "-").rsplit("/", 1)[-1]
-    if "kimi" not in n and "k2" not in n:
+    ``None`` for ``Kimi-K2-Instruct`` (its template had several revisions), base models (``Kimi-K2-Base``:
+    not trained on a chat format), unknown versions (``kimi-k2.7``, ``kimi-k3.1``) and Kimi models of other
+    formats (Kimi-VL, Kimi-Linear, Kimi-Dev...)."""
+    if not isinstance(model, str):
         return None
-    if _MODEL_BASE.search(n):
+    key = model_key(model)
+    if not key or _NOT_CHAT.search(key):
         return None
-    if _MODEL_K3.search(n):
-        return KIMI_K3.name
-    if _MODEL_K26.search(n):
-        return "kimi-k2.6"
-    if _MODEL_K25.search(n):
-        return "kimi-k2.5"
-    if not _MODEL_K2.search(n):
-        return None
-    if "thinking" in n:
-        return "kimi-k2-thinking@rev1"
-    if "0905" in n:
-        return "kimi-k2-instruct-0905"
-    return None
+    exact = MODEL_NAMES.get(key)
+    if exact is not None:
+        return exact
+    best = max((k for k in MODEL_NAMES if key.startswith(k + "-")), key=len, default=None)
+    return MODEL_NAMES[best] if best is not None else None
+
+
+def dialect_for_served_model(names: Iterable[str], identified: str | None) -> str | None:
+    """The dialect to serve a model as, from its ``names`` (repository id, directory name, GGUF ``general.name``:
+    the first that names a dialect, :func:`dialect_for_model`) and the dialect its chat template was identified as
+    (``identified``; ``None``: not identified). The template decides, except where it cannot tell: a named dialect
+    built from the identified one's template with its switches forced (same oracle: Kimi-K2.7-Code's model ships
+    Kimi-K2.6's format), or an unidentified template of a model whose dialect has no template of its own (its
+    ``oracle_options``). ``None``: neither tells."""
+    named = next((d for d in map(dialect_for_model, names) if d is not None), None)
+    if named is None:
+        return identified
+    d = DIALECTS[named]
+    if identified is None:
+        return named if d.oracle_options else None
+    return named if d.oracle_options and d.oracle == DIALECTS[identified].oracle else identified

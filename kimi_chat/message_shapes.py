@@ -4,10 +4,8 @@ reads (:func:`holds_objects`) and whether messages are what the K3 encoder takes
 (:func:`plain_dicts`).
 
 Pure Python, predicates only (no error path: ``False`` sends the input through the full validation,
-which names the errors). Compiled with mypyc where the package is built with it (``setup.py``;
-:mod:`kimi_chat.compiled` loads the compiled module only when it was built from this very source), so
-this module imports nothing from the package and its annotations are exact: mypyc checks them at run
-time (``msgs`` is a ``list``: callers check ``type(...) is list``).
+which names the errors). It imports nothing from the package (``msgs`` is a ``list``: callers check
+``type(...) is list``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from typing_extensions import NotRequired, TypedDict
 
 from .caches import MAX_KEY_BYTES, LRUCache, content_key, exact_key
 from .errors import KimiChatError
-# compiled with mypyc where the package is built with it (kimi_chat.compiled)
 from .message_shapes import holds_objects, plain_dicts, renderable_fast
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Deeply nested JSON-like data (tool schemas, tool-call arguments), without recursion.
 
 * :func:`deep_sort_dict`: the key sort the later ``tokenization_kimi.py`` applies to ``tools``
-  (re-exported by :mod:`kimi_chat.oracle`, where it has always been importable);
+  (re-exported by :mod:`kimi_chat.reference.oracle`);
 * :func:`too_deep_error`: the error to raise when serialising such data hits Python's recursion
   limit (``json.dumps`` recurses, in transformers' ``tojson`` too), naming the deepest path.
 """

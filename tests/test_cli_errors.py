@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import kimi_chat
-from kimi_chat import compiled
 from kimi_chat.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,7 +181,7 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0
-    assert capsys.readouterr().out == f"kimi-chat {kimi_chat.__version__}, {compiled.describe()}\n"
+    assert capsys.readouterr().out == f"kimi-chat {kimi_chat.__version__}\n"
 
 
 def test_stdin_has_one_name(monkeypatch, capsys):

@@ -304,8 +304,8 @@ def test_dialect_record_matches_the_renderer():
 def test_oracle_unavailable_without_transformers():
     code = (
         "import sys; sys.modules['transformers'] = None\n"
-        "from kimi_chat.oracle import OracleUnavailable\n"
-        "from kimi_chat.oracle_k3 import official_k3_render\n"
+        "from kimi_chat.reference.oracle import OracleUnavailable\n"
+        "from kimi_chat.families.k3.oracle import official_k3_render\n"
         "try:\n"
         "    official_k3_render([{'role': 'user', 'content': 'hi'}])\n"
         "except OracleUnavailable as e:\n"

@@ -94,7 +94,7 @@ def test_loads_the_tiny_deepseek2_model(model):
 
 def test_loading_prints_nothing_on_stdout(tiny_gguf):
     # ik_llama.cpp's loader printf()s a line per MLA tensor; NativeModel.load silences fd 1 meanwhile
-    code = ("from kimi_chat.runtime import NativeModel; "
+    code = ("from kimi_chat.engines.native import NativeModel; "
             f"NativeModel.load({str(tiny_gguf)!r}, backend={BACKEND!r}, n_ctx=512).close()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr

@@ -18,7 +18,7 @@ PACKAGE_PARENT = Path(kimi_chat.__file__).resolve().parent.parent
 _PROBE = """
 from kimi_chat.reference import missing_reason, reference_dir, reference_file
 from kimi_chat.errors import ReferenceDataError
-from kimi_chat.tokenizer import KimiTokenizer
+from kimi_chat.tokens.tokenizer import KimiTokenizer
 print(reference_dir(), reference_file("tokenizer/tiktoken.model"))
 print(missing_reason())
 try:

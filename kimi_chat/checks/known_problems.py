@@ -233,6 +233,7 @@ DIALECT_PROBLEMS: dict[str, tuple[str, ...]] = {
     "kimi-k2-thinking@rev1": ("superseded-revision", "llama-server-continuation"),
     "kimi-k2.5": ("needs-tools-ts-str", "llama-server-continuation"),
     "kimi-k2.6": ("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
+    "kimi-k2.7-code": ("needs-tools-ts-str", "llama-server-continuation"),
     "kimi-k3": (),
 }
 """Known problems of each official revision (dialect name -> problem codes)."""

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .. import __version__, compiled
+from .. import __version__
 from ._io import InputError, fail, set_prog, source_name, surrogate_message
 
 __all__ = ["main", "COMMANDS"]
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The Kimi chat formats, right: both families, K2 (Kimi-K2-Instruct, -0905, -Thinking, K2.5, "
         "K2.6: <|im_*|> turns) and K3 (Kimi-K3: XTML), rendered byte for byte as the official templates and "
         "tokenizers do, linted, tokenized and parsed. `kimi-chat COMMAND --help` for each command.")
-    parser.add_argument("--version", action="version", version=f"kimi-chat {__version__}, {compiled.describe()}")
+    parser.add_argument("--version", action="version", version=f"kimi-chat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser)
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(sub)

@@ -111,7 +111,7 @@ def oracle_template(dialect: Any) -> str:
     if d.name not in K2_DIALECTS:
         raise NoOracleTemplateError(
             f"dialect {d.name} has no Jinja oracle template ({d.oracle} is the official tokenizer's Python "
-            "encoder): render it officially with kimi_chat.reference.oracle.render_official or kimi_chat.oracle_k3"
+            "encoder): render it officially with kimi_chat.reference.oracle.render_official or kimi_chat.families.k3.oracle"
         )
     root = reference_dir()
     if root is None:

@@ -2,8 +2,6 @@
 and a body stage that parse by token id and hand out OpenAI deltas), what they log (:mod:`.diagnostics`), the
 family a served model speaks (:mod:`.family`), what they ask of a family (:mod:`.hooks`: each family's
 ``serving`` module answers), and the plugins: :mod:`.vllm`, :mod:`.sglang`.
-
-Also importable as ``kimi_chat.integrations`` (the plugins' registered path).
 """
 
 from __future__ import annotations

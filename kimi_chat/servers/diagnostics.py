@@ -1,7 +1,7 @@
 """What the server adapters tell the operator, and which tool calls they hand the client.
 
 Both adapters (:mod:`kimi_chat.servers.vllm`, :mod:`kimi_chat.servers.sglang`) go through
-the stages of :mod:`kimi_chat.integrations`, which use this module for two things:
+the stages of :mod:`kimi_chat.servers`, which use this module for two things:
 
 * **Which calls are executable** (:func:`is_executable`, :class:`CallGate`): a parsed call whose
   status is in :data:`NOT_EXECUTABLE` is not returned to the client as a tool call; it is logged

@@ -21,12 +21,46 @@ from ...output.lexer import MarkerLexer
 from ...output.peg import Machine
 from ...output.types import ParsedToolCall, ToolCallStatus, Warn
 
-__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "ToolCall", "ToolCalls", "reader"]
+__all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "ToolCall", "ToolCalls", "reader",
+           "sanitised", "read_sanitised_id"]
 
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
+_SANITISED_ID = re.compile(r"(.+)_(\d+)\Z")
+"""``NAME_INDEX``: the rest of a call id ``functions.NAME:INDEX`` whose ``.`` and ``:`` a client rewrote as ``_``
+(``functions_get_weather_1``), which a model copies from such a history (Kimi-K2.7-Code)."""
+_UNSAFE_ID_CHAR = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def sanitised(name: str) -> str:
+    """``name`` as a client that allows only ``[A-Za-z0-9_-]`` in call ids writes it (other characters ``_``)."""
+    return _UNSAFE_ID_CHAR.sub("_", name)
 
 ToolIndex = dict[str, tuple[frozenset[str], frozenset[str]]]
 """Function name -> (its parameters' property names, its required names)."""
+
+
+def read_sanitised_id(call_id: str, prefix: str, tools: Iterable[str] | None) -> tuple[str | None, bool]:
+    """``(name, sure)`` read off a sanitised call id, ``PREFIX`` with ``_`` for ``.`` then ``NAME_INDEX``
+    (``functions_get_weather_1``: ``get_weather``), or ``(None, False)`` for an id of another form.
+
+    With declared ``tools`` the name is the declared one whose :func:`sanitised` spelling is followed by
+    ``_INDEX`` (``sure``; a name with underscores and digits of its own is told apart by the declared names:
+    ``functions_get_weather_1_0`` is ``get_weather_1`` where that is declared). Where several declared names
+    sanitise alike, the one written as given wins; ``None`` when none or still several fit. Without tools, the
+    best reading: everything before the last ``_INDEX`` (not ``sure``)."""
+    head = sanitised(prefix)
+    if not head or not call_id.startswith(head) or call_id.startswith(prefix):
+        return None, False
+    rest = call_id[len(head):]
+    m = _SANITISED_ID.match(rest)
+    if m is None:
+        return None, False
+    if tools is None:
+        return m.group(1), False
+    fits = [t for t in tools if rest.startswith(sanitised(t) + "_") and rest[len(sanitised(t)) + 1:].isdigit()]
+    if len(fits) > 1:
+        fits = [t for t in fits if t == sanitised(t)]
+    return (fits[0], True) if len(fits) == 1 else (None, False)
 
 
 def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
@@ -161,11 +195,17 @@ class ToolCalls(CallAssembler):
         prefixed = bool(prefix) and hid.startswith(prefix)
         base = _INDEX_SUFFIX.sub("", hid[len(prefix):] if prefixed else hid)
         tools = self.tools
+        recovered, sure = (None, False) if prefixed else read_sanitised_id(hid, prefix, tools)
         if prefixed:
             c.name = base or None
             c.unknown = c.name is None or (tools is not None and c.name not in tools)
         elif tools is not None and base in tools:
             c.name = base
+        elif recovered is not None:  # functions_NAME_INDEX: the name read off a sanitised id
+            c.name = recovered
+            if not sure:
+                self.warn("name_inferred", f"tool name {recovered!r} read off the call id {hid!r} "
+                          f"({sanitised(prefix)}NAME_INDEX) with no declared tools to check it against", c.offset)
         elif tools is not None:
             c.infer = True
             c.unknown = True

@@ -165,7 +165,7 @@ def _lint(
     if d.reasoning:
         read = {k: v for k, v in options.items() if k in d.options}
         thinking = read.get("thinking", True)
-        preserve = read.get("preserve_thinking", False)
+        preserve = d.keeps_history_reasoning or read.get("preserve_thinking", False)
         if d.think == "k25" and thinking is False and not preserve:
             return out
         start = -1 if (d.think == "k25" and preserve) else _history_split(msgs)

@@ -1,8 +1,6 @@
 """The K2-family renderer: normalised messages + tools + a K2 dialect -> the exact prompt text.
 
-Python, no Jinja, no I/O; :mod:`kimi_chat.render` validates the input and dispatches here. Compiled with
-mypyc where the package is built with it (:mod:`kimi_chat.compiled`): the annotations are exact, as mypyc
-checks them at run time. Template literals are written with ``Writer.emit``, text from the input with
+Python, no Jinja, no I/O; :mod:`kimi_chat.render` validates the input and dispatches here. Template literals are written with ``Writer.emit``, text from the input with
 ``Writer.emit_text``. For every dialect the output is byte-identical to what the official tokenizer's
 ``apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=...)`` returns with that
 dialect's oracle template (checked by the property and golden tests).
@@ -221,8 +219,10 @@ def render_k2(
     emit_text = w.emit_text
     think = d.think
     thinking = options.get("thinking", True)
-    # a dialect that does not read preserve_thinking (K2.5) ignores it, as its template does
-    preserve = options.get("preserve_thinking", False) if d.reads_preserve_thinking else False
+    # a dialect that does not read preserve_thinking (K2.5) ignores it, as its template does; K2.7-Code keeps
+    # every turn's reasoning, always
+    preserve = d.keeps_history_reasoning or (options.get("preserve_thinking", False) if d.reads_preserve_thinking
+                                             else False)
 
     # -- tool declarations
     if tool_list:

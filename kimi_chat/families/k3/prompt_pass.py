@@ -2,9 +2,8 @@
 prompt into a :class:`~kimi_chat.prompt.writer.Writer` by items (:mod:`kimi_chat.families.k3.render` is
 the public API around it, and its module docstring the format).
 
-Compiled with mypyc where the package is built with it (:mod:`kimi_chat.compiled`): the annotations are
-exact, as mypyc checks them at run time, and the entry point takes what :mod:`.render` has checked (its
-public functions keep Python's own handling of what a caller passes).
+The entry point takes what :mod:`.render` has checked (its public functions keep Python's own handling of
+what a caller passes).
 """
 
 from __future__ import annotations
@@ -94,7 +93,7 @@ def _literals_to(items: list[str]) -> Any:
 
 class _Pieces(NamedTuple):
     """The constant runs of segments the pass writes: each a tuple of segments in :data:`_RAW`, made a
-    :class:`~kimi_chat.prompt.writer.Run` in :data:`_RUNS` (hence ``Any``: mypyc checks annotations)."""
+    :class:`~kimi_chat.prompt.writer.Run` in :data:`_RUNS` (hence ``Any``)."""
 
     user: Any
     user_named: Any
@@ -340,7 +339,7 @@ def build(
      response_end, response_to_tools, tools_end, call_head, _, json_open, json_close, arg_head, _,
      arg_close, call_close, tool_head) = _RUNS
     # the pass appends items (a Run of constant segments, input text) and, marked, marks `(item position,
-    # message_index, trainable)`; `items.append` spelled out: compiled, a typed list's append is a C call
+    # message_index, trainable)`
     items: list[str]
     marks: list[tuple[int, int, bool]] | None
     items, marks = w.items()

@@ -1,6 +1,6 @@
 """The Kimi-K3 formatter: OpenAI-style messages + tools -> the exact K3 (XTML) prompt, text and token ids.
 
-One pass (:func:`kimi_chat.families.k3.prompt_pass.build`, compiled with mypyc where built). The output
+One pass (:func:`kimi_chat.families.k3.prompt_pass.build`). The output
 is byte-identical to the official K3 tokenizer's ``apply_chat_template(messages, tools=tools,
 tokenize=False, ...)`` (``encoding_k3.build_chat_segments`` joined), and :func:`render_k3_ids` is
 token-identical to its ``tokenize=True`` (checked by the golden and property tests against

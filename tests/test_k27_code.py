@@ -1,0 +1,158 @@
+"""Kimi-K2.7-Code: Kimi-K2.6's format with reasoning always on and every turn's reasoning kept (no ``thinking`` or
+``preserve_thinking`` option), its template generated from the one K2.5-line source, and the call ids it copies from
+sanitised histories (``functions_get_weather_1``) read back against the declared tools."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from kimi_chat import Status, StreamParser, get_dialect, lint, parse, render
+from kimi_chat import markers as M
+from kimi_chat.families.k2.calls import read_sanitised_id
+
+ROOT = Path(__file__).resolve().parent.parent
+K27 = "kimi-k2.7-code"
+
+CALL = {"role": "assistant", "content": "", "reasoning": "need the weather",
+        "tool_calls": [{"id": "functions.get_weather:0", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}
+RESULT = {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"}
+HISTORY = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1", "reasoning_content": "r1"},
+           {"role": "user", "content": "Q2"}, CALL, RESULT, {"role": "assistant", "content": "A2", "reasoning": "r2"},
+           {"role": "user", "content": "Q3"}]
+
+
+def _sync():
+    spec = importlib.util.spec_from_file_location("_templates_sync", ROOT / "templates" / "macros" / "sync.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_every_turn_keeps_its_reasoning_and_the_prompt_opens_think() -> None:
+    a, mid, end = M.IM_ASSISTANT.text, M.IM_MIDDLE.text, M.IM_END.text
+    think = lambda r: M.THINK_BEGIN.text + r + M.THINK_END.text  # noqa: E731
+    text = render(HISTORY, dialect=K27)
+    # K2.6 (no preserve_thinking) empties A1's reasoning (A2 is a later plain turn); K2.7-Code keeps all three
+    assert f"{a}assistant{mid}{think('r1')}A1{end}" in text
+    assert f"{a}assistant{mid}{think('need the weather')}{M.TOOL_CALLS_SECTION_BEGIN.text}" in text
+    assert f"{a}assistant{mid}{think('r2')}A2{end}" in text
+    assert text.endswith(f"{a}assistant{mid}{M.THINK_BEGIN.text}")
+    assert text == render(HISTORY, dialect="kimi-k2.6", preserve_thinking=True)
+    assert f"{think('')}A1" in render(HISTORY, dialect="kimi-k2.6")
+
+
+def test_the_switches_are_not_read() -> None:
+    plain = render(HISTORY, dialect=K27)
+    assert render(HISTORY, dialect=K27, thinking=False, preserve_thinking=False) == plain  # ignored, as unread
+    unread = [w.field for w in lint(HISTORY, dialect=K27, thinking=False) if w.code == "unread-kwarg"]
+    assert unread == ["thinking"]
+    with pytest.raises(TypeError, match="takes no render option 'thinking'"):
+        parse("x", dialect=K27, thinking=False)
+    with pytest.raises(TypeError, match="preserve_thinking"):
+        StreamParser(K27, preserve_thinking=True)
+
+
+def test_the_output_starts_inside_reasoning() -> None:
+    msg = get_dialect(K27).parse(f"plan{M.THINK_END.text}done")
+    assert (msg.reasoning_content, msg.content) == ("plan", "done")
+
+
+def test_lint_wants_every_tool_turns_reasoning() -> None:
+    # the tool-call turn before a later plain turn is kept too, so a missing reasoning there is reported
+    msgs = [{"role": "user", "content": "Q"}, {**CALL, "reasoning": ""}, RESULT,
+            {"role": "assistant", "content": "A", "reasoning": "r"}, {"role": "user", "content": "Q2"}]
+    assert [w.message_index for w in lint(msgs, dialect=K27) if w.code == "missing-reasoning"] == [1]
+    assert [w for w in lint(msgs, dialect="kimi-k2.6") if w.code == "missing-reasoning"] == []
+
+
+# -- the templates: one source --
+
+
+def test_the_committed_templates_are_the_generated_ones() -> None:
+    sync = _sync()
+    assert set(sync.TARGETS) == {"kimi-k2.5.jinja", "kimi-k2.6.jinja", "kimi-k2.7-code.jinja"}
+    for name in sync.TARGETS:
+        assert (ROOT / "templates" / name).read_text(encoding="utf-8") == sync.generate(name), (
+            f"{name}: run python templates/macros/sync.py")
+    assert sync.main(["--check"]) == 0
+
+
+def test_generating_into_a_copy_twice_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sync = _sync()
+    macros = tmp_path / "macros"
+    macros.mkdir()
+    for f in ("tools_ts.jinja", "kimi-k2.x.jinja.in"):
+        (macros / f).write_bytes((ROOT / "templates" / "macros" / f).read_bytes())
+    monkeypatch.setattr(sync, "HERE", macros)
+    monkeypatch.setattr(sync, "SOURCE", macros / "tools_ts.jinja")
+    monkeypatch.setattr(sync, "TEMPLATE_SOURCE", macros / "kimi-k2.x.jinja.in")
+    assert sync.main([]) == 0
+    first = {p.name: p.read_bytes() for p in tmp_path.glob("*.jinja")}
+    assert sorted(first) == sorted(sync.TARGETS)
+    assert sync.main([]) == 0
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.jinja")} == first
+    for name, text in first.items():
+        assert text == (ROOT / "templates" / name).read_bytes(), name
+
+
+# -- sanitised call ids --
+
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}} for n in ("get_weather", "get_weather_1")]
+
+
+def _section(call_id: str, args: str = '{"city": "Paris"}') -> str:
+    return (f"plan{M.THINK_END.text}{M.TOOL_CALLS_SECTION_BEGIN.text}{M.TOOL_CALL_BEGIN.text}{call_id}"
+            f"{M.TOOL_CALL_ARGUMENT_BEGIN.text}{args}{M.TOOL_CALL_END.text}{M.TOOL_CALLS_SECTION_END.text}")
+
+
+@pytest.mark.parametrize("call_id, name", [
+    ("functions_get_weather_1", "get_weather"),  # get_weather, index 1 (get_weather_1 would need an index too)
+    ("functions_get_weather_1_0", "get_weather_1"),  # get_weather_1, index 0
+    ("functions_get_weather_12", "get_weather"),
+])
+def test_a_sanitised_id_names_the_declared_tool(call_id: str, name: str) -> None:
+    msg = parse(_section(call_id), dialect=K27, tools=TOOLS)
+    assert [(c.id, c.name, c.status.value) for c in msg.tool_calls] == [(call_id, name, "ok")]
+    assert msg.warnings == []
+    p = StreamParser(K27, tools=TOOLS)
+    text = _section(call_id)
+    for i in range(0, len(text), 3):
+        p.feed(text[i:i + 3])
+    p.finish()
+    assert p.message == msg
+
+
+def test_a_declared_name_with_a_dot_is_read_back() -> None:
+    tools = [{"type": "function", "function": {"name": "web.search", "parameters": {"type": "object"}}}]
+    msg = parse(_section("functions_web_search_2", "{}"), dialect=K27, tools=tools)
+    assert [c.name for c in msg.tool_calls] == ["web.search"]
+    assert read_sanitised_id("functions_web_search_2", "functions.", ["web_search", "web.search"]) == ("web_search", True)
+    assert read_sanitised_id("functions_web_search_2", "functions.", ["websearch"]) == (None, False)
+
+
+def test_without_tools_the_best_reading_with_a_warning() -> None:
+    msg = parse(_section("functions_get_weather_1"), dialect=K27)
+    assert [(c.id, c.name) for c in msg.tool_calls] == [("functions_get_weather_1", "get_weather")]
+    assert [w.kind for w in msg.warnings] == ["name_inferred"]
+    assert "functions_get_weather_1" in msg.warnings[0].message
+
+
+def test_other_ids_are_read_as_before() -> None:
+    assert read_sanitised_id("functions.get_weather:1", "functions.", None) == (None, False)
+    assert read_sanitised_id("call_abc", "functions.", None) == (None, False)
+    assert read_sanitised_id("functions_get_weather", "functions.", None) == (None, False)  # no index
+    msg = parse(_section("functions.get_weather:1"), dialect=K27, tools=TOOLS)
+    assert [(c.name, c.status.value) for c in msg.tool_calls] == [("get_weather", "ok")]
+
+
+def test_model_names_choose_it() -> None:
+    d = get_dialect(K27)
+    assert d.model_names == ("moonshotai/Kimi-K2.7-Code",)
+    for name in ("moonshotai/Kimi-K2.7-Code", "Kimi-K2.7-Code", "kimi-k2.7-code", "Kimi K2.7 Code"):
+        assert get_dialect(name) is d
+    assert d.status is Status.RECONSTRUCTED and d.options == ()
