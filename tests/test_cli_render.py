@@ -117,6 +117,8 @@ def test_dialects_lists_status_and_oracle(capsysbinary):
     assert rows["kimi-k2.6"]["oracle"] == "unverified/Kimi-K2.6.chat_template.reconstructed.jinja"
     assert rows["kimi-k2-instruct-0905"]["aliases"] == ["kimi-k2-instruct"]
     assert rows["kimi-k2-thinking@rev1"]["oracle"] == "Kimi-K2-Thinking/chat_template.rev1.jinja"
+    assert rows["kimi-k2.7-code"]["model_names"] == ["moonshotai/Kimi-K2.7-Code"]
+    assert rows["kimi-k2.7-code"]["reasoning"] == "all" and rows["kimi-k2.6"]["reasoning"] == "history-split-or-all"
 
 
 def test_tools_file_may_be_a_request_body(capsysbinary, tmp_path):

@@ -156,3 +156,18 @@ def test_model_names_choose_it() -> None:
     for name in ("moonshotai/Kimi-K2.7-Code", "Kimi-K2.7-Code", "kimi-k2.7-code", "Kimi K2.7 Code"):
         assert get_dialect(name) is d
     assert d.status is Status.RECONSTRUCTED and d.options == ()
+
+
+@pytest.mark.parametrize("name, served", [("Kimi K2.7 Code", "kimi-k2.7-code"), ("Kimi K2.6", "kimi-k2.6"),
+                                          ("", "kimi-k2.6")])
+def test_a_gguf_names_what_its_template_cannot_tell(name: str, served: str) -> None:
+    # what `kimi-chat serve` loads: a GGUF of Kimi-K2.7-Code embedding K2.6's template is served as K2.7-Code
+    from types import SimpleNamespace
+
+    from kimi_chat.engines.native import NativeModel
+    from kimi_chat.templates import template_text
+
+    llama = SimpleNamespace(_model=SimpleNamespace(vocab=None),
+                            metadata={"general.name": name, "tokenizer.chat_template": template_text("kimi-k2.6")})
+    model = NativeModel(llama, Path("model.gguf"), lib=SimpleNamespace(llama_vocab_n_tokens=lambda vocab: 163840))
+    assert model.dialect.name == served, model.dialect_source

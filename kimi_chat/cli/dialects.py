@@ -1,4 +1,4 @@
-"""``kimi-chat dialects``: list the dialects with their provenance status and oracle file."""
+"""``kimi-chat dialects``: list the dialects with their provenance status, oracle file and model names."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
             "aliases": [a for a, n in ALIASES.items() if n == d.name],
             "status": d.status.value,
             "oracle": d.oracle,
+            "model_names": list(d.model_names),
+            "reasoning": d.reasoning_policy,
             "summary": d.summary,
         }
         for d in DIALECTS.values()
@@ -32,5 +34,7 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         alias = f" (alias: {', '.join(r['aliases'])})" if r["aliases"] else ""
         print(f"{r['name']:<{width}}  {r['status']:<13}  {r['oracle']}{alias}")
+        if r["model_names"]:
+            print(f"{'':<{width}}  models: {', '.join(r['model_names'])} (any of them names the dialect)")
         print(f"{'':<{width}}  {r['summary']}")
     return 0

@@ -9,7 +9,7 @@ what to install.
     messages --render_tokens--> ids --engine.generate (llguidance token masks of kimi_chat.grammar.constraint)--> ids
              --detokenize (special tokens kept)--> StreamParser --> OpenAI message / chunks
 
-**Send ids, not text.** The prompt is tokenized by kimi_chat's :class:`~kimi_chat.tokenizer.
+**Send ids, not text.** The prompt is tokenized by kimi_chat's :class:`~kimi_chat.tokens.tokenizer.
 KimiTokenizer` (the official tiktoken rules) and the engine receives ids, so the engine's own
 ``kimi-k2`` pre-tokenizer, which disagrees with tiktoken on some text (combining marks), cannot change
 a prompt. Marker-looking text inside messages stays text (``render_tokens(special_tokens="text")``).
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialects import DEFAULT_DIALECT, Dialect, dialect_for_served_model, get_dialect
 from ..errors import KimiChatError, NativeUnavailable
 from ..output import Delta
 from ..tokens.rendered import render_tokens
@@ -207,8 +207,13 @@ class NativeModel:
                 ident = identify(tmpl, behavioural=False)
             except Exception as e:  # identification is a convenience: never fail a load on it
                 return get_dialect(DEFAULT_DIALECT), f"default; the embedded template could not be identified: {e}"
-            if ident.dialect is not None and ident.match == "exact":
-                return get_dialect(ident.dialect), f"embedded template: {ident.label}"
+            exact = ident.dialect if ident.match == "exact" else None
+            names = [str(self.metadata.get("general.name") or ""), Path(self.path).stem]
+            served = dialect_for_served_model(names, exact)  # the name decides what the template cannot tell
+            if served is not None and served != exact:
+                return get_dialect(served), f"model name {names[0] or names[1]!r} (embedded template: {ident.label})"
+            if exact is not None:
+                return get_dialect(exact), f"embedded template: {ident.label}"
             return get_dialect(DEFAULT_DIALECT), "default; embedded template not identified"
         if self._k3_vocabulary():
             return get_dialect("kimi-k3"), f"vocabulary: {M.K3_OPEN.text} at {M.K3_OPEN.id} (Kimi-K3, no template)"

@@ -61,3 +61,17 @@ def test_a_k2_directory_is_the_default_family(tmp_path):
     tok = load_kimi_tokenizer(d)
     assert M.K3_OPEN.text not in tok.special_tokens and tok.special_tokens[M.IM_END.text] == M.IM_END.id
 
+
+
+@pytest.mark.parametrize("name, served", [("Kimi-K2.7-Code", "kimi-k2.7-code"), ("Kimi-K2.6", "kimi-k2.6")])
+def test_the_model_name_decides_what_the_template_cannot_tell(tmp_path, name, served):
+    # Kimi-K2.7-Code ships Kimi-K2.6's format: the K2.6 template identifies as K2.6, the directory's name says which
+    from kimi_chat.templates import template_text
+
+    ref = reference_dir()
+    assert ref is not None
+    cfg = json.loads((ref / REFERENCE_CONFIGS["k2.6"]).read_text(encoding="utf-8"))
+    d = _dir(tmp_path, name, "kimi_k25", cfg)
+    (d / "chat_template.jinja").write_text(template_text("kimi-k2.6"), encoding="utf-8")
+    md = model_dialect(d, load_kimi_tokenizer(d))
+    assert md.dialect.name == served, md.reason

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import markers as M
-from ...dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ...dialects import DEFAULT_DIALECT, Dialect, dialect_for_served_model, get_dialect
 from ...errors import KimiChatError, UnknownDialectError
 from ...families import Family, family_names, family_of
 from ...tokens.tokenizer import BYTE_DECODER, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
@@ -45,7 +45,7 @@ from ..hooks import serving_of
 from .options import MODE, render_ids, template_options
 
 __all__ = ["MODE", "DIALECT_ENV", "register_mode", "KimiChatVllmTokenizer", "ModelDialect", "model_dialect", "load_kimi_tokenizer",
-           "directory_family"]
+           "directory_family", "model_names"]
 
 # DIALECT_ENV (``KIMI_CHAT_DIALECT``): the environment variable naming the dialect to serve
 # (``kimi-k2.6``, ``kimi-k3``...); it overrides the identification, and the parser plugins read the
@@ -156,7 +156,9 @@ def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDiale
     """The dialect to serve the model in ``directory`` with: ``$KIMI_CHAT_DIALECT`` (checked against the
     tokenizer's family), else the ``SERVED_DIALECT`` of the family whose vocabulary the tokenizer has
     (``kimi-k3`` for a K3 vocabulary), else the identification of the chat
-    template (exact text first, then behaviour: :func:`kimi_chat.checks.verification.identify`). Raises
+    template (exact text first, then behaviour: :func:`kimi_chat.checks.verification.identify`), except where
+    the model's name (:func:`model_names`) names a dialect the template cannot tell
+    (:func:`kimi_chat.dialects.dialect_for_served_model`: ``moonshotai/Kimi-K2.7-Code``). Raises
     :class:`~kimi_chat.errors.KimiChatError` (a clear startup error) for a template kimi_chat does not
     know, a directory without a template, or an override of the wrong family."""
     from ...tokens.vocabulary import check_vocabulary
@@ -179,12 +181,19 @@ def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDiale
         return ModelDialect(get_dialect(served), f"{vocab_family.title} vocabulary ({spelled} special tokens)")
     text = chat_template_of(directory)
     hint = f"set {DIALECT_ENV} to a dialect name (kimi-chat dialects) to serve it anyway"
-    if text is None:
-        raise KimiChatError(f"{directory}: no chat template ({CHAT_TEMPLATE_FILE} or tokenizer_config.json "
-                            f"chat_template) to identify the Kimi dialect from; {hint}")
+    names = model_names(directory)
     from ...checks.verification.identification import identify
 
-    ident = identify(text)
+    ident = identify(text) if text is not None else None
+    accepted = ident.dialect if ident is not None and ident.kind in _ACCEPTED_KINDS else None
+    served_by_name = dialect_for_served_model(names, accepted)
+    if served_by_name is not None and served_by_name != accepted:  # a dialect the template cannot tell
+        check_vocabulary(tokenizer, get_dialect(served_by_name))
+        return ModelDialect(get_dialect(served_by_name), f"the model's name ({', '.join(names)}) says so"
+                            + (f"; its chat template is {ident.label}" if ident is not None else ""))
+    if text is None or ident is None:
+        raise KimiChatError(f"{directory}: no chat template ({CHAT_TEMPLATE_FILE} or tokenizer_config.json "
+                            f"chat_template) to identify the Kimi dialect from; {hint}")
     if ident.dialect is None or ident.kind not in _ACCEPTED_KINDS:
         raise KimiChatError(
             f"{directory}: the chat template is not one kimi_chat renders exactly ({ident.label}: "
@@ -193,6 +202,19 @@ def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDiale
     d = get_dialect(ident.dialect)
     check_vocabulary(tokenizer, d)
     return ModelDialect(d, f"chat template identified as {ident.label} ({ident.match} match)")
+
+
+def model_names(directory: str | Path) -> list[str]:
+    """The names a model directory goes by: ``config.json``'s ``_name_or_path``, the repository id of a Hugging
+    Face cache snapshot (``models--ORG--NAME/snapshots/REV``) and the directory's own name."""
+    d = Path(directory)
+    names = []
+    declared = _read_json(d / "config.json").get("_name_or_path")
+    if isinstance(declared, str) and declared:
+        names.append(declared)
+    names += [part[len("models--"):].replace("--", "/") for part in d.parts if part.startswith("models--")]
+    names.append(d.name)
+    return names
 
 
 # ------------------------------------------------------------------------------------------ vLLM side
