@@ -275,7 +275,8 @@ class Dialect:
     def tokenizer(self, *, reference_dir: Any = None) -> KimiTokenizer:
         """This dialect's reference tokenizer (:meth:`KimiTokenizer.from_reference` of the config its family
         names), loaded once per config. Raises :class:`~kimi_chat.errors.ReferenceDataError` naming the fix
-        when the reference data (``$KIMI_CHAT_REFERENCE_DIR``) or tiktoken is missing."""
+        when the reference data (``$KIMI_CHAT_REFERENCE_DIR``) is missing, ``ModuleNotFoundError`` naming the
+        extra to install when tiktoken is."""
         from .families import family_of
 
         config = family_of(self).reference_tokenizer(self)
@@ -283,11 +284,12 @@ class Dialect:
         tok = _TOKENIZERS.get(key)
         if tok is None:
             try:
-                load = _stage("tokenizer")
-            except KeyError as e:  # tiktoken is missing: kimi_chat bound no tokenizer
-                raise ReferenceDataError(f"the tokenizer of {self.name} needs tiktoken: pip install tiktoken") from e
-            try:
-                tok = load(config, reference_dir=reference_dir)
+                tok = _stage("tokenizer")(config, reference_dir=reference_dir)
+            except ModuleNotFoundError as e:
+                if e.name != "tiktoken":
+                    raise
+                raise ModuleNotFoundError(f"the tokenizer of {self.name} needs tiktoken: "
+                                          "pip install 'kimi-chat[tokenizer]'", name="tiktoken") from e
             except ReferenceDataError as e:
                 raise ReferenceDataError(
                     f"the reference tokenizer of {self.name} ({config!r}) is not available: {e}; set "

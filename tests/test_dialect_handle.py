@@ -181,3 +181,15 @@ def test_a_served_models_name_decides_what_its_template_cannot_tell() -> None:
     assert served(["Kimi-K2.6"], "kimi-k2.6") == "kimi-k2.6"
     assert served(["Kimi-K2.6"], None) is None
     assert served(["some-model"], "kimi-k2.5") == "kimi-k2.5"
+
+
+@needs_reference
+def test_a_missing_tiktoken_says_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from kimi_chat import dialects
+
+    monkeypatch.setattr(dialects, "_TOKENIZERS", {})  # nothing loaded yet
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # `import tiktoken` fails as where it is not installed
+    with pytest.raises(ModuleNotFoundError, match=r"kimi-k2\.6 needs tiktoken: pip install 'kimi-chat\[tokenizer\]'"):
+        get_dialect("kimi-k2.6").tokenizer()

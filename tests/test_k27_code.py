@@ -1,10 +1,9 @@
 """Kimi-K2.7-Code: Kimi-K2.6's format with reasoning always on and every turn's reasoning kept (no ``thinking`` or
-``preserve_thinking`` option), its template generated from the one K2.5-line source, and the call ids it copies from
+``preserve_thinking`` option), the servers choosing it by name, and the call ids it copies from
 sanitised histories (``functions_get_weather_1``) read back against the declared tools."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ RESULT = {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": 
 HISTORY = [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1", "reasoning_content": "r1"},
            {"role": "user", "content": "Q2"}, CALL, RESULT, {"role": "assistant", "content": "A2", "reasoning": "r2"},
            {"role": "user", "content": "Q3"}]
-
-
-def _sync():
-    spec = importlib.util.spec_from_file_location("_templates_sync", ROOT / "templates" / "macros" / "sync.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def test_every_turn_keeps_its_reasoning_and_the_prompt_opens_think() -> None:
@@ -67,36 +59,6 @@ def test_lint_wants_every_tool_turns_reasoning() -> None:
             {"role": "assistant", "content": "A", "reasoning": "r"}, {"role": "user", "content": "Q2"}]
     assert [w.message_index for w in lint(msgs, dialect=K27) if w.code == "missing-reasoning"] == [1]
     assert [w for w in lint(msgs, dialect="kimi-k2.6") if w.code == "missing-reasoning"] == []
-
-
-# -- the templates: one source --
-
-
-def test_the_committed_templates_are_the_generated_ones() -> None:
-    sync = _sync()
-    assert set(sync.TARGETS) == {"kimi-k2.5.jinja", "kimi-k2.6.jinja", "kimi-k2.7-code.jinja"}
-    for name in sync.TARGETS:
-        assert (ROOT / "templates" / name).read_text(encoding="utf-8") == sync.generate(name), (
-            f"{name}: run python templates/macros/sync.py")
-    assert sync.main(["--check"]) == 0
-
-
-def test_generating_into_a_copy_twice_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sync = _sync()
-    macros = tmp_path / "macros"
-    macros.mkdir()
-    for f in ("tools_ts.jinja", "kimi-k2.x.jinja.in"):
-        (macros / f).write_bytes((ROOT / "templates" / "macros" / f).read_bytes())
-    monkeypatch.setattr(sync, "HERE", macros)
-    monkeypatch.setattr(sync, "SOURCE", macros / "tools_ts.jinja")
-    monkeypatch.setattr(sync, "TEMPLATE_SOURCE", macros / "kimi-k2.x.jinja.in")
-    assert sync.main([]) == 0
-    first = {p.name: p.read_bytes() for p in tmp_path.glob("*.jinja")}
-    assert sorted(first) == sorted(sync.TARGETS)
-    assert sync.main([]) == 0
-    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.jinja")} == first
-    for name, text in first.items():
-        assert text == (ROOT / "templates" / name).read_bytes(), name
 
 
 # -- sanitised call ids --
