@@ -144,6 +144,9 @@ class Dialect:
     """Published model names (Hugging Face ids, API names) whose chat format this dialect is: the data of
     :func:`dialect_for_model` and :func:`get_dialect` (case, ``_`` or space for ``-`` and the organisation
     prefix do not matter; a name extended by ``-SUFFIX``, such as ``-GGUF``, is the same model)."""
+    known_problems: tuple[str, ...] = ()
+    """Codes of the known problems of this revision's official template and of serving it
+    (:data:`kimi_chat.checks.known_problems.PROBLEMS` describes each; ``identify`` and ``inspect`` report them)."""
     oracle_options: tuple[tuple[str, Any], ...] = ()
     """Template kwargs the oracle template is rendered with, whatever the request says: a dialect rebuilt from a
     sibling's template with that template's switches fixed (Kimi-K2.7-Code: Kimi-K2.6's template with
@@ -332,6 +335,7 @@ _BUILT_IN: tuple[Dialect, ...] = (
             tool_calls=False,
             tool_result_header=None,
             content_style="rev1",
+            known_problems=("no-tool-calls",),
         ),
         Dialect(
             name="kimi-k2-instruct@rev2",
@@ -345,6 +349,8 @@ _BUILT_IN: tuple[Dialect, ...] = (
             string_arguments="json",
             tool_result_header="\\n",
             content_style="k2",
+            known_problems=("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n",
+                            "llama-server-continuation"),
         ),
         Dialect(
             name="kimi-k2-instruct-0905",
@@ -360,6 +366,7 @@ _BUILT_IN: tuple[Dialect, ...] = (
             omit_last_im_end_without_generation_prompt=True,
             aliases=("kimi-k2-instruct",),
             model_names=("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-0905-preview"),
+            known_problems=("missing-final-im-end", "llama-server-chat-fails", "llama-server-continuation"),
         ),
         Dialect(
             name="kimi-k2-thinking@rev1",
@@ -373,6 +380,7 @@ _BUILT_IN: tuple[Dialect, ...] = (
             think="history_split",
             aliases=("kimi-k2-thinking",),
             model_names=("moonshotai/Kimi-K2-Thinking",),
+            known_problems=("superseded-revision", "llama-server-continuation"),
         ),
         Dialect(
             name="kimi-k2.5",
@@ -391,6 +399,7 @@ _BUILT_IN: tuple[Dialect, ...] = (
             think="k25",
             options=("thinking",),
             model_names=("moonshotai/Kimi-K2.5",),
+            known_problems=("needs-tools-ts-str", "llama-server-continuation"),
         ),
         Dialect(
             name="kimi-k2.6",
@@ -409,6 +418,7 @@ _BUILT_IN: tuple[Dialect, ...] = (
             reasoning_key="reasoning",
             options=("thinking", "preserve_thinking"),
             model_names=("moonshotai/Kimi-K2.6",),
+            known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
         ),
         Dialect(
             name="kimi-k2.7-code",
@@ -429,6 +439,7 @@ _BUILT_IN: tuple[Dialect, ...] = (
             keeps_history_reasoning=True,
             oracle_options=(("thinking", True), ("preserve_thinking", True)),
             model_names=("moonshotai/Kimi-K2.7-Code",),
+            known_problems=("needs-tools-ts-str", "llama-server-continuation"),
         ),
 )
 """The K2-family records, oldest first."""

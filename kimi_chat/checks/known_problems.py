@@ -1,7 +1,7 @@
 """Known problems of each template revision and of the known hand-edited copies (data).
 
 ``PROBLEMS`` describes each problem once; ``DIALECT_PROBLEMS`` lists the problems of each official
-revision (a dialect); ``KNOWN_TEMPLATES`` lists the template texts we know, by the sha256 of their
+revision (a dialect record's ``known_problems``); ``KNOWN_TEMPLATES`` lists the template texts we know, by the sha256 of their
 normalised text (CRLF/CR -> LF, trailing newlines dropped; see :func:`kimi_chat.checks.verification.normalize_template`),
 so that :func:`kimi_chat.checks.verification.identify` recognises them without the reference data. The hashes are of
 the files described in ``../shared/reference/PROVENANCE.md``; the tests check them against those files
@@ -10,8 +10,11 @@ when the reference data is present. No template text is stored here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from ..dialects import DIALECTS
 
 __all__ = [
     "KnownProblem",
@@ -225,18 +228,21 @@ PROBLEMS: dict[str, KnownProblem] = {
 }
 """Every known problem, by code."""
 
-DIALECT_PROBLEMS: dict[str, tuple[str, ...]] = {
-    "kimi-k2-instruct@rev1": ("no-tool-calls",),
-    "kimi-k2-instruct@rev2": ("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n",
-                              "llama-server-continuation"),
-    "kimi-k2-instruct-0905": ("missing-final-im-end", "llama-server-chat-fails", "llama-server-continuation"),
-    "kimi-k2-thinking@rev1": ("superseded-revision", "llama-server-continuation"),
-    "kimi-k2.5": ("needs-tools-ts-str", "llama-server-continuation"),
-    "kimi-k2.6": ("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
-    "kimi-k2.7-code": ("needs-tools-ts-str", "llama-server-continuation"),
-    "kimi-k3": (),
-}
-"""Known problems of each official revision (dialect name -> problem codes)."""
+class _DialectProblems(Mapping[str, tuple[str, ...]]):
+    """Dialect name -> its record's ``known_problems`` (a view of the registry: a registered dialect is in it)."""
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return DIALECTS[name].known_problems
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DIALECTS)
+
+    def __len__(self) -> int:
+        return len(DIALECTS)
+
+
+DIALECT_PROBLEMS: Mapping[str, tuple[str, ...]] = _DialectProblems()
+"""Known problems of each official revision (dialect name -> problem codes: each record's ``known_problems``)."""
 
 
 @dataclass(frozen=True)
