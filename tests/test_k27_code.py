@@ -4,6 +4,7 @@ sanitised histories (``functions_get_weather_1``) read back against the declared
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,21 @@ def test_a_gguf_names_what_its_template_cannot_tell(name: str, served: str) -> N
                             metadata={"general.name": name, "tokenizer.chat_template": template_text("kimi-k2.6")})
     model = NativeModel(llama, Path("model.gguf"), lib=SimpleNamespace(llama_vocab_n_tokens=lambda vocab: 163840))
     assert model.dialect.name == served, model.dialect_source
+
+
+def test_a_request_asking_to_keep_every_reasoning_is_what_it_does(capsysbinary, tmp_path: Path) -> None:
+    # Moonshot's thinking object: keep "all" is K2.7-Code's own policy (no warning); a thinking switch it has not
+    from kimi_chat.cli import main
+
+    golden = ROOT / "fixtures" / "golden" / K27 / "k27_history_reasoning_kept"
+    case = json.loads(golden.with_suffix(".json").read_text(encoding="utf-8"))
+    for thinking, warned in (({"keep": "all"}, None),
+                             ({"type": "disabled"}, "has no thinking switch; ignored")):
+        body = tmp_path / "req.json"
+        body.write_text(json.dumps({"model": "moonshotai/Kimi-K2.7-Code", "messages": case["messages"],
+                                    "tools": case["tools"], "thinking": thinking}))
+        assert main(["render", "-q", str(body)]) == 0
+        out = capsysbinary.readouterr()
+        assert out.out == golden.with_suffix(".txt").read_bytes()
+        err = out.err.decode()
+        assert (err == "") if warned is None else (warned in err), err

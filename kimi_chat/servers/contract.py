@@ -160,7 +160,7 @@ def _thinking(body: Mapping[str, Any], d: Dialect, out: dict[str, tuple[Any, str
     if on and keep is not None:
         if keep == "all" and "preserve_thinking" in d.options:
             out["preserve_thinking"] = (True, "thinking.keep")
-        elif not (keep == "all" and family_of(d).keeps_all_reasoning):  # (K3's encoder keeps every turn's)
+        elif not (keep == "all" and d.keeps_every_reasoning):  # (K2.7-Code and K3's encoder keep every turn's)
             warn(f"the request's thinking.keep {_dump(keep)} does not change the prompt of {d.name}; ignored")
     return on
 
