@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kimi-chat",
         description="The Kimi chat formats, right: both families, K2 (Kimi-K2-Instruct, -0905, -Thinking, K2.5, "
-        "K2.6: <|im_*|> turns) and K3 (Kimi-K3: XTML), rendered byte for byte as the official templates and "
+        "K2.6, K2.7-Code: <|im_*|> turns) and K3 (Kimi-K3: XTML), rendered byte for byte as the official templates and "
         "tokenizers do, linted, tokenized and parsed. `kimi-chat COMMAND --help` for each command.")
     parser.add_argument("--version", action="version", version=f"kimi-chat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser)

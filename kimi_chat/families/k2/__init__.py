@@ -1,6 +1,7 @@
 """The Kimi-K2 family: ``<|im_*|>`` turns, ``<think>`` reasoning, ``<|tool_calls_section_begin|>`` call sections.
 
-Dialects: Kimi-K2-Instruct (rev1, rev2), -0905, -Thinking, Kimi-K2.5, Kimi-K2.6 (:mod:`kimi_chat.dialects`).
+Dialects: Kimi-K2-Instruct (rev1, rev2), -0905, -Thinking, Kimi-K2.5, Kimi-K2.6, Kimi-K2.7-Code
+(:mod:`kimi_chat.dialects`).
 Modules: :mod:`.render` (the prompt, as the Jinja templates write it), :mod:`.tools_ts` (K2.5/K2.6's TypeScript
 tool declarations), :mod:`.format` (the output format as data), :mod:`.calls` (call headers, arguments),
 :mod:`.grammar` (GBNF of one request).
