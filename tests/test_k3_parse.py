@@ -65,14 +65,14 @@ def test_k3_is_registered_and_compiles_both_start_rules():
 
 
 def test_docs_hold_the_k3_grammar_verbatim():
-    doc = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
     m = re.search(r"<!-- k3-grammar -->\n```peg\n(.*?)\n```", doc, re.S)
-    assert m is not None, "docs/format.md has no K3 grammar block"
+    assert m is not None, "docs/formats.md has no K3 grammar block"
     assert m.group(1) == K3F.grammar_text()
 
 
 def test_every_k3_rule_is_documented_with_an_example():
-    doc = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
     k3_part = doc[doc.index("<!-- k3-grammar -->"):]
     for rule in K3F.GRAMMAR:
         assert f"`{rule}`" in k3_part, rule
