@@ -1,6 +1,6 @@
 """``kimi-chat conformance`` / :func:`kimi_chat.engines.native.conformance`: the report's machinery (no
 engine needed), the report of the tiny model in llama.cpp (what llama.cpp gets wrong, asserted as
-*known*: a fix upstream makes a test fail and the README report gets regenerated), and ``--server``
+*known*: a fix upstream makes a test fail and the report in docs/engines.md gets regenerated), and ``--server``
 against a real llama-server (``$KIMI_CHAT_LLAMA_SERVER`` or ``llama-server`` beside the venv's
 python; CI installs it, and there a missing binary fails instead of skipping).
 
@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def readme_report(backend: str) -> str:
-    """The report of ``backend`` pasted in the README's "Engines" section (after its marker comment)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The report of ``backend`` pasted in docs/engines.md (after its marker comment)."""
+    text = (ROOT / "docs" / "engines.md").read_text(encoding="utf-8")
     marker = f"<!-- conformance: {backend} -->\n```text\n"
-    assert marker in text, f"README has no {backend} conformance report"
+    assert marker in text, f"docs/engines.md has no {backend} conformance report"
     return text.split(marker, 1)[1].split("```", 1)[0]
 
 

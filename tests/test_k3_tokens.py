@@ -304,18 +304,18 @@ def test_cli_dialects_lists_kimi_k3(capsysbinary):
     assert any(line.split()[:2] == ["kimi-k3", "single-source"] for line in out.splitlines())
 
 
-# --------------------------------------------------------------------------------------------- README
+# ------------------------------------------------------------------------------------------- docs/rendering.md
 
 
 def _readme_k3():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    use = text.split("## Use", 1)[1].split("```python", 1)[1].split("```", 1)[0]
-    section = text.split("### Kimi-K3", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "rendering.md").read_text(encoding="utf-8")
+    use = text.split("\n## Render\n", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    section = text.split("\n## Kimi-K3\n", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python", 1)[1].split("```", 1)[0]
     shown = section.split("```text\n", 1)[1].split("```", 1)[0]
     scope: dict = {}
-    exec(compile(use + code, "README.md#kimi-k3", "exec"), scope)  # noqa: S102 - our own documentation
-    # the README breaks the line after each <|end_of_msg|> (not part of the prompt)
+    exec(compile(use + code, "docs/rendering.md#kimi-k3", "exec"), scope)  # noqa: S102 - our own documentation
+    # the page breaks the line after each <|end_of_msg|> (not part of the prompt)
     end = M.K3_END_OF_MSG.text
     return scope, shown.rstrip("\n").replace(end + "\n", end)
 

@@ -3,7 +3,7 @@ ik-llama-cpp-python 0.1.5) on the tiny Kimi-architecture model, and its conforma
 
 Skipped locally when ik-llama-cpp-python is not installed (with the reason); under CI (which installs
 it with ``.ci/install-native-ik.sh``) a missing package fails. What ik_llama.cpp gets wrong is
-asserted as *known*: a fix upstream makes a test fail, and the README report gets regenerated.
+asserted as *known*: a fix upstream makes a test fail, and the report in docs/engines.md gets regenerated.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
     marks = r.check("tokenization", "combining marks")
     assert marks.first_difference == "\"e\\u0301's\" at token 2: kimi_chat [1048 \"'s\"], engine [6 \"'\" 82 's']"
     assert r.check("generation", "grammar-forced tool call").passed
-    # the README's report is this one (regenerate: kimi-chat conformance /tmp/tiny.gguf -b ik_llama.cpp)
+    # the report in docs/engines.md is this one (regenerate: kimi-chat conformance /tmp/tiny.gguf -b ik_llama.cpp)
     from test_conformance import readme_report
 
     assert readme_report(BACKEND) == r.format_text()
