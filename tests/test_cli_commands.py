@@ -101,7 +101,7 @@ def test_build_tiny_model_leaves_no_part_file_on_failure(tmp_path):
 
 
 def test_inspect_exits_1_for_a_template_that_does_not_compile(tmp_path, capsys):
-    pytest.importorskip("transformers", reason="the compile check needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="the compile check needs transformers (the verify extra)")
     bad = tmp_path / "bad.jinja"
     bad.write_text("{% for m in %}broken")
     status = main(["inspect", str(bad)])
@@ -115,7 +115,7 @@ def test_inspect_exits_1_for_a_template_that_does_not_compile(tmp_path, capsys):
 
 
 def test_verify_reports_progress(capsys):
-    pytest.importorskip("transformers", reason="verify needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="verify needs transformers (the verify extra)")
     from kimi_chat.checks.verification import verify
 
     seen: list[str] = []
@@ -134,7 +134,7 @@ def test_verify_reports_progress(capsys):
 
 
 def test_verify_progress_says_when_it_shrinks(tmp_path):
-    pytest.importorskip("transformers", reason="verify needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="verify needs transformers (the verify extra)")
     from kimi_chat.checks.verification import verify
 
     seen: list[str] = []

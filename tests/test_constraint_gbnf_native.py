@@ -17,7 +17,7 @@ if HAVE_ALL:
 
 pytestmark = [pytest.mark.native,
               pytest.mark.skipif(not HAVE_ALL, reason="needs llama-cpp-python, llguidance and jsonschema "
-                                 "(pip install 'kimi-chat[native]')")]
+                                 "(bash .ci/install-native.sh .venv)")]
 
 # bounded (every value is from a finite set), and every keyword enforced by the GBNF rules
 ANSWER = {"type": "object",

@@ -61,7 +61,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @needs_reference
 def test_regenerating_every_golden_changes_nothing(tmp_path):
     # issue 20 item 5: regenerate.py rendered Kimi-K3's encoder source as a Jinja template over the K3 goldens
-    pytest.importorskip("transformers", reason="the official renderings need transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="the official renderings need transformers (the verify extra)")
     scripts = sorted(GOLDEN.glob("regenerate*.py"))
     assert [p.name for p in scripts] == ["regenerate.py", "regenerate_k3.py"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GOLDEN.parent.parent), os.environ.get("PYTHONPATH", "")])}
@@ -87,7 +87,7 @@ K3_CASES = [p for p in K3_CASES if not p.name.endswith(".ids.json")]
 @needs_reference
 def test_render_official_knows_every_family():
     # issue 20 item 5: render_official rendered Kimi-K3's encoder source as a Jinja template
-    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (the verify extra)")
     from kimi_chat.reference.oracle import NoOracleTemplateError, oracle_template
 
     assert len(K3_CASES) >= 30

@@ -22,7 +22,7 @@ from kimi_chat.testing.strategies_k3 import k3_requests
 
 from conftest import needs_reference
 
-pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
+pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (the verify extra)")
 
 from kimi_chat.families.k3.oracle import official_k3_ids, official_k3_render, official_k3_segments  # noqa: E402
 from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402

@@ -313,7 +313,7 @@ def test_oracle_unavailable_without_transformers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("unavailable:") and "kimi-chat[verify]" in out.stdout
+    assert out.stdout.startswith("unavailable:") and "pip install -e '.[verify]'" in out.stdout
 
 
 def test_missing_reference_data_is_named(tmp_path):

@@ -187,7 +187,7 @@ def test_extend_tokens(tok):
 @pytest.mark.oracle
 @given(k3_requests(refusals=False))
 def test_render_tokens_ids_equal_official(tok, req):
-    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (the verify extra)")
     from kimi_chat.families.k3.oracle import official_k3_ids
 
     note(repr(req))
@@ -329,7 +329,7 @@ def test_readme_k3_prompt_is_what_render_gives():
 @needs_reference
 @pytest.mark.oracle
 def test_readme_k3_prompt_is_official():
-    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (the verify extra)")
     from kimi_chat.families.k3.oracle import official_k3_render
 
     scope, shown = _readme_k3()

@@ -32,7 +32,7 @@ except ImportError:
 require_in_ci(HAVE_ALL, "llama-cpp-python, llguidance and jsonschema (.ci/install-native.sh installs them)")
 pytestmark = [pytest.mark.native,
               pytest.mark.skipif(not HAVE_ALL, reason="needs llama-cpp-python, llguidance and jsonschema "
-                                 "(pip install 'kimi-chat[native]')")]
+                                 "(bash .ci/install-native.sh .venv)")]
 
 K2 = "kimi-k2-instruct-0905"
 K3 = "kimi-k3"

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import require_in_ci, skip_without_reference
 
-pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install 'kimi-chat[serve]')")
+pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' in the checkout)")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
@@ -30,7 +30,7 @@ from kimi_chat.servers.serve import NativeEngine, ServeConfig, UpstreamEngine, c
 from serve_support import Uvicorn, free_port, sse_events, wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.native, pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed "
-                                                     "(pip install 'kimi-chat[native]')")]
+                                                     "(bash .ci/install-native.sh .venv)")]
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]}}, "required": ["city"]}}}]

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import needs_reference
 
-pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install 'kimi-chat[serve]')")
+pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' in the checkout)")
 httpx = pytest.importorskip("httpx")
 
 from kimi_chat.servers.serve import ServeConfig, create_app  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import needs_reference
 
-pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install 'kimi-chat[serve]')")
+pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' in the checkout)")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("llguidance")
 

@@ -20,7 +20,7 @@ except ImportError:
 require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 pytestmark = [
     pytest.mark.native,
-    pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (pip install 'kimi-chat[native]'; "
+    pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (bash .ci/install-native.sh .venv; "
                        "CI installs it with .ci/install-native.sh)"),
 ]
 

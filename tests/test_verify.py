@@ -210,11 +210,11 @@ def test_identify_without_transformers_says_what_to_install(monkeypatch):
     v = importlib.import_module("kimi_chat.checks.verification.identification")
 
     def missing(*a, **k):
-        raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
+        raise OracleUnavailable("rendering a template the official way needs transformers: pip install -e '.[verify]' (run in the kimi_chat checkout)")
 
     monkeypatch.setattr(v, "render_with_dialect", missing)
     ident = identify(CHATML)
-    assert ident.kind == "unknown" and any("kimi-chat[verify]" in n for n in ident.notes)
+    assert ident.kind == "unknown" and any("pip install -e '.[verify]'" in n for n in ident.notes)
 
 
 # -- verify -------------------------------------------------------------------------------------------
@@ -300,10 +300,10 @@ def test_verify_without_transformers_says_what_to_install(monkeypatch):
     v = importlib.import_module("kimi_chat.checks.verification.rendering")  # where the template is compiled
 
     def missing():
-        raise OracleUnavailable("rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'")
+        raise OracleUnavailable("rendering a template the official way needs transformers: pip install -e '.[verify]' (run in the kimi_chat checkout)")
 
     monkeypatch.setattr(v, "_chat_template_utils", missing)
-    with pytest.raises(OracleUnavailable, match=r"pip install 'kimi-chat\[verify\]'"):
+    with pytest.raises(OracleUnavailable, match=r"pip install -e '\.\[verify\]'"):
         verify(CHATML, "kimi-k2.5", examples=5)
 
 

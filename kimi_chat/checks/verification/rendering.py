@@ -44,7 +44,7 @@ __all__ = [
     "own_template_text",
 ]
 
-VERIFY_EXTRA = "pip install 'kimi-chat[verify]'"
+VERIFY_EXTRA = "pip install -e '.[verify]' (run in the kimi_chat checkout)"
 
 
 class TemplateCompileError(KimiChatError, ValueError):
