@@ -1,4 +1,4 @@
-"""Old module paths kept working after the package was laid out by pipeline stage (issue 21).
+"""Old module paths kept working after the package was laid out by pipeline stage.
 
 The README and the plugins' configurations name a few modules by their old paths; each stays importable as
 an alias of the module that now holds its code (the same module object, so attributes, ``isinstance`` and

@@ -1,5 +1,4 @@
-"""Issue 11 items 4 and 12, issue 20 item 1: where the reference data comes from, and what a run does
-without it.
+"""Where the reference data comes from, and what a run does without it.
 
 Under ``CI=true`` a missing reference directory, or one missing any file the tests need
 (:data:`kimi_chat.reference.REQUIRED_FILES`), fails the run at once, with the reason, unless the run
@@ -100,7 +99,7 @@ def _partial_reference(tmp_path: Path, leave_out: str) -> Path:
 
 @needs_reference
 def test_ci_with_a_required_file_missing_fails_the_run_naming_it(tmp_path):
-    # issue 20 item 1: without tokenizer/tiktoken.model, 145 tests skipped silently in CI
+    # without tokenizer/tiktoken.model, 145 tests once skipped silently in CI
     partial = _partial_reference(tmp_path, "tokenizer/tiktoken.model")
     assert missing_files(partial) == ("tokenizer/tiktoken.model",)
     p = _pytest(tmp_path, CI="true", **{ENV_VAR: str(partial)})

@@ -1,4 +1,4 @@
-"""The CLI trip-ups of issue 20 item 17: the top-level help covers both families; errors name CLI
+"""The CLI trip-ups a new user met: the top-level help covers both families; errors name CLI
 flags, not Python calls; ``tiny-model`` refuses a directory or a non-GGUF file and leaves no ``.part``;
 ``inspect`` exits 1 for a template that does not compile; ``verify`` prints progress on stderr
 (``-q`` silences it). (``kimi-chat lint``: test_cli_lint.py; ``count --per-message``: test_tokens_cli.py;

@@ -1,4 +1,4 @@
-"""The CLI's common error handling (issue 11 items 15, 18, 19): one line ``kimi-chat COMMAND: error: ...``
+"""The CLI's common error handling: one line ``kimi-chat COMMAND: error: ...``
 and exit 2 for bad input in every subcommand, never a traceback; the subcommand's usage for an unknown
 option; ``--version``; ``-``/``<stdin>``; ``parse --chunk`` needs ``--stream``; ``run`` on a missing file."""
 

@@ -1,4 +1,4 @@
-"""``kimi-chat lint`` (issue 20 item 17) and the lint findings ``render`` / ``count`` print on stderr
+"""``kimi-chat lint`` and the lint findings ``render`` / ``count`` print on stderr
 by default (item 15): a typo in an option or a non-bool option keeps parity (the prompt is the official
 one) but the user sees it; ``-q`` silences them."""
 

@@ -1,4 +1,4 @@
-"""The request-body fields that change the prompt besides messages and tools (issue 20 item 14):
+"""The request-body fields that change the prompt besides messages and tools:
 ``tool_choice``, ``response_format``, ``reasoning_effort`` and Moonshot's ``thinking`` object reach the
 Kimi-K3 prompt as the official encoder writes them (expected bytes: the K3 goldens, rendered by the
 official tokenizer, ``fixtures/golden/regenerate_k3.py``); for a K2 dialect each field its template does

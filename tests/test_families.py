@@ -1,6 +1,6 @@
 """The family-generic suite: every property here runs once per registered format family
 (:data:`kimi_chat.families.REGISTRY`) and once per dialect of it, through the family-agnostic API only, so a new
-family is tested by registering it (issue 21). Family-specific behaviour is tested in the family's own files
+family is tested by registering it. Family-specific behaviour is tested in the family's own files
 (``test_k3_*.py``, ``test_parse*.py``, …); this file holds what every family must do the same way:
 
 * prompt: ``render_segments`` cuts exactly the text ``render`` writes, message by message, in order; the

@@ -1,4 +1,4 @@
-"""The hooks of the family record used by the checks, the engines, the CLI and the reference (issue 21): each
+"""The hooks of the family record used by the checks, the engines, the CLI and the reference: each
 registered family's record says what these stages need, and the stages ask the record (no family by name).
 Run once per registered family, so a new family is tested by registering it."""
 

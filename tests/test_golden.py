@@ -60,7 +60,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.mark.oracle
 @needs_reference
 def test_regenerating_every_golden_changes_nothing(tmp_path):
-    # issue 20 item 5: regenerate.py rendered Kimi-K3's encoder source as a Jinja template over the K3 goldens
+    # regression: regenerate.py once rendered Kimi-K3's encoder source as a Jinja template over the K3 goldens
     pytest.importorskip("transformers", reason="the official renderings need transformers (the verify extra)")
     scripts = sorted(GOLDEN.glob("regenerate*.py"))
     assert [p.name for p in scripts] == ["regenerate.py", "regenerate_k3.py"]
@@ -86,7 +86,7 @@ K3_CASES = [p for p in K3_CASES if not p.name.endswith(".ids.json")]
 @pytest.mark.oracle
 @needs_reference
 def test_render_official_knows_every_family():
-    # issue 20 item 5: render_official rendered Kimi-K3's encoder source as a Jinja template
+    # regression: render_official once rendered Kimi-K3's encoder source as a Jinja template
     pytest.importorskip("transformers", reason="the official K3 tokenizer needs transformers (the verify extra)")
     from kimi_chat.reference.oracle import NoOracleTemplateError, oracle_template
 

@@ -267,7 +267,7 @@ def test_gbnf_avoiding_given_strings():
 
 def test_one_tools_rule_for_grammar_and_parse():
     """grammar and parse read ``tools`` through the same normaliser: the same tools are refused by
-    both, with the same message (issue 11 item 8: parse used to keep the second of two ``f``)."""
+    both, with the same message (parse used to keep the second of two ``f``)."""
     tools = [WEATHER, {"type": "function", "function": {"name": "other"}}, WEATHER]
     with pytest.raises(GrammarError) as g:
         tool_call_grammar(tools)

@@ -1,4 +1,4 @@
-"""Grammar generation on hostile tool declarations (issue 24 items 2 and 3), both families.
+"""Grammar generation on hostile tool declarations, both families.
 
 * A marker spelling inside a literal the grammar copies from the request (tool name, property name,
   ``enum``/``const`` value) either is refused with a GrammarError naming where, or is escaped: every

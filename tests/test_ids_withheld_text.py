@@ -1,4 +1,4 @@
-"""A chunk whose text is the start of what its ids spell (issue 20 item 4): servers leave the stop token's
+"""A chunk whose text is the start of what its ids spell: servers leave the stop token's
 text out of the last delta (vLLM), or their text lags the ids. With ``tokenizer=``, the markers within
 the text are still placed exactly, so a ``</think>`` typed as text next to the real one stays text."""
 

@@ -1,4 +1,4 @@
-"""The Kimi-K3 output parser (issue 14, items 1-3, 10): the XTML format as data, the tag lexer,
+"""The Kimi-K3 output parser: the XTML format as data, the tag lexer,
 results, recovery, the CLI. Spellings come from kimi_chat.markers; expected values are read off the
 format (``encoding_k3`` writes assistant turns this way)."""
 
@@ -125,7 +125,7 @@ def test_tag_lexer_flush_releases_an_unfinished_tag():
     assert out == [(None, "a"), ("STRAY", OPEN), (None, "9 x")]  # no tag name after the marker: text
 
 
-# ------------------------------------------------------------------- cut and malformed tags (issue 20.7)
+# ------------------------------------------------------------------- cut and malformed tags
 
 @pytest.mark.parametrize("text, reasoning, content", [
     ("I am answering." + CLOSE + "thi", "I am answering.", None),
@@ -352,7 +352,7 @@ def test_a_stray_tag_inside_a_call_is_kept_in_its_raw_text():
     assert tc.raw == call("f", 1, inner) and tc.arguments == '{"a":1}'
 
 
-# ------------------------------------------------------- the same parse options in both families (issue 20.11)
+# ------------------------------------------------------- the same parse options in both families
 
 K2_DIALECT = "kimi-k2-instruct-0905"
 

@@ -1,4 +1,4 @@
-"""Property tests of the Kimi-K3 output parser (issue 14, item 5).
+"""Property tests of the Kimi-K3 output parser.
 
 * chunking invariance: any split (random cuts, one character at a time, cuts inside markers, tag
   names and attribute values) gives merged deltas == ``parse(text)`` and ``StreamParser.message``;
@@ -152,7 +152,7 @@ def test_one_character_at_a_time(item):
 @example(('<|close|>response<|sep|><|close|>message<|sep|><|open|>call<|sep|><|open|>responseHello' + "x" * 600,
           {"thinking": False}), 2, 0)
 def test_a_long_text_read_whole_as_one_character_at_a_time(item, where, cut):
-    """Issue 22: a chunk longer than 256 characters is lexed by the long scan, which finds a complete tag
+    """A chunk longer than 256 characters is lexed by the long scan, which finds a complete tag
     (marker, body, ``<|sep|>``) in one search; one character at a time no tag is found so. Both read the
     same (malformed, repeated and cut tags included), with the text padded to the long scan's size before,
     inside or after the turn."""
@@ -167,7 +167,7 @@ def test_a_long_text_read_whole_as_one_character_at_a_time(item, where, cut):
 @given((st.text(max_size=40) | st.text(min_size=64, max_size=200)).filter(marker_free),
        st.lists(st.integers(0, 300), max_size=6))
 def test_a_string_argument_is_the_json_string_json_dumps_writes(value, cuts):
-    """Issue 22 (escaping checked before it is done): a ``string`` argument written raw by the renderer
+    """Escaping checked before it is done: a ``string`` argument written raw by the renderer
     reads back as the JSON string ``json.dumps`` writes of it (control characters, quotes, backslashes,
     line separators, lone surrogates), whole or in any pieces, short and long (checked otherwise)."""
     message = {"role": "assistant", "content": "", "tool_calls": [
@@ -182,7 +182,7 @@ def test_a_string_argument_is_the_json_string_json_dumps_writes(value, cuts):
 @SETTINGS
 @given(inputs, st.lists(st.integers(0, 600), max_size=12))
 def test_the_default_stream_hands_out_what_to_openai_says(item, cuts):
-    """Issue 20.10, K3: by default no call that is not ``ok`` streams as a tool call; the client's
+    """K3: by default no call that is not ``ok`` streams as a tool call; the client's
     accumulated message is ``parse(text).to_openai()``, invalid calls reported, for any split."""
     text, kw = item
     whole = parse(text, dialect="kimi-k3", **kw)
@@ -301,7 +301,7 @@ def test_round_trip_through_the_k3_renderer(message, thinking):
     check_stream_equals_parse(turn, list(turn), {"thinking": thinking})
 
 
-# ------------------------------------------------------------ cut and malformed tags (issue 20.7)
+# ------------------------------------------------------------ cut and malformed tags
 
 letterless = st.text(alphabet=st.sampled_from(list("0123456789 .,!?é東🌧\n")), max_size=12)
 _LETTER = re.compile("[A-Za-z]")

@@ -185,7 +185,7 @@ def test_message_objects_render_as_their_dicts():
 
 
 def test_openai_sdk_objects_inside_dict_messages():
-    """Issue 20 item 12: the pattern of OpenAI's function-calling docs (SDK tool-call objects inside a
+    """The pattern of OpenAI's function-calling docs (SDK tool-call objects inside a
     dict message, a pydantic ``Function`` inside a dict call, a dataclass content part) renders like the
     plain dicts, in render, render_segments and render_tokens, as it does for K2."""
     pytest.importorskip("openai", reason="the OpenAI SDK is a test dependency")

@@ -1,4 +1,4 @@
-"""Kimi-K3 rendering of input the official encoder cannot encode (issue 24 item 4): arguments or schemas
+"""Kimi-K3 rendering of input the official encoder cannot encode: arguments or schemas
 nested past Python's recursion limit, integers of more digits than ``int_max_str_digits``. The official
 ``encoding_k3`` raises there too (``json.dumps`` / ``json.loads`` / ``str``); kimi_chat raises a
 RenderError (or InvalidToolsError) naming the message and field, on every render path."""

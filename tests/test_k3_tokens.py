@@ -291,7 +291,7 @@ def test_cli_count_refuses_a_k2_tokenizer_for_kimi_k3(capsysbinary, request_file
                             "--tokenizer-config", str(config), request_file)
     assert status == 2 and out == ""
     assert "no special token <|open|>" in err and "give --tokenizer a Kimi-K3 model snapshot directory" in err
-    assert "from_reference" not in err  # the CLI names its flags, not Python calls (issue 20 item 17)
+    assert "from_reference" not in err  # the CLI names its flags, not Python calls
 
 
 def test_cli_dialects_lists_kimi_k3(capsysbinary):

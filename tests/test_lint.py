@@ -37,7 +37,7 @@ def test_clean_conversation_has_no_warnings():
     msgs += [{"role": "assistant", "content": "18 °C.", "reasoning_content": "Done."}]
     for dialect in ("kimi-k2-instruct-0905", "kimi-k2-thinking", "kimi-k2.5"):
         assert lint(msgs, dialect=dialect, tools=WEATHER) == []
-        # 0905 leaves the last turn open without a generation prompt: its own finding (issue 20 item 16)
+        # 0905 leaves the last turn open without a generation prompt: its own finding
         expected = ["unterminated-last-turn"] if dialect == "kimi-k2-instruct-0905" else []
         assert codes(lint(msgs, dialect=dialect, tools=WEATHER, add_generation_prompt=False)) == expected
 

@@ -1,5 +1,4 @@
-"""Lint rules belong to the format family, and ``strict=True`` refuses exactly lint's errors, in both
-families (issue 20 items 6, 8, 16; issue 24 item 12).
+"""Lint rules belong to the format family, and ``strict=True`` refuses exactly lint's errors, in both families.
 
 Expected codes are reasoned from the formats: the K3 encoder never writes tool-call ids (so no id rule
 applies to it), drops messages of a role it does not know (``developer`` included), reads ``tool`` on a

@@ -1,4 +1,4 @@
-"""Our templates inside a real llama-server (issue 16 item 1), on the tiny Kimi model.
+"""Our templates inside a real llama-server, on the tiny Kimi model.
 
 The server is the one ``.ci/install-native.sh`` builds from the llama.cpp source vendored in the
 llama-cpp-python 0.3.36 sdist (``tests/llama_server_support.py`` finds it). Without it these tests skip
@@ -218,7 +218,7 @@ def test_apply_template_golden(servers, dialect, path):
 
 
 def test_tool_declarations_are_sorted_in_llama_cpp_jinja(servers):
-    # regression (issue 16): `value | list == value` is never true in llama.cpp's Jinja (it compares
+    # regression: `value | list == value` is never true in llama.cpp's Jinja (it compares
     # no two arrays as equal), so every list went to the tuple branch and was written unsorted with
     # llama.cpp's own key order {"type": "function", "function": {"name": ...
     tools = [{"function": {"parameters": {"type": "object", "properties": {"b": {"type": "string"}, "a": {}}},
@@ -277,7 +277,7 @@ def test_llama_jinja_writes_floats_with_six_digits(servers):
 @pytest.mark.parametrize("dialect", ["kimi-k2.5", "kimi-k2.6"])
 def test_k25_tools_ts_str_through_chat_template_kwargs(servers, dialect):
     s = servers(dialect)
-    # without it: the template computes the TypeScript declaration itself (issue 23; the official
+    # without it: the template computes the TypeScript declaration itself (the official
     # encoder's bytes: tests/test_llama_server_tools_ts.py), not the JSON fallback any more
     plain = s.apply_template(ASK, [WEATHER])
     assert plain == render(ASK, tools=[WEATHER], dialect=dialect)
@@ -536,7 +536,7 @@ def test_required_tool_choice_works_in_kimi_chat_run(tiny_gguf, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     choice = out["choices"][0]
-    # the grammar forces the call; a call cut by max_tokens is not one to run (issue 20 item 10): it
+    # the grammar forces the call; a call cut by max_tokens is not one to run: it
     # is reported under invalid_tool_calls with status "unclosed"
     if choice["finish_reason"] == "length":
         calls = choice["message"]["invalid_tool_calls"]

@@ -1,4 +1,5 @@
-"""Issue 23 in a real llama-server: ``/apply-template`` with our K2.5/K2.6 templates and NO
+"""The in-template TypeScript tool declaration in a real llama-server: ``/apply-template`` with our
+K2.5/K2.6 templates and NO
 ``tools_ts_str`` declares tools exactly as the official tokenizer does (the official encoder
 ``Kimi-K2.6/tool_declaration_ts.py`` on the deep-sorted tools), so a conversation with tools gets the
 official prompt. llama.cpp's Jinja runs the same macros as transformers (tests/test_templates_tools_ts.py),

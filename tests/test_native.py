@@ -329,7 +329,7 @@ def test_chat_end_to_end_streams_what_it_returns(model):
 
 @needs_llama
 def test_chat_keeps_a_marker_typed_as_text(model):
-    """Issue 20 item 3: the model writes ``<|im_end|>`` as text (a grammar forces the literal: llama.cpp
+    """The model writes ``<|im_end|>`` as text (a grammar forces the literal: llama.cpp
     samples an end-of-generation token only where the grammar may end, so the literal is spelled by
     ordinary tokens), then ends the turn. chat() feeds the parser each id: the typed marker stays text."""
     typed = f"Type {M.IM_END.text} to stop."

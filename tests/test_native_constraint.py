@@ -1,4 +1,4 @@
-"""Constrained generation in the native runtime (issue 25): llguidance's token masks, applied as a
+"""Constrained generation in the native runtime: llguidance's token masks, applied as a
 logits processor (:mod:`kimi_chat.engines.constrain`), in llama.cpp on the tiny random models of both
 families. The model is noise: what the produced calls satisfy, the constraint alone guarantees. The
 arguments are checked with ``jsonschema`` (not with kimi_chat's own code).

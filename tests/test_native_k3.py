@@ -55,12 +55,12 @@ def test_tiny_k3_model_has_k3_special_tokens_and_is_recognised(model, k3_tokeniz
     assert model.marker_tokens() == {M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text}
     # the tokenizer kimi_chat builds from the GGUF names K3's special ids as the reference K3 tokenizer does
     tok = model.tokenizer()
-    assert tok.eos_id == M.K3_END_OF_MSG.id == k3_tokenizer.eos_id  # the model's eos (issue 20 item 9)
+    assert tok.eos_id == M.K3_END_OF_MSG.id == k3_tokenizer.eos_id  # the model's eos
 
 
 def test_k3_tokenizer_from_the_gguf_is_the_engines_size(model, k3_tokenizer):
     """K3's official tokenizer has 256 special ids (no ``+ 2``): the one built from a K3 GGUF has exactly
-    the engine's vocabulary, so no id it encodes is one the engine does not have (issue 20 item 9)."""
+    the engine's vocabulary, so no id it encodes is one the engine does not have."""
     tok = model.tokenizer()
     assert tok.vocab_size == model.n_vocab == k3_tokenizer.vocab_size == 163840
     assert dict(tok.special_tokens) == dict(k3_tokenizer.special_tokens)
@@ -147,7 +147,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_chat_keeps_k3_markers_typed_as_text(model, k3_tokenizer):
-    """Issue 20 item 3, K3: the response spells ``<|end_of_msg|>`` as text (a grammar forces the literal;
+    """K3: the response spells ``<|end_of_msg|>`` as text (a grammar forces the literal;
     llama.cpp samples an end-of-generation token only where the grammar may end, so ordinary tokens; a
     literal ``<|close|>`` may be sampled as the special token, which is why only the end is typed here),
     then closes the message with the real tags."""

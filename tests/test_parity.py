@@ -1,4 +1,4 @@
-"""Official parity by default, ``strict=True`` and the lint codes behind it (issue 12, items 1-3).
+"""Official parity by default, ``strict=True`` and the lint codes behind it.
 
 The default renders every odd-but-real input the official template renders (``test_render_oracle``
 checks the bytes against the oracle); here: ``lint`` reports each odd input with its code, message
@@ -92,7 +92,7 @@ def test_strict_must_be_a_bool():
         render(ODD, strict="yes")
 
 
-# -- the lint codes issue 12 asks for -----------------------------------------------------------------
+# -- the lint codes parity and strict mode rest on -----------------------------------------------------------------
 
 
 def _codes(ws):

@@ -1,4 +1,4 @@
-"""The rules of the output parser (issue 3), one test (or a few) per rule.
+"""The rules of the output parser, one test (or a few) per rule.
 
 Expected values are read off the format: ``[<think>R</think>] C [SECTION (CALL)+ SECTION_END] [<|im_end|>]``.
 Every parse is also checked streamed one character at a time (merged deltas == parse) by ``P``.

@@ -1,4 +1,4 @@
-"""Tool calls: the one tools normaliser (issue 11 item 8), calls that never began their arguments
+"""Tool calls: the one tools normaliser, calls that never began their arguments
 and dangling call begins (item 9), and the errors of item 19 for ``parse``."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_a_call_begin_with_a_header_at_the_end_is_still_a_call():
     assert [c.arguments for c in parse(SB + CB + AB).tool_calls] == ["{}"]
 
 
-# ------------------------------------------------------------- malformed tool schemas (issue 24.5)
+# ------------------------------------------------------------- malformed tool schemas
 
 K3_CALL = ("<|close|>think<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\" index=\"1\"<|sep|>"
            "<|open|>argument key=\"a\" type=\"string\"<|sep|>x<|close|>argument<|sep|>"
@@ -179,7 +179,7 @@ def test_any_schema_shape_parses(params):
     _both_families(params)
 
 
-# ------------------------------------------------- calls that must not run are not handed out (issue 20.10)
+# ------------------------------------------------- calls that must not run are not handed out
 
 WEATHER = [fn("get_weather", city="string")]
 K3_OPEN_CALLS = "<|close|>think<|sep|><|open|>tools<|sep|>"

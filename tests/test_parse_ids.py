@@ -1,4 +1,4 @@
-"""Token ids make markers certain (issue 14 item 4): a marker spelled by ordinary tokens is text, a
+"""Token ids make markers certain: a marker spelled by ordinary tokens is text, a
 marker given by its special id is a marker, with the real tokenizer.
 
 The completions are rendered to ids by ``render_tokens`` (markers special, text as text: the
@@ -255,7 +255,7 @@ def test_tokenizer_forms(k3tok):
 
 @given(item=broken_turns())
 def test_cut_and_malformed_tags_by_token_ids(k3tok, item):
-    """Issue 20.7 by token ids: a turn with a tag cut short or a <|sep|> dropped, encoded (markers
+    """Cut and malformed tags, by token ids: a turn with a tag cut short or a <|sep|> dropped, encoded (markers
     special) and fed one id at a time, reads as its whole text does (no typed marker: the ids agree)."""
     text, kw, _ = item
     ids = k3tok.encode(text, allow_special=True)
@@ -287,7 +287,7 @@ def _lagging(tok, dialect, ids, lag, decoder):
 
 @pytest.mark.parametrize("lag", [0, 1, 3, 6, 12, 20])
 def test_text_lagging_its_ids_with_a_typed_end_of_turn(k2tok, k3tok, lag):
-    """Issue 24.8: the model types ``<|im_end|>`` (K3: the message close) as text, then really ends the
+    """The model types ``<|im_end|>`` (K3: the message close) as text, then really ends the
     turn; the text lags the ids. With a decoder the typed copy stays text (the whole parse's answer);
     without one the guess is never silent: exact, or warned ``ambiguous_marker``."""
     cases = [(k2tok, K2, k2tok.encode(f"say {M.IM_END.text} ok", allow_special=False) + [M.IM_END.id]),
@@ -305,7 +305,7 @@ def test_text_lagging_its_ids_with_a_typed_end_of_turn(k2tok, k3tok, lag):
 
 @given(value=k3_values(), lag=st.integers(0, 40))
 def test_lagging_text_with_a_decoder_is_exact(k3tok, value, lag):
-    """Issue 24.8: with tokenizer=, text lagging its ids by any number of characters reads as the
+    """With tokenizer=, text lagging its ids by any number of characters reads as the
     whole parse (typed markers in a string argument stay text)."""
     args = {"s": value, "n": 1}
     ids, _ = completion(k3tok, K3, args)

@@ -1,4 +1,4 @@
-"""Tool-call arguments as JSON at the edges (issue 24.10), both families: the verdict is RFC 8259's.
+"""Tool-call arguments as JSON at the edges, both families: the verdict is RFC 8259's.
 
 ``NaN``/``Infinity`` are not JSON (not ``ok``); an integer of any length and nesting of any depth
 are JSON (``ok``, where ``json.loads`` alone said ``invalid_json``)."""

@@ -58,7 +58,7 @@ def accumulate(chunks: list[str], **kw) -> tuple[dict, str]:
 
 
 CASES = {
-    # issue 11 item 13: an opaque header, tools given: the name is inferred only at the call's end
+    # An opaque header, tools given: the name is inferred only at the call's end
     "opaque header, name inferred": section(call("call_0", '{"city": "Paris"}')),
     "opaque header, name never known": section(call("call_0", '{"nothing": 1}')),
     "opaque header, no tools match twice": section(call("0", '{"query": "x"}'), call("1", '{"city": "y"}')),
@@ -74,7 +74,7 @@ CASES = {
 @pytest.mark.parametrize("size", [1, 3, 1000])
 @pytest.mark.parametrize("include_invalid", [False, True])
 def test_sdk_accumulates_what_parse_says(name, size, include_invalid):
-    """Both ways of streaming calls (issue 20.10): the SDK's message is ``to_openai()``'s with the
+    """Both ways of streaming calls: the SDK's message is ``to_openai()``'s with the
     same ``include_invalid`` (by default a call not to execute is only under ``invalid_tool_calls``)."""
     text = CASES[name]
     chunks = [text[i:i + size] for i in range(0, len(text), size)]

@@ -1,4 +1,4 @@
-"""Property tests of the output parser (issue 3, "Invariants").
+"""Property tests of the output parser ("Invariants").
 
 * chunking invariance: any split of the input (random cuts, one character at a time, cuts inside
   markers, byte-level cuts inside multi-byte characters) gives merged deltas == ``parse(text)`` and
@@ -149,7 +149,7 @@ def test_one_character_at_a_time(text, kw):
 @SETTINGS
 @given(inputs, configs, st.lists(st.integers(0, 400), max_size=12))
 def test_the_default_stream_hands_out_what_to_openai_says(text, kw, cuts):
-    """Issue 20.10: by default no call that is not ``ok`` streams as a tool call; the client's
+    """By default no call that is not ``ok`` streams as a tool call; the client's
     accumulated message is ``parse(text).to_openai()``, invalid calls reported, for any split."""
     whole = parse(text, **kw)
     for chunks in (split_at(text, cuts), list(text)):

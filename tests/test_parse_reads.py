@@ -1,4 +1,4 @@
-"""Bounded streaming reads and bounded warnings (issue 24, items 6 and 7).
+"""Bounded streaming reads and bounded warnings.
 
 * 24.6: reading ``StreamParser.message`` after every feed costs what changed (closed calls are not
   snapshotted again, the text after the end of the turn is not re-joined from all its pieces), and

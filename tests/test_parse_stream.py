@@ -1,4 +1,4 @@
-"""Streaming input and output: mixed bytes/str chunks and incomplete UTF-8 (issue 11 item 19), the
+"""Streaming input and output: mixed bytes/str chunks and incomplete UTF-8, the
 incremental ``StreamParser.message`` (item 17), the marker lexer object, and the layout rule that
 ``kimi_chat.output.peg`` and the parser (``kimi_chat.output``) name no family's markers."""
 

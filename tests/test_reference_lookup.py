@@ -1,4 +1,4 @@
-"""Where the library looks for the reference data (issue 20 item 19): only where it is told
+"""Where the library looks for the reference data: only where it is told
 (``$KIMI_CHAT_REFERENCE_DIR``, or an explicit directory), never relative to the current directory or
 to where the package lies. Each case runs in a fresh interpreter whose environment has no
 ``$KIMI_CHAT_REFERENCE_DIR`` (the suite's conftest sets it for the tests themselves)."""

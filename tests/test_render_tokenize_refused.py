@@ -1,5 +1,5 @@
 """``render(..., tokenize=True)`` and the other ``apply_chat_template`` arguments that ask for ids
-(issue 20 item 15): refused with an error pointing to ``render_tokens``, in both families and every
+: refused with an error pointing to ``render_tokens``, in both families and every
 text-returning function; set to False they are the text, as the official tokenizer returns it."""
 
 from __future__ import annotations

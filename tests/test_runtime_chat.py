@@ -1,6 +1,6 @@
 """``runtime_chat.chat_stream`` (the loop of ``NativeModel.chat``) without an engine: the engine's part
 (``generate``, ``piece``, ``is_eog``) is a fixed id stream spelled by the reference tokenizer, so what
-is checked is what chat_stream does with the ids (issue 20 item 3: each generated id goes to the
+is checked is what chat_stream does with the ids (each generated id goes to the
 parser, so a marker the model typed as text stays text). The same on the real engine:
 ``tests/test_native.py::test_chat_keeps_a_marker_typed_as_text``."""
 

@@ -1,4 +1,4 @@
-"""The server hooks of every registered family (issue 21): what :mod:`kimi_chat.servers` asks of a family
+"""The server hooks of every registered family: what :mod:`kimi_chat.servers` asks of a family
 is there for each one, so a new family is checked by registering it. Hooks that call into vLLM or SGLang
 are exercised by ``tests/adapters``."""
 

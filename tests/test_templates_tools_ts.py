@@ -1,4 +1,4 @@
-"""Issue 23: our K2.5/K2.6 templates write the official TypeScript tool declaration themselves when
+"""Our K2.5/K2.6 templates write the official TypeScript tool declaration themselves when
 the caller passes no ``tools_ts_str`` (the macro block ``templates/macros/tools_ts.jinja``).
 
 Expected values come from the OFFICIAL encoder (``Kimi-K2.6/tool_declaration_ts.py`` in the reference

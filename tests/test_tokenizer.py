@@ -367,7 +367,7 @@ def test_synthetic_snapshot(snapshot):
 
 
 def test_missing_files_leaves_the_environment_as_it_found_it(tmp_path, snapshot):
-    # issue 11 item 12: test_missing_files deleted $KIMI_CHAT_REFERENCE_DIR for every later test
+    # Test_missing_files deleted $KIMI_CHAT_REFERENCE_DIR for every later test
     outer = pytest.MonkeyPatch()
     outer.setenv("KIMI_CHAT_REFERENCE_DIR", "/the/reference/of/this/run")
     try:
@@ -382,7 +382,7 @@ def test_missing_files_leaves_the_environment_as_it_found_it(tmp_path, snapshot)
 
 
 def test_decode_refuses_what_is_not_a_token_id(snapshot):
-    # issue 11 item 19: decode(["a"]) said "outside 0..N", decode([True]) decoded token 1
+    # Decode(["a"]) said "outside 0..N", decode([True]) decoded token 1
     tk = KimiTokenizer.from_dir(snapshot)
     with pytest.raises(TypeError, match=r"ids\[1\]: token ids are integers, not str \('a'\)"):
         tk.decode([97, "a"])

@@ -1,5 +1,5 @@
 """A lone surrogate (U+D800..U+DFFF: a JSON ``\\ud800`` escape without its pair) in the input of token-level
-rendering (issue 24 item 9). The official tokenizer (tiktoken) encodes it as U+FFFD; every dialect's ids do the
+rendering. The official tokenizer (tiktoken) encodes it as U+FFFD; every dialect's ids do the
 same, on every path (no UnicodeEncodeError from the attribution), with a LoneSurrogateWarning naming the message
 and field, since the ids no longer decode to the rendered text."""
 

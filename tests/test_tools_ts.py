@@ -782,7 +782,7 @@ def test_well_formed_schemas_always_encode_and_declare_every_property(props):
         assert f"\n  {name}?: " in out
 
 
-# ------------------------------------------------------- against the official encoder (issue 20 item 8)
+# ------------------------------------------------------- against the official encoder
 # Moonshot's own tool_declaration_ts.py (../shared/reference/Kimi-K2.6/), imported from the reference
 # directory at test time: equal text where it encodes, a ToolSchemaError exactly where it raises (the
 # tokenizer then falls back to the JSON declaration).

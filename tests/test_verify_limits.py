@@ -1,4 +1,4 @@
-"""Untrusted templates run within bounds (issue 24 item 11): identify, verify and inspect_path render
+"""Untrusted templates run within bounds: identify, verify and inspect_path render
 templates from strangers; a template that loops for ever, allocates without end or writes without end is
 stopped at the bounds of kimi_chat.checks.verification.bounded.LIMITS and reported as such (the known problem
 ``template-exceeds-limits`` for identify / inspect, TemplateLimitError for verify and render_with_dialect);

@@ -50,7 +50,8 @@ ids 163840/163841 that ``tokenization_kimi.py`` numbers are outside the model's 
 
 @dataclass(frozen=True)
 class TinyConfig:
-    """Sizes of the tiny model (defaults: the facts of issue 6)."""
+    """Sizes of the tiny model. The defaults keep the Kimi-K2 architecture (deepseek2: MLA, dense then MoE
+    layers, shared experts) and its real vocabulary at the smallest sizes."""
 
     hidden: int = 64
     layers: int = 2
