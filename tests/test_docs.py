@@ -7,12 +7,12 @@ Blocks that show an output, by kind:
   blocks of one page in order and in one namespace, from the repository root;
 * ``console`` sessions (``$ kimi-chat ...`` and what it prints): the ``verify`` and ``inspect`` examples
   of docs/checks.md, run here;
-* ``text`` blocks: the conformance reports of docs/engines.md (tests/test_conformance.py and
-  tests/test_native_ik.py compare them with what the command prints) and the Kimi-K3 prompt of
-  docs/rendering.md (tests/test_k3_tokens.py renders it).
+* ``text`` blocks: the conformance reports of docs/engines.md (tests/engines/test_conformance.py and
+  tests/engines/test_native_ik.py compare them with what the command prints) and the Kimi-K3 prompt of
+  docs/rendering.md (tests/tokens/test_k3_tokens.py renders it).
 
 A block of another kind shows no output: ``sh`` commands, ``python`` without ``>>>`` (and no output in
-its comments), ``peg`` grammars (tests/test_parse.py and tests/test_k3_parse.py compare them with the
+its comments), ``peg`` grammars (tests/parsing/test_parse.py and tests/parsing/test_k3_parse.py compare them with the
 code), and unlabelled sketches of a format."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_verify_examples_are_what_verify_prints(tmp_path):
 
 @needs_reference
 def test_inspect_example_is_what_inspect_prints(tmp_path, monkeypatch, capsys):
-    from test_inspect import _full_tokens, write_gguf
+    from checks.test_inspect import _full_tokens, write_gguf
 
     from kimi_chat import markers as M
     from kimi_chat.cli import main

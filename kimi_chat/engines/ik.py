@@ -19,7 +19,7 @@ What differs from llama.cpp, and how it is handled:
 - **Both engines in one process** work: llama-cpp-python loads its ``libllama`` with
   ``RTLD_GLOBAL``, but the two libraries have different sonames and ik's is loaded ``RTLD_LOCAL``;
   loading either first, both give the same tokens and samples as in a process of their own
-  (``tests/test_native_ik.py`` checks it).
+  (``tests/engines/test_native_ik.py`` checks it).
 - **Noise on stdout.** ik_llama.cpp's loader ``printf``s a line per MLA tensor it computes; unless
   ``verbose``, :func:`load_ik` sends file descriptor 1 to ``/dev/null`` while it loads (so
   ``--json`` output stays clean).

@@ -2,7 +2,7 @@
 llama-server as ``grammar``) run by llama.cpp itself: its grammar parser takes the export and its grammar
 sampler, on the tiny random models of both families, makes replies that are JSON values of the schema
 (checked with ``jsonschema``, not with kimi_chat's code). The model is noise: what the reply satisfies,
-the grammar alone guarantees. Skipped as tests/test_native_constraint.py is."""
+the grammar alone guarantees. Skipped as tests/engines/test_native_constraint.py is."""
 
 from __future__ import annotations
 

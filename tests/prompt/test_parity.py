@@ -17,7 +17,7 @@ from kimi_chat.checks.lint import ERROR_CODES
 from kimi_chat.prompt import render_layout, render_segments
 from kimi_chat.testing.strategies import odd_requests, requests
 
-ALL = list(K2_DIALECTS)  # K3 parity/strict: tests/test_k3_render.py
+ALL = list(K2_DIALECTS)  # K3 parity/strict: tests/families/test_k3_render.py
 
 
 def _expected_finding(dialect: str, kind: str) -> bool:

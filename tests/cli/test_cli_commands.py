@@ -16,7 +16,7 @@ from kimi_chat.cli.tiny_model import GGUF_MAGIC, _check_out
 from kimi_chat.cli._io import InputError
 from kimi_chat.reference import reference_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_conversation.json"
 TEMPLATE = ROOT / "templates" / "kimi-k2-instruct-0905.jinja"
 

@@ -1,5 +1,5 @@
 """kimi_chat.grammar.constraint for Kimi-K3: the completions the K3 renderer writes (the cases
-of tests/test_grammar_k3.py, which checks the GBNF export on the same texts) are accepted, with or without
+of tests/grammar/test_grammar_k3.py, which checks the GBNF export on the same texts) are accepted, with or without
 ``<|end_of_msg|>``, and what a model must not write is rejected; typed arguments are checked on the schema
 corpus (tests/data/constraint_schemas.json): under ``exact`` no invalid instance is accepted and every
 valid one is, otherwise the notes name the path and ``validate`` flags the violating call; texts sampled

@@ -12,7 +12,7 @@ from kimi_chat.cli import main
 from kimi_chat.output import Delta, ToolCallDelta, parse
 from parse_helpers import UNTHINK, Merged, call, section
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "output_tool_call.txt"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "output_tool_call.txt"
 
 
 def test_parse_example_file(capsys):

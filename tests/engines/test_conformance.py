@@ -4,7 +4,7 @@ engine needed), the report of the tiny model in llama.cpp (what llama.cpp gets w
 against a real llama-server (``$KIMI_CHAT_LLAMA_SERVER`` or ``llama-server`` beside the venv's
 python; CI installs it, and there a missing binary fails instead of skipping).
 
-The ik_llama.cpp backend's report is tested in ``tests/test_native_ik.py``."""
+The ik_llama.cpp backend's report is tested in ``tests/engines/test_native_ik.py``."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ except ImportError:
 require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed (.ci/install-native.sh)")
 DIALECT = "kimi-k2-instruct-0905"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_report(backend: str) -> str:

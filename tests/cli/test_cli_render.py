@@ -10,7 +10,7 @@ from conftest import needs_reference
 
 from kimi_chat.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_conversation.json"
 GOLDEN = ROOT / "fixtures" / "golden"
 

@@ -20,7 +20,7 @@ from kimi_chat.reference import reference_file
 
 from conftest import needs_reference
 
-GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden" / "kimi-k3"
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "kimi-k3"
 CASES = sorted(p for p in GOLDEN.glob("*.json") if not p.name.endswith(".ids.json"))
 IDS = [f"kimi-k3/{p.stem}" for p in CASES]
 HAS_TIKTOKEN = reference_file("tokenizer/tiktoken.model") is not None
@@ -150,7 +150,7 @@ def test_messages_must_be_messages():
         render_k3([{"content": "a"}])
     with pytest.raises(InvalidMessagesError, match="expected a list of messages"):
         render_k3({"role": "user", "content": "a"})
-    # `thinking` is read by truth value, as the official encoder reads it (tests/test_k3_oracle.py)
+    # `thinking` is read by truth value, as the official encoder reads it (tests/families/test_k3_oracle.py)
     assert render_k3([], thinking="no") == render_k3([], thinking=True) != render_k3([], thinking=False)
 
 

@@ -4,7 +4,7 @@ rejected; on the schema corpus (tests/data/constraint_schemas.json), under ``exa
 is accepted and every valid one is (``json.dumps``' default spacing and compact), a non-exact constraint
 names its notes and ``validate`` flags the violating call; texts sampled from a constraint parse into ok
 calls that satisfy the schema; every schema Moonshot's vendor check would send builds. K3:
-tests/test_constraint_k3.py."""
+tests/grammar/test_constraint_k3.py."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ _GBNF_REJECTED = [(out, why) for out, why in G.test_required_rejects.pytestmark[
 
 @pytest.mark.parametrize("out, why", _GBNF_REJECTED)
 def test_required_rejects_what_the_gbnf_export_rejects(out, why):
-    """The cases of tests/test_grammar.py, on its tools."""
+    """The cases of tests/grammar/test_grammar.py, on its tools."""
     assert not constraint(G.TOOLS, dialect=K2, tool_choice="required").accepts(out), why
 
 
@@ -367,8 +367,8 @@ def test_sampled_texts_parse_into_calls_that_satisfy_the_schema(case, seed, dial
 
 # ------------------------------------------------------------------------------ Moonshot's vendor check
 
-KVV = (Path(os.environ.get("KIMI_CHAT_KVV_DIR") or Path(__file__).resolve().parent.parent.parent / "shared" / "kvv")
-       / "tests" / "tool_call_json_schema")  # found as tests/test_kvv.py finds it
+KVV = (Path(os.environ.get("KIMI_CHAT_KVV_DIR") or Path(__file__).resolve().parents[3] / "shared" / "kvv")
+       / "tests" / "tool_call_json_schema")  # found as tests/servers/test_kvv.py finds it
 
 
 def _kvv_schemas():
@@ -434,7 +434,7 @@ def test_grammar_package_works_without_llguidance():
         "try:\n    g.constraint\nexcept ImportError as e:\n    print('ImportError', e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert out.stdout.startswith("ImportError"), out
 
 

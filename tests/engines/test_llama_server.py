@@ -59,7 +59,7 @@ from llama_server_support import (
 
 pytestmark = pytest.mark.native
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "fixtures" / "golden"
 DIALECTS = list(K2_DIALECTS)
 WEATHER = {
@@ -278,7 +278,7 @@ def test_llama_jinja_writes_floats_with_six_digits(servers):
 def test_k25_tools_ts_str_through_chat_template_kwargs(servers, dialect):
     s = servers(dialect)
     # without it: the template computes the TypeScript declaration itself (the official
-    # encoder's bytes: tests/test_llama_server_tools_ts.py), not the JSON fallback any more
+    # encoder's bytes: tests/engines/test_llama_server_tools_ts.py), not the JSON fallback any more
     plain = s.apply_template(ASK, [WEATHER])
     assert plain == render(ASK, tools=[WEATHER], dialect=dialect)
     assert json.dumps(deep_sort_dict([llama_server_tool(WEATHER)]), ensure_ascii=False, separators=(",", ":")) not in plain

@@ -15,7 +15,7 @@ from kimi_chat.cli import main
 from kimi_chat.cli.run import run_options
 from kimi_chat.dialects import get_dialect
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "fixtures" / "golden"
 K3 = GOLDEN / "kimi-k3"
 EXAMPLE = ROOT / "examples" / "tool_conversation.json"

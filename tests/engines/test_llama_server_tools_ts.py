@@ -109,7 +109,7 @@ def test_conversation_with_tools_gets_the_official_prompt(server, dialect, agp):
     assert [llama_server_message(m) for m in CONVERSATION][2]["tool_calls"][0]["function"]["arguments"] == {"location": "Paris"}
 
 
-GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
 
 
 @pytest.mark.parametrize("dialect", TS_DIALECTS)

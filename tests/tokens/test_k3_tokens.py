@@ -23,7 +23,7 @@ from conftest import needs_reference
 pytestmark = pytest.mark.skipif(reference_file("tokenizer/tiktoken.model") is None,
                                 reason="tokenizer/tiktoken.model of the reference data not found")
 
-GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden" / "kimi-k3"
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden" / "kimi-k3"
 CASES = sorted(p for p in GOLDEN.glob("*.json") if not p.name.endswith(".ids.json"))
 
 
@@ -204,7 +204,7 @@ def test_render_tokens_ids_equal_official(tok, req):
 
 # ------------------------------------------------------------------------------------------------ CLI
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_conversation.json"
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI, WITHOUT_REFERENCE, require_in_ci, skip_without_reference
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KVV_ENV = "KIMI_CHAT_KVV_DIR"
 KVV_DIR = Path(os.environ.get(KVV_ENV) or ROOT.parent / "shared" / "kvv")
 CASES = ROOT / "tests" / "data" / "kvv_cases"

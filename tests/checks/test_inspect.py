@@ -129,7 +129,7 @@ def test_gguf_with_each_known_template_is_identified(tmp_path, known):
     assert ident.kind == known.kind
     assert [p.code for p in ident.problems] == list(known.problems)
     assert ins.needs_fix == (known.kind != "official")
-    if known.dialect == "kimi-k3":  # no template of ours to use instead (tests/test_k3_identify.py)
+    if known.dialect == "kimi-k3":  # no template of ours to use instead (tests/checks/test_k3_identify.py)
         assert ins.fix_template is None and ins.fix_command is None and ins.fix_hint == K3_FIX_HINT
         return
     assert ins.fix_template == f"templates/{known.dialect}.jinja"

@@ -231,7 +231,7 @@ def test_grammar_false_is_unconstrained(models):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run([sys.executable, "-m", "kimi_chat.cli", *args], capture_output=True, text=True,
                           env=env, timeout=300)
 

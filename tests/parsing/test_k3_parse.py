@@ -21,7 +21,7 @@ from kimi_chat.families.k3.tags import TagLexer, parse_attributes, unescape
 from kimi_chat.output.types import StopReason, ToolCallStatus
 
 OPEN, CLOSE, SEP, EOM = M.K3_OPEN.text, M.K3_CLOSE.text, M.K3_SEP.text, M.K3_END_OF_MSG.text
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def o(name: str, **attrs: object) -> str:

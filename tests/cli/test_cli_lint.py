@@ -13,7 +13,7 @@ import pytest
 
 from kimi_chat.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_conversation.json"
 GOLDEN = ROOT / "fixtures" / "golden"
 

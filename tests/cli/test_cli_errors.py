@@ -16,7 +16,7 @@ import kimi_chat
 from kimi_chat import compiled
 from kimi_chat.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tool_conversation.json"
 OUTPUT = ROOT / "examples" / "output_tool_call.txt"
 SURROGATE = '{"messages": [{"role": "user", "content": "a \\ud800 b"}]}'  # JSON text: the escape, no pair

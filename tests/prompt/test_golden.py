@@ -20,8 +20,8 @@ from kimi_chat.reference.oracle import render_official
 
 from conftest import needs_reference
 
-GOLDEN = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
-CASES = sorted(p for p in GOLDEN.glob("*/*.json") if p.parent.name in DIALECTS)  # K3 goldens: tests/test_k3_render.py
+GOLDEN = Path(__file__).resolve().parents[2] / "fixtures" / "golden"
+CASES = sorted(p for p in GOLDEN.glob("*/*.json") if p.parent.name in DIALECTS)  # K3 goldens: tests/families/test_k3_render.py
 
 
 def _load(path: Path):

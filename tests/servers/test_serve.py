@@ -257,7 +257,7 @@ def test_upstream_killed_mid_stream_is_an_error_event_and_the_server_stays_up(gg
 
 def test_cli_serves_the_gguf(gguf):
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.Popen([sys.executable, "-m", "kimi_chat.cli", "serve", str(gguf), "--port", str(port),
                              "--api-key", "k"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

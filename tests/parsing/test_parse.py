@@ -793,7 +793,7 @@ def test_docs_show_the_grammar_verbatim():
 
     from kimi_chat.families.k2.format import grammar_text
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "formats.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "formats.md").read_text(encoding="utf-8")
     assert "```peg\n" + grammar_text() + "\n```" in doc
 
 

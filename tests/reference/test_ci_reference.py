@@ -22,7 +22,7 @@ import pytest
 from conftest import REFERENCE, WITHOUT_REFERENCE_VAR, needs_reference
 from kimi_chat.reference import ENV_VAR, REQUIRED_FILES, missing_files, missing_reason, reference_dir
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 
 _TINY_TEST = '''
 from conftest import needs_reference
@@ -141,7 +141,7 @@ class _Block:
 
 sys.meta_path.insert(0, _Block())
 '''
-ENGINE_MODULES = ["test_native.py", "test_native_k3.py", "test_native_ik.py", "test_conformance.py"]
+ENGINE_MODULES = ["engines/test_native.py", "engines/test_native_k3.py", "engines/test_native_ik.py", "engines/test_conformance.py"]
 
 
 @pytest.mark.parametrize("ci, status", [("true", pytest.ExitCode.INTERRUPTED), (None, pytest.ExitCode.OK)])

@@ -2,7 +2,7 @@
 ``response_format`` reply included, and a request whose forced call or reply schema has no GBNF export is
 a 400 naming the field (never generated unconstrained). The upstream is a stand-in for llama-server's
 ``/props`` and ``/completion`` (tests/serve_support.py: it answers with the ids it is given and keeps each
-request); the real llama-server runs in tests/test_serve.py."""
+request); the real llama-server runs in tests/servers/test_serve.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (``generate``, ``piece``, ``is_eog``) is a fixed id stream spelled by the reference tokenizer, so what
 is checked is what chat_stream does with the ids (each generated id goes to the
 parser, so a marker the model typed as text stays text). The same on the real engine:
-``tests/test_native.py::test_chat_keeps_a_marker_typed_as_text``."""
+``tests/engines/test_native.py::test_chat_keeps_a_marker_typed_as_text``."""
 
 from __future__ import annotations
 
