@@ -224,3 +224,20 @@ def test_links_between_pages_resolve(page):
         if anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(f"{target}: no heading with the anchor #{anchor} in {_rel(dest)}")
     assert not broken, broken
+
+
+# -- the repository explains itself ------------------------------------------------------------------
+
+_NUMBERED_REFERENCE = re.compile(r"\b(issue|task)s? ?#?[0-9]+", re.I)
+
+
+def test_no_file_cites_a_numbered_issue():
+    """A reader of the repository cannot see the tracker: code, tests, comments, docs and scripts say what
+    the code does, not which numbered issue or task asked for it."""
+    files = [p for p in ROOT.rglob("*") if p.is_file() and (p.suffix in (".py", ".md", ".sh", ".jinja", ".toml"))
+             and not {".venv", ".git", "node_modules"} & set(p.relative_to(ROOT).parts)]
+    files.append(ROOT / ".ci" / "run")
+    cited = [f"{_rel(p)}:{n}: {line.strip()}" for p in files
+             for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+             if _NUMBERED_REFERENCE.search(line)]
+    assert not cited, "\n".join(cited)
