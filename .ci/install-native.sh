@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the `native` extra (llama-cpp-python + gguf) into a venv, building the llama-cpp-python wheel
 # once into a wheelhouse and reusing it on later runs; also build `llama-server` from the llama.cpp
-# source vendored in the same sdist (for tests/test_llama_server.py) and install it as VENV/bin/llama-server.
+# source vendored in the same sdist (for tests/engines/test_llama_server.py) and install it as VENV/bin/llama-server.
 #
 #   bash .ci/install-native.sh .venv
 #

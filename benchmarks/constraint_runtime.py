@@ -1,4 +1,4 @@
-"""Per-token cost of constrained generation in the native runtime (issue 25), on the tiny models.
+"""Per-token cost of constrained generation in the native runtime, on the tiny models.
 
 For each family: forced tool calls generated under the request's constraint (llguidance token masks
 applied as a logits processor, :mod:`kimi_chat.engines.constrain`) and the same number of tokens

@@ -15,7 +15,7 @@ Prints (no asserts, numbers only):
    the output says so;
 3. whole-text ``parse()`` of the 100 KB output, and its ratio to one regex pass that only finds the
    markers (``findall`` of the alternation of the format's ``<...>`` markers, those a model writes:
-   not the ``[BOS]``-style specials; issue 22's goal: <= 6x, both families);
+   not the ``[BOS]``-style specials; the goal: <= 6x, both families);
 4. a 100 KB and a 1 MB tool-call argument fed one character at a time (linear: 10x the size should
    cost 10x the time, i.e. a flat per-character cost);
 5. a server that reads ``StreamParser.message`` after every ``feed()``: a 300 KB output (reasoning,

@@ -1,5 +1,5 @@
 """Cost of reading ``StreamParser.message`` while streaming, of the server body stage per call, and the
-memory a parse retains for stray markers (issue 24, items 6 and 7).
+memory a parse retains for stray markers.
 
     python benchmarks/parse_reads.py [--quick]
 

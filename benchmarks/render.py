@@ -6,7 +6,7 @@ Renders tool conversations of 4, 10, 30, 100 and 1000 messages (``--sizes``; use
 with reasoning and a tool call, tool result, assistant answer, repeated; five tools declared, as a
 server declares them on every request) with both, checks they are equal, and prints microseconds per
 message and the speed-up ratio, then the worst ratio at the short sizes (<= 30 messages: what servers
-see; issue 22's goals: K2 >= 15x every dialect, K3 >= 20x):
+see; the goals for short requests: K2 >= 15x every dialect, K3 >= 20x):
 
 * K2 dialects: transformers rendering the official Jinja template (compiled template cached, as
   transformers does; its input normalisation runs each time, as apply_chat_template does);
@@ -55,7 +55,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 
 SIZES = (4, 10, 30, 100, 1000)
 SHORT = 30
-"""Sizes up to this are the short conversations of issue 22's goals."""
+"""Sizes up to this are the short conversations the short-request goals are about."""
 
 
 def conversation(n: int, salt: str = "") -> list[dict]:

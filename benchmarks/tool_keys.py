@@ -1,4 +1,4 @@
-"""Cost of an exact cache key for the tools a server declares on every request (issue 22), same process.
+"""Cost of an exact cache key for the tools a server declares on every request, same process.
 
     python benchmarks/tool_keys.py [--repeat N]
 

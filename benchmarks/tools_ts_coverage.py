@@ -1,4 +1,4 @@
-"""Coverage of the in-template TypeScript tool declaration (issue 23): the share of tool lists for
+"""Coverage of the in-template TypeScript tool declaration: the share of tool lists for
 which our K2.6 template, WITHOUT tools_ts_str, declares exactly what the official tokenizer declares
 (``Kimi-K2.6/tool_declaration_ts.py`` on the deep-sorted tools, JSON where it raises).
 

@@ -4,7 +4,7 @@ Each template renders, under transformers' sandboxed Jinja environment, the same
 :func:`kimi_chat.render` for its dialect (checked by ``tests/test_templates.py``), so a server can load
 it with ``--chat-template``. They are written for this project, not copied from the official files.
 In llama-server's own Jinja engine they give the official prompt too, except where llama-server
-rewrites the request first (``tests/test_llama_server.py`` asserts each case; README "llama-server").
+rewrites the request first (``tests/engines/test_llama_server.py`` asserts each case; README "llama-server").
 
 Where the files are:
 
@@ -25,7 +25,7 @@ __all__ = ["LLAMA_SERVER_FLAGS", "template_path", "template_text", "template_dir
 
 LLAMA_SERVER_FLAGS: tuple[str, ...] = ("--jinja", "--no-prefill-assistant", "--no-reasoning-preserve")
 """The llama-server flags to serve our templates with (the README's command, run by
-``tests/test_llama_server.py``), beside ``--chat-template-file``: ``--no-prefill-assistant`` stops the
+``tests/engines/test_llama_server.py``), beside ``--chat-template-file``: ``--no-prefill-assistant`` stops the
 continuation rewrite of a conversation whose last message is the assistant's; ``--no-reasoning-preserve``
 stops llama-server from setting ``preserve_thinking=true`` (its default), which keeps every turn's
 reasoning in K2.6's prompt (see :mod:`kimi_chat.checks.known_problems`)."""

@@ -3,8 +3,8 @@
 Without the official reference data (every file of :data:`kimi_chat.reference.REQUIRED_FILES`) the
 tests that need it skip with the reason, locally; under ``CI`` (set and not ``0``/``false``/``no``) the
 run fails at once with the reason instead, so a CI whose data went missing cannot pass with the oracle
-tests skipped (issue 11 item 4, issue 20 item 1). The one exception is CI's own run of the suite
-without any reference data (``.ci/run``), which says so with ``KIMI_CHAT_TEST_WITHOUT_REFERENCE=1``.
+tests skipped. The one exception is CI's own run of the suite without any reference data (``.ci/run``),
+which says so with ``KIMI_CHAT_TEST_WITHOUT_REFERENCE=1``.
 In the same way, under ``CI`` a missing optional engine fails its tests (:func:`require_in_ci`)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ WITHOUT_REFERENCE_VAR = "KIMI_CHAT_TEST_WITHOUT_REFERENCE"
 the missing data is then not an error and the tests that need it skip, as they do locally."""
 WITHOUT_REFERENCE = os.environ.get(WITHOUT_REFERENCE_VAR, "") == "1"
 
-# `ci`: at least 300 examples per dialect for the oracle properties (the formatter issue's floor);
+# `ci`: at least 300 examples per dialect for the oracle properties (the formatter's floor);
 # `dev` (default): quick; `deep`: a long local run.
 settings.register_profile("dev", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True)
@@ -71,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="module", params=["caches cold", "caches warm"])
 def cache_state(request):
-    """Run a module's tests twice (issue 22: caches must not change any output): ``caches cold``,
+    """Run a module's tests twice (caches must not change any output): ``caches cold``,
     with every cache of :data:`kimi_chat.caches.REGISTRY` emptied and every lookup a miss (each
     example computes everything), then ``caches warm``, emptied once and used as a server uses them
     (examples that repeat a tool list hit). Module-scoped: hypothesis refuses function-scoped

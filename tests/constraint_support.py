@@ -1,4 +1,4 @@
-"""Helpers of the constraint tests (tests/test_constraint*.py): the schema corpus, official-format
+"""Helpers of the constraint tests (tests/grammar/test_constraint*.py): the schema corpus, official-format
 completions written by the renderer, and texts sampled from a constraint by a random walk over its
 token masks (byte-level tokenizer, markers as special tokens)."""
 

@@ -24,7 +24,7 @@ def _findable(module: str) -> bool:
 HAVE_LLAMA = _findable("llama_cpp")
 """llama-cpp-python is installed (its library loads when a test uses it: the grammar tests never do)."""
 
-LLAMA_MISSING = ("llama-cpp-python is not installed (pip install 'kimi-chat[native]'; CI installs it with "
+LLAMA_MISSING = ("llama-cpp-python is not installed (bash .ci/install-native.sh .venv; CI installs it with "
                  ".ci/install-native.sh)")
 """Why the llama.cpp tests skip without the binding."""
 

@@ -1,4 +1,4 @@
-"""A real ``llama-server`` process for the end-to-end tests (tests/test_llama_server.py).
+"""A real ``llama-server`` process for the end-to-end tests (tests/engines/test_llama_server.py).
 
 The binary is ``$KIMI_CHAT_LLAMA_SERVER`` when set, else ``llama-server`` beside the running Python
 (``.ci/install-native.sh VENV`` builds it from the llama.cpp source vendored in the

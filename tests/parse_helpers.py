@@ -103,7 +103,7 @@ def split_at(text: str, cuts: Iterable[int]) -> list[str]:
 
 
 def streamed_openai(chunks: Sequence[str | bytes], **kw: Any) -> tuple[dict[str, Any], StreamParser]:
-    """What a client accumulates from the default stream (``include_invalid=False``, issue 20.10),
+    """What a client accumulates from the default stream (``include_invalid=False``),
     in :meth:`ParsedMessage.to_openai` shape: each call to execute comes in one delta (id, name,
     arguments) under the next index ``0, 1, ...``; a call not to execute only as an
     ``invalid_tool_calls`` entry."""

@@ -1,4 +1,4 @@
-"""The per-request caches (issue 22, :mod:`kimi_chat.caches`): exact content keys, bounded LRU,
+"""The per-request caches (:mod:`kimi_chat.caches`): exact content keys, bounded LRU,
 thread-safe, complete registry, and outputs that never depend on whether a cache is warm or cold.
 Every expected value is the same computation with the caches empty (the oracle modules run their
 properties both ways: the ``cache_state`` fixture)."""

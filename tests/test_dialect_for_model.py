@@ -1,4 +1,4 @@
-"""``dialect_for_model`` over every published Kimi model name (issue 20 item 13): the Hugging Face ids
+"""``dialect_for_model`` over every published Kimi model name: the Hugging Face ids
 of moonshotai, with and without the organisation, in other cases and spellings (API names, GGUF
 ``general.name``), and the Kimi models of other formats, which imply no K2/K3 dialect."""
 

@@ -1,4 +1,4 @@
-"""Values that contain themselves (issue 24 item 1): every entry point answers with a kimi_chat error
+"""Values that contain themselves: every entry point answers with a kimi_chat error
 naming where, in bounded time, instead of hanging with unbounded memory (or a RecursionError).
 
 Each call runs under an alarm: before the fix they never returned (memory grew ~36 MB/s), so the

@@ -1,4 +1,4 @@
-"""Kimi-K2.5 and Kimi-K2.6 as two dialects (issue 12, items 5-7): the rules that tell them apart, each
+"""Kimi-K2.5 and Kimi-K2.6 as two dialects: the rules that tell them apart, each
 checked against both oracle templates (``unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja``
 and ``unverified/Kimi-K2.6.chat_template.reconstructed.jinja``) and against our own templates."""
 
@@ -130,7 +130,7 @@ GROUP_TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {
 @needs_reference
 @pytest.mark.parametrize("dialect", [K25, K26])
 def test_oracle_computes_tools_ts_with_the_official_encoder(dialect, monkeypatch):
-    """Issue 20 item 8: the oracle's tools_ts_str comes from Moonshot's tool_declaration_ts.py (reference
+    """The oracle's tools_ts_str comes from Moonshot's tool_declaration_ts.py (reference
     data), not from kimi_chat's encoder: breaking ours leaves the official rendering as it was."""
     import kimi_chat.families.k2.tools_ts as ours
     from kimi_chat.reference.oracle import official_tools_ts_encoder

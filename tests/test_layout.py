@@ -1,4 +1,4 @@
-"""The package layout (issue 21): families behind one record, stages that know no family by name, no import
+"""The package layout: families behind one record, stages that know no family by name, no import
 cycle, no public name hiding a submodule, no module over 700 lines. Static checks over ``kimi_chat/``'s source."""
 
 from __future__ import annotations

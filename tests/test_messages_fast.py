@@ -1,4 +1,4 @@
-"""The plain-dict fast path of message normalisation and the validated-tools cache (issue 22):
+"""The plain-dict fast path of message normalisation and the validated-tools cache:
 well-formed plain dicts skip the pydantic round trip, tools already validated (same exact content)
 are not validated again, and every input gets the same result and the same error (exception class
 and message) as through the validation. ``tests/test_messages.py`` runs every test both ways too

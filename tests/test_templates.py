@@ -158,7 +158,7 @@ def test_unsorted_tools_are_sorted(dialect):
     assert dumps(tools, dialect) in out
     if not get_dialect(dialect).tools_typescript:
         assert out == render(msgs, tools=UNSORTED_TOOLS, dialect=dialect)
-    else:  # the TypeScript declaration, computed by the template itself (issue 23)
+    else:  # the TypeScript declaration, computed by the template itself
         assert ours(dialect, msgs, UNSORTED_TOOLS, ts=False) == ours(dialect, msgs, UNSORTED_TOOLS)
     # already-sorted tools render the same bytes
     assert ours(dialect, msgs, deep_sort_dict(tools), ts=False) == out

@@ -1,10 +1,10 @@
-"""Issue 23: our K2.5/K2.6 templates write the official TypeScript tool declaration themselves when
+"""Our K2.5/K2.6 templates write the official TypeScript tool declaration themselves when
 the caller passes no ``tools_ts_str`` (the macro block ``templates/macros/tools_ts.jinja``).
 
 Expected values come from the OFFICIAL encoder (``Kimi-K2.6/tool_declaration_ts.py`` in the reference
 data, run on the deep-sorted tools as ``tokenization_kimi.py`` runs it; when it raises, the tokenizer
 passes no ``tools_ts_str`` and the template declares the tools as JSON) and the official templates.
-Rendered here under transformers' sandbox (tests/test_llama_server_tools_ts.py: llama.cpp's Jinja).
+Rendered here under transformers' sandbox (tests/engines/test_llama_server_tools_ts.py: llama.cpp's Jinja).
 """
 
 from __future__ import annotations

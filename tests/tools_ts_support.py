@@ -1,5 +1,5 @@
 """Helpers for the in-template TypeScript tool declaration (tests/test_templates_tools_ts.py,
-tests/test_llama_server_tools_ts.py, benchmarks/tools_ts_coverage.py).
+tests/engines/test_llama_server_tools_ts.py, benchmarks/tools_ts_coverage.py).
 
 The expected text is always the OFFICIAL encoder's: ``Kimi-K2.6/tool_declaration_ts.py`` of the
 reference data (Moonshot's own copy), loaded from there at run time and never copied, called as

@@ -44,11 +44,11 @@ def load_tokenizer(args: argparse.Namespace, dialect: str) -> Any:
     try:
         from ..tokens.tokenizer import KimiTokenizer  # noqa: F401
     except ImportError as e:  # pragma: no cover
-        raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
+        raise InputError(f"the tokenizer needs tiktoken: pip install -e '.[tokenizer]' in the checkout ({e})") from e
     try:
         import tiktoken  # noqa: F401
     except ImportError as e:
-        raise InputError(f"the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]' ({e})") from e
+        raise InputError(f"the tokenizer needs tiktoken: pip install -e '.[tokenizer]' in the checkout ({e})") from e
     d = get_dialect(dialect)
     if args.tokenizer_config and not args.tokenizer:
         raise InputError("--tokenizer-config needs --tokenizer DIR (the directory holding tiktoken.model)")

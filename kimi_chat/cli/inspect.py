@@ -19,7 +19,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "or unknown), list the known problems of that revision, the tokenizer facts that disagree with the "
         "official Kimi tokenizer, and the command that fixes the template. PATH is a .gguf file, a model "
         "directory, a tokenizer_config.json or a .jinja file. The behavioural match needs transformers "
-        "(pip install 'kimi-chat[verify]'); exact matches do not. Exit status: 0 reported, 1 the template does "
+        "(pip install -e '.[verify]' in the checkout); exact matches do not. Exit status: 0 reported, 1 the template does "
         "not compile (transformers' Jinja), 2 bad input.",
     )
     p.add_argument("path", help=".gguf file, model directory, tokenizer_config.json or .jinja file")

@@ -26,7 +26,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "run",
         help="answer a chat.completions request with a local GGUF (llama.cpp)",
         description="Render, generate and parse an OpenAI chat.completions request on a local GGUF with "
-        "llama.cpp (pip install 'kimi-chat[native]'). Honours messages, tools, tool_choice (through llguidance "
+        "llama.cpp (bash .ci/install-native.sh .venv in the checkout). Honours messages, tools, tool_choice (through llguidance "
         "token masks of the Kimi format with the tools' JSON schemas), parallel_tool_calls, max_tokens (or max_completion_tokens), temperature and seed, and "
         "the prompt fields thinking, reasoning_effort and response_format as `kimi-chat render` reads them. "
         "Prints a chat.completion object (or chat.completion.chunk lines with --stream).",

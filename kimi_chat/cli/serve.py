@@ -27,7 +27,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "constrained by the request's tool choice, the output parsed by token id (reasoning_content, "
         "tool_calls). The model runs in this process (llama.cpp or ik_llama.cpp), or on a running "
         "llama-server with --upstream (token ids in, ids out). One generation at a time; --queue requests "
-        "wait, one more is answered 429. Needs pip install 'kimi-chat[serve,native]'.",
+        "wait, one more is answered 429. Needs, in the checkout, pip install -e '.[serve]' "
+        "and bash .ci/install-native.sh .venv.",
     )
     p.add_argument("model", help="GGUF file (with --upstream: the file the llama-server serves, read for its "
                    "vocabulary only)")
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
         from ..servers.serve import NativeEngine, ServeConfig, UpstreamEngine, create_app
     except ImportError as e:
-        return fail(f"kimi-chat serve needs the serve extra ({e}); install it with: pip install 'kimi-chat[serve]'")
+        return fail(f"kimi-chat serve needs the serve extra ({e}); install it with: "
+                    "pip install -e '.[serve]' (run in the kimi_chat checkout)")
     if args.queue < 0 or args.timeout <= 0 or args.max_body < 1:
         return fail("--queue must be 0 or more, --timeout and --max-body more than 0")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)

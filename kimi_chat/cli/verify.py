@@ -22,7 +22,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "llama.cpp runs it, tool-call arguments parsed first, and a request the official K3 encoder refuses but the "
         "template renders is a difference. TEMPLATE is a .jinja file, a .gguf file, a "
         "tokenizer_config.json or a model directory. Exit status: 0 equivalent, 1 counterexample, 2 bad input. "
-        "Needs transformers: pip install 'kimi-chat[verify]'.",
+        "Needs transformers: pip install -e '.[verify]' in the kimi_chat checkout.",
     )
     p.add_argument("template", help="template file (.jinja), .gguf, tokenizer_config.json or model directory")
     p.add_argument("--dialect", "-d", default=None,

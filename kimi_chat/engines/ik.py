@@ -1,5 +1,5 @@
 """The ``ik_llama.cpp`` backend of :class:`~kimi_chat.engines.native.NativeModel`, over
-``ik-llama-cpp-python`` (optional extra: ``pip install 'kimi-chat[native-ik]'``).
+``ik-llama-cpp-python`` (optional extra: ``bash .ci/install-native-ik.sh .venv`` in the checkout).
 
 ``ik-llama-cpp-python`` 0.1.5 ships a prebuilt ``libllama`` of ik_llama.cpp and a small ctypes
 binding; its high-level ``IkLlama`` class is not usable here (it forces a Gemma chat format, samples
@@ -19,7 +19,7 @@ What differs from llama.cpp, and how it is handled:
 - **Both engines in one process** work: llama-cpp-python loads its ``libllama`` with
   ``RTLD_GLOBAL``, but the two libraries have different sonames and ik's is loaded ``RTLD_LOCAL``;
   loading either first, both give the same tokens and samples as in a process of their own
-  (``tests/test_native_ik.py`` checks it).
+  (``tests/engines/test_native_ik.py`` checks it).
 - **Noise on stdout.** ik_llama.cpp's loader ``printf``s a line per MLA tensor it computes; unless
   ``verbose``, :func:`load_ik` sends file descriptor 1 to ``/dev/null`` while it loads (so
   ``--json`` output stays clean).
@@ -39,7 +39,8 @@ from ..errors import KimiChatError, NativeUnavailable
 
 __all__ = ["IK_INSTALL_HINT", "ik_available", "load_ik", "IkLib", "IkEngine", "IkGrammar"]
 
-IK_INSTALL_HINT = "pip install 'kimi-chat[native-ik]'"
+IK_INSTALL_HINT = ("bash .ci/install-native-ik.sh .venv (run in the kimi_chat checkout; "
+                   "or pip install -e '.[native-ik]' there)")
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 
 

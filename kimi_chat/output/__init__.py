@@ -20,7 +20,7 @@ The package, along the seams a second format family needs (the format itself is 
 * :mod:`~kimi_chat.output.ids`: token ids make markers certain (``feed(text, token_ids)``);
 * :mod:`~kimi_chat.output.stream`: :class:`StreamParser` and :func:`parse`, driving the state table.
 
-See ``docs/format.md`` for the format, the grammar and every rule with an example.
+See ``docs/formats.md`` for the format, the grammar and every rule with an example.
 """
 
 from __future__ import annotations

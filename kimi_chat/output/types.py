@@ -69,7 +69,7 @@ class ParseWarning:
     after the end of the turn, text inside a tool-call section outside any call, ...).
 
     Repeats are merged, so that a long run of stray markers costs one warning, not one each
-    (``docs/format.md``, *Warnings*): ``count`` is how many warnings this one stands for (``1``:
+    (``docs/formats.md``, *Warnings*): ``count`` is how many warnings this one stands for (``1``:
     itself only) and ``last_offset`` the offset of the last of them (``None`` when ``count`` is 1).
     Two kinds of merge, both only for the kinds of :data:`kimi_chat.output.warnlog.MERGED_KINDS`
     (``stray_marker``): consecutive identical warnings (same kind, message and text, nothing else

@@ -54,7 +54,7 @@ REQUIRED_FILES: tuple[str, ...] = (
     "unverified/k25_tools_ts.golden.jsonl",
 )
 """Every file of the reference directory the tests and tools read, relative to it (where each comes
-from: README, "Reference data"). A test of ``tests/test_ci_reference.py`` checks that no path the code
+from: README, "Reference data"). A test of ``tests/reference/test_ci_reference.py`` checks that no path the code
 or the tests name is missing here."""
 
 

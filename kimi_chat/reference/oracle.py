@@ -17,7 +17,7 @@ That is the K2 family's machinery (:mod:`kimi_chat.families.k2.oracle` renders w
 knows every family (its record's ``official_render``): Kimi-K3 ships no template, its official rendering is the
 release's own tokenizer (:mod:`kimi_chat.families.k3.oracle`).
 
-transformers is an optional dependency (``pip install kimi-chat[verify]``).
+transformers is an optional dependency (``pip install -e '.[verify]'`` in the checkout).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def _chat_template_utils() -> Any:
         from transformers.utils import chat_template_utils
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise OracleUnavailable(
-            "rendering a template the official way needs transformers: pip install 'kimi-chat[verify]'"
+            "rendering a template the official way needs transformers: "
+            "pip install -e '.[verify]' (run in the kimi_chat checkout)"
         ) from e
     return chat_template_utils
 

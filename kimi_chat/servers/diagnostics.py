@@ -21,7 +21,7 @@ Levels (what an operator turns on):
   ``unknown_tool``): the client gets what the model wrote, and it may not execute.
 * ``DEBUG``: every other recovery (a stray marker dropped, reasoning / a section / a call closed by
   what followed, an implicit section, ...): markers never reach the client, and the reading is the
-  documented one (``docs/format.md``).
+  documented one (``docs/formats.md``).
 
 Which statuses are executable: ``incomplete`` (a call cut before ``<|tool_call_argument_begin|>``:
 the model never wrote its arguments) is not. The others keep what the adapters did before:

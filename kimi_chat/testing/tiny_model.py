@@ -24,7 +24,7 @@ For a Kimi-K3 dialect (``dialect="kimi-k3"``) the same base vocabulary carries K
 Python; :class:`~kimi_chat.engines.native.NativeModel` recognises the K3 vocabulary instead).
 
 About 49 MB (the embedding and output matrices in F16), written in a few seconds. Needs the ``gguf``
-and ``numpy`` packages (``pip install 'kimi-chat[native]'``) and the reference tokenizer files
+and ``numpy`` packages (``bash .ci/install-native.sh .venv`` in the checkout) and the reference tokenizer files
 (:func:`kimi_chat.reference.reference_dir`, or explicit paths). Nothing is downloaded.
 """
 
@@ -50,7 +50,8 @@ ids 163840/163841 that ``tokenization_kimi.py`` numbers are outside the model's 
 
 @dataclass(frozen=True)
 class TinyConfig:
-    """Sizes of the tiny model (defaults: the facts of issue 6)."""
+    """Sizes of the tiny model. The defaults keep the Kimi-K2 architecture (deepseek2: MLA, dense then MoE
+    layers, shared experts) and its real vocabulary at the smallest sizes."""
 
     hidden: int = 64
     layers: int = 2
@@ -158,7 +159,7 @@ def build_tiny_model(
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise KimiChatError(
             f"building the tiny model needs the 'gguf' and 'numpy' packages ({e.name} is missing): "
-            "pip install 'kimi-chat[native]'"
+            "pip install -e '.[native]' (run in the kimi_chat checkout)"
         ) from e
     d = get_dialect(dialect)
     family = family_of(d)

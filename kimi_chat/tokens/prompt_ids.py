@@ -1,4 +1,4 @@
-"""The ids of a K2-family prompt from the prompts encoded before (issue 22), per tokenizer.
+"""The ids of a K2-family prompt from the prompts encoded before, per tokenizer.
 
 Two facts of the encoder make this exact: it encodes the text between two special tokens on its own (so
 the ids after a special token do not depend on what precedes it), and the K2 vocabularies' special-token

@@ -1,6 +1,6 @@
 """Kimi-K3 cases for the adapter tests and the differential run: completions rendered by kimi_chat's
 ``kimi-k3`` renderer (an assistant turn written the way ``encoding_k3`` writes history, which is what a
-model's output mirrors), plus the edge cases of issue 14, with expectations written from the format.
+model's output mirrors), plus the edge cases of the K3 output format, with expectations written from the format.
 
 Token ids come from :func:`kimi_chat.tokens.rendered.render_tokens` with the K3 tokenizer: marker text typed
 inside a value is ordinary tokens there, as the model would spell it. No framework is imported here.

@@ -139,7 +139,7 @@ def test_under_kimi_chat_without_tools_sglang_strips_the_markers(tok):
 def test_the_tokenizer_chooses_the_family(tok):
     assert plugin.KimiChatDetector(tokenizer=tok).family == "k3"
     assert plugin.KimiChatReasoningDetector(force_reasoning=True, tokenizer=tok).family == "k3"
-    # per detector (issue 20 item 19): a K2 tokenizer after a K3 one is K2, and the K3 one stays K3
+    # per detector: a K2 tokenizer after a K3 one is K2, and the K3 one stays K3
     k2 = hf_tokenizer("k2.6")
     assert plugin.KimiChatDetector(tokenizer=k2).family == "k2"
     assert plugin.KimiChatReasoningDetector(force_reasoning=True, tokenizer=tok).family == "k3"

@@ -455,7 +455,7 @@ def _typed_think_end_ids(tok) -> tuple[list[int], str, str]:
 
 @pytest.mark.parametrize("where", ["one_token", "think_end_last", "with_the_next_token", "whole_output"])
 def test_typed_think_end_in_a_multi_token_delta_does_not_end_reasoning(tok_reasoning, where):
-    """Issue 20 item 4: with several tokens per delta (speculative decoding, ``stream_interval``) the
+    """With several tokens per delta (speculative decoding, ``stream_interval``) the
     typed ``</think>`` and the real one come in one delta; the stages decode the delta's ids with vLLM's
     tokenizer, so only the special id ends reasoning. ``whole_output``: the stop token is in the delta
     too, and vLLM leaves its text out of the delta text."""

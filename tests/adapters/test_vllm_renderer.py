@@ -360,7 +360,7 @@ def test_tokenizer_like_surface(renderer_for):
 
 
 def test_parsers_decode_ids_with_our_tokenizer(renderer_for):
-    """Issue 20 item 4: under ``--tokenizer-mode kimi_chat`` the parsers' stages get this tokenizer; a
+    """Under ``--tokenizer-mode kimi_chat`` the parsers' stages get this tokenizer; a
     ``</think>`` typed as text next to the real one, in one delta, stays reasoning."""
     from kimi_chat.servers.stages import ReasoningStage
 

@@ -1,5 +1,5 @@
 """``--tokenizer-mode kimi_chat``: a model directory's family and dialect come from the families' serving
-hooks (``MODEL_TYPES``, ``VOCABULARY``, ``SERVED_DIALECT``: issue 21), not from a family's marker or name
+hooks (``MODEL_TYPES``, ``VOCABULARY``, ``SERVED_DIALECT``), not from a family's marker or name
 written in the vLLM adapter. The directories hold the reference tiktoken model and configs (no weights)."""
 
 from __future__ import annotations

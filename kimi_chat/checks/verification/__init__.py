@@ -4,7 +4,7 @@ searches for a conversation where a template renders differently from a dialect,
 Both render the template the way transformers does (:func:`kimi_chat.reference.oracle.render_template`: its
 sandboxed Jinja environment, its input normalisation, the Kimi tokenizer's tool pre-processing) and
 compare with :func:`kimi_chat.render`. transformers is an optional extra:
-``pip install 'kimi-chat[verify]'``.
+``pip install -e '.[verify]'`` in the checkout.
 
 Runtimes such as llama.cpp run their own Jinja engines, which allow what transformers' sandbox
 refuses (``list.append``); their adapted templates fail in transformers with a ``SecurityError``.

@@ -44,7 +44,7 @@ __all__ = [
     "own_template_text",
 ]
 
-VERIFY_EXTRA = "pip install 'kimi-chat[verify]'"
+VERIFY_EXTRA = "pip install -e '.[verify]' (run in the kimi_chat checkout)"
 
 
 class TemplateCompileError(KimiChatError, ValueError):
@@ -239,7 +239,7 @@ def _render_unbounded(template: str, messages: list[Any], dialect: str, tools: S
 
 def tools_ts_str(tools: list[Any]) -> str | None:
     """The ``tools_ts_str`` a K2.5 / K2.6 tokenizer hands its template: the official encoder's where the
-    reference data holds it, else kimi_chat's port (byte-equal to it: ``tests/test_tools_ts.py``), so
+    reference data holds it, else kimi_chat's port (byte-equal to it: ``tests/families/test_tools_ts.py``), so
     ``verify`` / ``identify`` / ``inspect`` need no reference data."""
     try:
         official_tools_ts_encoder()

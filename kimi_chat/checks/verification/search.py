@@ -215,7 +215,8 @@ def verify(
     first difference is shrunk to a minimal conversation. ``seed`` makes the search reproducible (the
     report carries the seed used). ``progress`` (if given) gets a line of text now and then: every
     tenth of ``examples`` tried, and when a difference found is being shrunk. Needs transformers and
-    hypothesis (``pip install 'kimi-chat[verify]'``); raises :class:`~kimi_chat.reference.oracle.OracleUnavailable`
+    hypothesis (``pip install -e '.[verify]'`` in the checkout); raises
+    :class:`~kimi_chat.reference.oracle.OracleUnavailable`
     without them.
     """
     d = get_dialect(dialect)

@@ -15,7 +15,7 @@ What an assistant turn may look like::
 * :data:`START_RULES`, :data:`FIELDS`, and :data:`K2`, the :class:`~kimi_chat.output.format.OutputFormat`
   record :mod:`kimi_chat.parse` runs; :func:`machine` gives the compiled state table of a start rule.
 
-``print(grammar_text())`` shows the grammar in PEG notation (it is copied in ``docs/format.md``).
+``print(grammar_text())`` shows the grammar in PEG notation (it is copied in ``docs/formats.md``).
 """
 
 from __future__ import annotations

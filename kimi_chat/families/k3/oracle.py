@@ -13,7 +13,7 @@ and encodes them segment by segment. This module instantiates that official toke
 the same with ``tokenize=True``, :func:`official_k3_segments` the encoder's ``build_chat_segments``
 (what the benchmark times). The tokenizer is built once per reference directory and cached.
 
-Needs transformers, tokenizers and tiktoken (``pip install 'kimi-chat[verify]'``); their absence
+Needs transformers, tokenizers and tiktoken (``pip install -e '.[verify]'`` in the checkout); their absence
 raises :class:`~kimi_chat.reference.oracle.OracleUnavailable`, absent reference data
 :class:`~kimi_chat.errors.ReferenceDataError`.
 """
@@ -100,7 +100,7 @@ def _modules(root: Path) -> tuple[ModuleType, ModuleType]:
         except ImportError as e:
             raise OracleUnavailable(
                 f"the official Kimi-K3 tokenizer needs transformers, tokenizers and tiktoken ({e}): "
-                "pip install 'kimi-chat[verify]'"
+                "pip install -e '.[verify]' (run in the kimi_chat checkout)"
             ) from e
         finally:
             if saved is None:
@@ -126,7 +126,8 @@ def official_k3_tokenizer(ref: str | os.PathLike[str] | None = None) -> Any:
     try:
         from tokenizers import AddedToken
     except ImportError as e:  # pragma: no cover - transformers depends on tokenizers
-        raise OracleUnavailable("the official Kimi-K3 tokenizer needs tokenizers: pip install 'kimi-chat[verify]'") from e
+        raise OracleUnavailable("the official Kimi-K3 tokenizer needs tokenizers: "
+                                "pip install -e '.[verify]' (run in the kimi_chat checkout)") from e
     with _lock:
         tok = _TOKENIZERS.get(root)
         if tok is None:

@@ -3,7 +3,8 @@
 The request contract is :mod:`kimi_chat.servers.contract`'s (Moonshot's, as its Vendor Verifier tests
 it); :mod:`~kimi_chat.servers.serve.generation` renders, constrains and parses by token id;
 :mod:`~kimi_chat.servers.serve.engines` generates (in process, or on a running llama-server);
-:mod:`~kimi_chat.servers.serve.app` is the Starlette app (extra ``serve``: ``pip install 'kimi-chat[serve]'``).
+:mod:`~kimi_chat.servers.serve.app` is the Starlette app (extra ``serve``: ``pip install -e '.[serve]'``
+in the checkout).
 
     from kimi_chat.servers.serve import NativeEngine, ServeConfig, create_app
     app = create_app(NativeEngine.load("model.gguf"), ServeConfig(api_key="..."))

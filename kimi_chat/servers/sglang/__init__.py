@@ -5,7 +5,8 @@ Register, then serve::
     KIMI_CHAT_SGLANG_NAMES=kimi_k2 python -m sglang.launch_server --model-path MODEL \\
         --tool-call-parser kimi_k2 --reasoning-parser kimi_k2
 
-With ``kimi-chat[sglang]`` installed, the ``sglang.srt.plugins`` entry point ``kimi_chat`` runs
+With the package installed (``pip install -e '.[sglang]'`` in the checkout), the ``sglang.srt.plugins``
+entry point ``kimi_chat`` runs
 :func:`register` in every SGLang process (before the command line is parsed). It always registers
 the name ``kimi_chat`` (``--tool-call-parser kimi_chat --reasoning-parser kimi_chat``) and, when
 ``$KIMI_CHAT_SGLANG_NAMES`` lists it, ``kimi_k2`` in place of the built-in. Use ``kimi_k2``: SGLang

@@ -8,8 +8,8 @@ Serve with::
 
 Importing this module registers both parsers (``--tool-parser-plugin`` imports it in the API server;
 ``--reasoning-parser-plugin`` in the engine process too, where structured outputs ask the reasoning
-parser when reasoning ends). With ``kimi-chat[vllm]`` installed, the ``vllm.general_plugins`` entry
-point ``kimi_chat`` does the same in every vLLM process, and the two ``-plugin`` flags are optional.
+parser when reasoning ends). With the package installed (``pip install -e '.[vllm]'`` in the checkout),
+the ``vllm.general_plugins`` entry point ``kimi_chat`` does the same in every vLLM process, and the two ``-plugin`` flags are optional.
 To serve them under the built-in name as well (``--tool-call-parser kimi_k2 --reasoning-parser
 kimi_k2``), set ``KIMI_CHAT_VLLM_NAMES=kimi_chat,kimi_k2`` (or call ``register(("kimi_k2",))``).
 

@@ -1,0 +1,231 @@
+"""``kimi-chat serve`` operations on a scripted engine (tests/serve_support.py) behind a real uvicorn on
+loopback: the API key, the body limit, malformed JSON, the bounded queue, a client that disconnects,
+the per-request timeout, an engine that dies mid-stream; the server stays up through each."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from conftest import needs_reference
+
+pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' in the checkout)")
+httpx = pytest.importorskip("httpx")
+
+from kimi_chat.servers.serve import ServeConfig, create_app  # noqa: E402
+from serve_support import ScriptedEngine, Uvicorn, sse_events, wait_for  # noqa: E402
+
+pytestmark = needs_reference
+
+BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Hi"}]}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    return KimiTokenizer.from_reference("k2")
+
+
+def serve(engine, **config):
+    return Uvicorn(create_app(engine, ServeConfig(**config)))
+
+
+def test_answers_with_the_scripted_text(tokenizer):
+    engine = ScriptedEngine(tokenizer)
+    with serve(engine) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+    assert r.status_code == 200
+    choice = r.json()["choices"][0]
+    assert choice["message"]["content"] == "Hello there"
+    assert choice["finish_reason"] == "stop"
+    assert r.json()["usage"]["completion_tokens"] == len(engine.ids) + 1
+
+
+def test_api_key_required_when_set(tokenizer):
+    with serve(ScriptedEngine(tokenizer), api_key="s3cret") as s:
+        missing = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+        wrong = httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer nope"},
+                           timeout=30)
+        models = httpx.get(s.url + "/v1/models", timeout=30)
+        right = httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer s3cret"},
+                           timeout=30)
+        health = httpx.get(s.url + "/health", timeout=30)
+    assert (missing.status_code, wrong.status_code, models.status_code) == (401, 401, 401)
+    assert wrong.json()["error"]["code"] == "invalid_api_key"
+    assert right.status_code == 200 and health.status_code == 200
+
+
+def test_malformed_json_is_a_400(tokenizer):
+    with serve(ScriptedEngine(tokenizer)) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", content=b'{"model": "x", "messages": [', timeout=30,
+                       headers={"Content-Type": "application/json"})
+        after = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error" and err["code"] == "invalid_json"
+    assert after.status_code == 200
+
+
+def test_oversized_body_is_a_413(tokenizer):
+    big = dict(BODY, messages=[{"role": "user", "content": "x" * 5000}])
+    with serve(ScriptedEngine(tokenizer), max_body=4096) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=big, timeout=30)
+        # a chunked body (no Content-Length) is cut at the limit too
+        chunked = httpx.post(s.url + "/v1/chat/completions", content=iter([b'{"model": "x", ', b" " * 5000]),
+                             timeout=30)
+        small = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+    assert (r.status_code, chunked.status_code, small.status_code) == (413, 413, 200)
+    assert r.json()["error"]["code"] == "request_too_large"
+
+
+def test_a_full_queue_answers_429_at_once(tokenizer):
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, queue=1) as s:
+        results: list[int] = []
+
+        def post() -> None:
+            results.append(httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60).status_code)
+
+        running = threading.Thread(target=post)
+        running.start()
+        ready = wait_for(engine.started.is_set)
+        assert ready
+        waiting = threading.Thread(target=post)
+        waiting.start()
+        ready = wait_for(lambda: s.server.config.app.state.server.scheduler.held == 2)
+        assert ready
+        refused = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)  # gate closed: no hang
+        gate.set()
+        running.join(60)
+        waiting.join(60)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "queue_full"
+    assert sorted(results) == [200, 200]
+
+
+def test_client_disconnect_mid_stream_cancels_the_generation(tokenizer):
+    engine = ScriptedEngine(tokenizer, text="word " * 400, delay=0.02)
+    with serve(engine) as s:
+        with httpx.stream("POST", s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30) as r:
+            events = sse_events(r.iter_lines())
+            first = [next(events) for _ in range(3)]  # the role chunk, then content
+        # the connection is closed: the engine is told to stop long before its 400 words
+        ready = wait_for(lambda: engine.endings == ["cancelled"])
+        assert ready
+        after = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY), timeout=60)
+    assert first[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert after.status_code == 200
+
+
+def test_client_disconnect_while_waiting_cancels_the_queued_request(tokenizer):
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, queue=4) as s:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=0.5)  # the client gives up
+        ready = wait_for(lambda: engine.endings == ["cancelled"])
+        assert ready
+        gate.set()
+        after = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60)
+    assert after.status_code == 200
+
+
+def test_timeout_answers_504_and_stops_the_engine(tokenizer):
+    gate = threading.Event()  # never set: the generation would wait forever
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, timeout=0.3) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+        ready = wait_for(lambda: engine.endings == ["cancelled"])
+        assert ready
+        streamed = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
+    assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+    errors = [e for e in sse_events(iter(streamed.text.splitlines())) if "error" in e]
+    assert [e["error"]["code"] for e in errors] == ["timeout"]
+
+
+def test_engine_failure_mid_stream_is_an_error_event(tokenizer):
+    engine = ScriptedEngine(tokenizer, text="one two three four", fail_after=2)
+    with serve(engine) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
+        health = httpx.get(s.url + "/health", timeout=30)
+        plain = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+    events = list(sse_events(iter(r.text.splitlines())))
+    assert r.status_code == 200  # the stream had begun
+    assert "error" in events[-1] and events[-1]["error"]["code"] == "engine_error"
+    assert "scripted engine died" in events[-1]["error"]["message"]
+    assert health.status_code == 200
+    assert plain.status_code == 502 and plain.json()["error"]["code"] == "engine_error"
+
+
+def test_one_log_line_per_request(tokenizer, caplog):
+    engine = ScriptedEngine(tokenizer)
+    with caplog.at_level(logging.INFO, logger="kimi_chat.serve"), serve(engine, api_key="k") as s:
+        httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer k"}, timeout=30)
+        httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+    lines = [r.getMessage() for r in caplog.records if r.name == "kimi_chat.serve"]
+    assert len(lines) == 2
+    assert "dialect=kimi-k2-instruct-0905" in lines[0] and "outcome=stop" in lines[0]
+    assert f"completion_tokens={len(engine.ids) + 1}" in lines[0]
+    assert "outcome=401" in lines[1]
+
+
+def test_binds_loopback_by_default():
+    from kimi_chat.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "model.gguf"])
+    assert args.host == "127.0.0.1" and args.contract == "open"
+
+
+# --------------------------------------------------------------------------------------------------
+# stop sequences (the scripted text is known, so the cut is)
+
+
+@pytest.mark.parametrize("pieces, stops, sent", [
+    (["Hel", "lo th", "ere"], [" th"], ["Hel", "lo"]),            # a stop split across pieces
+    (["ab", "c", "d"], ["cx"], ["ab", "cd"]),                      # a false start is released later
+    (["abc"], ["zz"], ["abc"]),
+    (["a", "bc"], ["b", "abc"], []),                               # the earliest stop in the text wins
+    (["xa", "bc"], ["b", "abc"], ["x"]),
+])
+def test_stop_text(pieces, stops, sent):
+    from kimi_chat.servers.serve.stops import StopText
+
+    s = StopText(stops)
+    for p in pieces:
+        s.feed(p)
+    s.finish()
+    assert [x for x in s.sent if x] == sent
+
+
+def test_stop_sequence_ends_the_content_plain_and_streamed(tokenizer):
+    engine = ScriptedEngine(tokenizer, text="Hello there, world and more words")
+    body = dict(BODY, stop=[", w"])
+    with serve(engine) as s:
+        plain = httpx.post(s.url + "/v1/chat/completions", json=body, timeout=30).json()
+        r = httpx.post(s.url + "/v1/chat/completions", json=dict(body, stream=True), timeout=30)
+    assert plain["choices"][0]["message"]["content"] == "Hello there"
+    assert plain["choices"][0]["finish_reason"] == "stop"
+    assert plain["usage"]["completion_tokens"] < len(engine.ids)  # the generation stopped there
+    events = list(sse_events(iter(r.text.splitlines())))
+    text = "".join(c["delta"].get("content") or "" for e in events for c in e["choices"])
+    assert text == "Hello there"
+    assert [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]] == ["stop"]
+
+
+def test_a_marker_spelled_by_ordinary_tokens_stays_text(tokenizer):
+    # the engine writes "<|im_end|>" as ordinary tokens (not the special id): parsed by id, it is text
+    # and does not end the turn; the special id after it does
+    text = "Type <|im_end|> to stop."
+    engine = ScriptedEngine(tokenizer, text=text)
+    assert tokenizer.token_to_id("<|im_end|>") not in engine.ids
+    with serve(engine) as s:
+        plain = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30).json()
+        r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
+    assert plain["choices"][0]["message"]["content"] == text
+    assert plain["choices"][0]["finish_reason"] == "stop"
+    events = list(sse_events(iter(r.text.splitlines())))
+    assert "".join(c["delta"].get("content") or "" for e in events for c in e["choices"]) == text
