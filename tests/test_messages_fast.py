@@ -101,8 +101,11 @@ def test_ordinary_plain_messages_take_the_fast_path(msgs):
 def test_tools_validated_once_per_content(monkeypatch):
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-    MSG._VALID_TOOLS.clear()
-    MSG.normalize_tools(tools)
+    from kimi_chat import caches
+
+    caches.clear_all()
+    MSG.normalize_tools(tools)  # read once: validated, not keyed (a tool list seen once is not cached)
+    MSG.normalize_tools(tools)  # read again: keyed, and its validation recorded
     calls = []
     monkeypatch.setattr(MSG, "_TOOLS", type("Spy", (), {"validate_python": lambda self, *a, **k: calls.append(a)})())
     assert MSG.normalize_tools(tools) == tools and not calls  # the same content: not validated again
