@@ -103,6 +103,11 @@ class NativeUnavailable(KimiChatError, ImportError):
     (:mod:`kimi_chat.engines.native`, :mod:`kimi_chat.engines.ik`); the message says what to install."""
 
 
+class MissingExtraError(KimiChatError, ModuleNotFoundError):
+    """An optional dependency of the feature used is not installed; the message names the extra that
+    brings it (``pip install 'kimi-chat[tokenizer]'``). A ``ModuleNotFoundError``, as the import was."""
+
+
 class LoneSurrogateWarning(UnicodeWarning):
     """Token-level rendering met a lone surrogate (U+D800..U+DFFF, e.g. a JSON ``\\ud800`` escape without
     its pair) in the prompt text. Such a string is not Unicode text: the official tokenizer (tiktoken)
