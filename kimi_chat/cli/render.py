@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     write_exact(text)
     d = get_dialect(req["dialect"])
     if not args.quiet and d.status in (Status.UNVERIFIED, Status.RECONSTRUCTED):
-        print(f"kimi-chat: note: {d.name} is checked against an {d.status.value} oracle template "
+        article = "an" if d.status.value[0] in "aeiou" else "a"
+        print(f"kimi-chat: note: {d.name} is checked against {article} {d.status.value} oracle template "
               f"({d.oracle}); see `kimi-chat dialects`", file=sys.stderr)
     return 0
