@@ -412,7 +412,7 @@ def test_an_open_tag_whose_sep_was_dropped_runs_into_its_text(content):
 
 
 @pytest.mark.parametrize("spelling, why", [
-    ("<|im_end|>", "Kimi-K2 dialect"), ("</think>", "Kimi-K2 dialect"),
+    ("<|im_end|>", "Kimi-K2 dialect"), ("<|im_user|>", "Kimi-K2 dialect"),
     ("<|tool_calls_section_begin|>", "Kimi-K2 dialect"), ("<|reserved_token_163700|>", "special id 163700"),
 ])
 def test_k2_markers_in_a_k3_completion_are_kept_as_text_with_a_warning(spelling, why):

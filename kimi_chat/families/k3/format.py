@@ -147,8 +147,11 @@ GRAMMAR: Final[dict[str, Expr]] = {
 }
 """The K3 output grammar, rule name -> expression."""
 
-_K2_SPELLINGS = [m.text for m in M.MARKERS if m.text not in M.K3_BY_TEXT] + [
-    M.TOOL_CALL_SECTION_BEGIN_SINGULAR.text, M.TOOL_CALL_SECTION_END_SINGULAR.text]
+# K2's <|...|> markers (not its <think> tags: every K3 marker starts "<|", which keeps the lexer's scan of a
+# long text a search for that two-character prefix; text with "<" alone is not even looked at)
+_K2_SPELLINGS = [s for s in [m.text for m in M.MARKERS] + [M.TOOL_CALL_SECTION_BEGIN_SINGULAR.text,
+                                                          M.TOOL_CALL_SECTION_END_SINGULAR.text]
+                 if s not in M.K3_BY_TEXT and s[:2] == M.K3_OPEN.text[:2]]
 AS_TEXT: Final[dict[str, str]] = {
     **{s: "a Kimi-K2 marker, no Kimi-K3 one: the output looks like a Kimi-K2 dialect's (parse it with that "
           "dialect: kimi-k2.6, kimi-k2.5, kimi-k2-thinking or kimi-k2-instruct)" for s in _K2_SPELLINGS},
