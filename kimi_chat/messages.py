@@ -33,7 +33,7 @@ from typing_extensions import NotRequired, TypedDict
 from .caches import QUICK_VERSION, LRUCache, admitted_key, content_key
 from .errors import KimiChatError
 # compiled with mypyc where the package is built with it (kimi_chat.compiled)
-from .message_shapes import holds_objects, plain_dicts, renderable_fast
+from .message_shapes import holds_objects, plain_dicts, renderable_fast, tools_fast
 
 __all__ = [
     "TextPart",
@@ -565,10 +565,11 @@ def normalize_tools_keyed(tools: Sequence[Any] | None) -> tuple[list[dict[str, A
     plain, key = plain_items_keyed(tools, "tools")
     if key is not None and _VALID_TOOLS.get(key):  # these very tools validated before: the same result
         return plain, key
-    try:
-        _TOOLS.validate_python(plain, strict=True)
-    except ValidationError as e:
-        raise InvalidToolsError(_errors_of(e, plain)) from e
+    if not tools_fast(plain):  # well-formed plain dicts: what the validation accepts, without it
+        try:
+            _TOOLS.validate_python(plain, strict=True)
+        except ValidationError as e:
+            raise InvalidToolsError(_errors_of(e, plain)) from e
     if key is not None:
         _VALID_TOOLS.put(key, True)
     return plain, key

@@ -22,6 +22,7 @@ def validated_only():
     """The fast paths off: every input through the pydantic validation (the reference behaviour)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(MSG, "renderable_fast", lambda msgs: False)
+        mp.setattr(MSG, "tools_fast", lambda tools: False)
         mp.setattr(MSG, "_VALID_TOOLS", LRUCache(None, 0))  # keeps nothing: every tool list validated
         yield
 
@@ -90,6 +91,13 @@ def test_messages_same_result_and_errors_with_and_without_the_fast_path(msgs):
 @given(st.one_of(st.lists(_tool, max_size=3), st.builds(lambda r: r["tools"], requests())))
 def test_tools_same_result_and_errors_with_and_without_the_fast_path(tools):
     same_both_ways(MSG.normalize_tools, tools)
+
+
+@given(st.builds(lambda r: r["tools"], requests()))
+def test_ordinary_tools_take_the_fast_path(tools):
+    """The tool lists of the oracle strategies are well-formed plain dicts: a fresh one is not run through
+    the pydantic validation (no cache holds its result yet)."""
+    assert tools is None or MSG.tools_fast(MSG.plain_items(tools, "tools"))
 
 
 @given(st.builds(lambda r: r["messages"], requests()))
