@@ -1,7 +1,7 @@
 """Shape checks of plain messages, run on every request: whether plain dicts are what the render schema
-accepts as they are (:func:`renderable_fast`; :func:`tools_fast` for a tool list), whether a dict message holds objects the K3 encoder
-reads (:func:`holds_objects`) and whether messages are what the K3 encoder takes as they are
-(:func:`plain_dicts`).
+accepts as they are (:func:`renderable_fast`; :func:`tools_fast` for a tool list), whether a dict
+message holds objects the K3 encoder reads (:func:`holds_objects`) and whether messages are what the
+K3 encoder takes as they are (:func:`plain_dicts`).
 
 Pure Python, predicates only (no error path: ``False`` sends the input through the full validation,
 which names the errors). Compiled with mypyc where the package is built with it (``setup.py``;

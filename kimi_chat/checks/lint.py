@@ -70,7 +70,8 @@ from ..errors import StrictModeError
 from ..families import family_of
 from ..messages import normalize_messages, normalize_tools
 
-__all__ = ["LintWarning", "lint", "check_strict", "warn_options", "tool_findings", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
+__all__ = ["LintWarning", "lint", "check_strict", "warn_options", "tool_findings", "normalize_tool_call_ids",
+           "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
            "unterminated_last_turn", "option_findings", "declared_tools", "no_generation_prompt", "typed_markers"]
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")

@@ -278,7 +278,8 @@ class ConformanceReport:
                     out.append(f"        note: {c.note}")
         n_fail, n_known = len(self.failures), len(self.known)
         n_pass = len(self.checks) - n_fail - n_known
-        known = f"{n_known} known engine problem{'s' if n_known != 1 else ''} (upstream, documented), " if n_known else ""
+        plural = "s" if n_known != 1 else ""
+        known = f"{n_known} known engine problem{plural} (upstream, documented), " if n_known else ""
         out += ["", f"{len(self.checks)} checks: {n_pass} passed, {known}{n_fail} failed"]
         advice = self.advice()
         if advice:
