@@ -150,6 +150,16 @@ def test_provenance_note_on_stderr_only_for_unverified_or_reconstructed(capsysbi
     assert err == ""
 
 
+def test_an_unread_option_is_reported_once_on_the_command_line(capsysbinary, tmp_path):
+    """The CLI prints lint's finding for an option the template does not read; render's UserWarning for
+    the same finding (what Python callers get) is not printed a second time."""
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps([{"role": "user", "content": "Hi"}]))
+    status, _, err = _run(capsysbinary, "render", "-d", "kimi-k2.6", "--kwargs", '{"thinkng": false}', str(f))
+    assert status == 0 and err.count("'thinkng'") == 1 and "UserWarning" not in err
+    assert "did you mean 'thinking'?" in err
+
+
 class _Terminal:
     """Standard input on a terminal: isatty() is true; what is typed is ``data``."""
 

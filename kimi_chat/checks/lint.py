@@ -62,7 +62,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
@@ -70,7 +70,7 @@ from ..errors import StrictModeError
 from ..families import family_of
 from ..messages import normalize_messages, normalize_tools
 
-__all__ = ["LintWarning", "lint", "check_strict", "warn_options", "tool_findings", "normalize_tool_call_ids",
+__all__ = ["LintWarning", "lint", "check_strict", "warn_options", "OPTION_WARNINGS", "tool_findings", "normalize_tool_call_ids",
            "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
            "unterminated_last_turn", "option_findings", "declared_tools", "no_generation_prompt", "typed_markers"]
 
@@ -141,6 +141,13 @@ def option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]
             out.append(LintWarning("unread-kwarg", None, f"{d.name}'s template does not read {key!r}: it is ignored "
                                    f"(options it reads: {reads}){hint}", key))
     return out
+
+
+OPTION_CODES: Final = ("unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option")
+"""The codes of :func:`option_findings`: what :func:`warn_options` warns, as ``CODE: text``."""
+OPTION_WARNINGS: Final = "(?:" + "|".join(OPTION_CODES) + "): "
+"""The start of those warnings' messages (a ``warnings.filterwarnings`` pattern, for a caller that reports
+the lint findings itself: the CLI)."""
 
 
 def warn_options(d: Dialect, options: Mapping[str, Any]) -> None:
