@@ -141,12 +141,13 @@ def test_known_engine_problems_are_told_apart_from_failures_of_the_model():
                          "what to do: nothing for this model or template; the known problems are llama.cpp's: "
                          "where they matter, give the engine kimi_chat's prompt ids (kimi-chat serve, or "
                          "render_tokens)\n")
-    assert report_from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    back = report_from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back == r
     # not the known problem: ik_llama.cpp's built-in format is another one; a header swap in llama.cpp is not known
     other = Check("chat format", "built-in format: user only", "fail", "differs", "at char 0",
                   "message 0 (user): engine header '...'")
-    assert classify("llama.cpp", [other])[0].status == "fail"
-    assert classify("ik_llama.cpp", [other])[0].status == "known"
+    (in_llama,), (in_ik,) = classify("llama.cpp", [other]), classify("ik_llama.cpp", [other])
+    assert in_llama.status == "fail" and in_ik.status == "known"
     r2 = ConformanceReport("m.gguf", "llama.cpp", "x", "d", "given", None, classify("llama.cpp", [*checks, other]))
     assert not r2.ok and r2.failures == [other]
     assert "1 failed\nwhat to do: the 1 failed check(s) are this model's or its template's" in r2.format_text()
@@ -198,7 +199,8 @@ def test_server_checks_against_a_fake_server():
     cont = by_name.pop("server /apply-template: continuation (last message the assistant's)")
     assert all(c.passed for c in by_name.values()) and len(by_name) == len(CONVERSATIONS) + 1
     assert cont.status == "fail"  # unclassified here: the report marks it a known engine problem
-    assert classify("llama.cpp", [cont])[0].status == "known"
+    (classified,) = classify("llama.cpp", [cont])
+    assert classified.status == "known"
     assert cont.first_difference is not None and cont.first_difference.startswith("at char ")
     assert "'<|im_assistant|>assistant<|im_middle|><think></think>'" in (cont.note or "")
 
