@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Union
 
-from ..errors import MissingExtraError, ReferenceDataError
+from ..errors import ReferenceDataError, import_extra
 from .. import markers as _M
 from ..markers import IM_END, NUM_RESERVED_SPECIAL, reserved_token_name
 from ..reference import missing_reason as _missing_reason
@@ -429,20 +429,6 @@ BYTE_DECODER: Final = {c: b for b, c in BYTE_ENCODER.items()}
 # --------------------------------------------------------------------------------------------------
 
 
-TIKTOKEN_HINT: Final = "the tokenizer needs tiktoken: pip install 'kimi-chat[tokenizer]'"
-"""What to install for token ids (the CLI says the same)."""
-
-
-def _tiktoken() -> Any:
-    """The ``tiktoken`` module (the optional ``tokenizer`` extra), or :class:`~kimi_chat.errors.MissingExtraError`
-    saying how to install it."""
-    try:
-        import tiktoken
-    except ModuleNotFoundError as e:
-        raise MissingExtraError(f"{TIKTOKEN_HINT} ({e})", name=e.name) from e
-    return tiktoken
-
-
 class KimiTokenizer:
     """The Kimi tokenizer of both families (``tiktoken`` underneath): K2's 256 + 2 special ids, K3's 256.
     Build it with :meth:`from_dir`, :meth:`from_files` or :meth:`from_reference`; loading is cached per
@@ -464,7 +450,7 @@ class KimiTokenizer:
         num_special: int = NUM_RESERVED_SPECIAL + 2,
         _cache_key: Any = None,
     ):
-        tiktoken = _tiktoken()
+        tiktoken = import_extra("tiktoken", "tokenizer", "the tokenizer")  # without it: the CLI's install hint
 
         where = str(config_path) if config_path is not None else "tokenizer config"
         self.model_path = model_path
