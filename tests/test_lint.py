@@ -243,6 +243,13 @@ def test_render_warns_for_an_unread_option_naming_the_closest_and_keeps_the_outp
     assert (got.text if call == "render_layout" else got) == (want.text if call == "render_layout" else want)
 
 
+def test_render_does_not_warn_for_apply_chat_template_arguments():
+    """tokenize=False (what a port of apply_chat_template(..., tokenize=False) passes) is no template option."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render([{"role": "user", "content": "hi"}], dialect="kimi-k2.6", tokenize=False, return_dict=False)
+
+
 @pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k3"])
 def test_render_warns_for_a_non_bool_switch(dialect):
     msgs = [{"role": "user", "content": "hi"}]

@@ -62,7 +62,8 @@ def write_prompt(
     if options:
         check_tokenizing_options(options)
         if not strict:  # strict refuses them (lint's errors); otherwise each is a UserWarning, the output unchanged
-            warn_options(d, options)
+            # (apply_chat_template's own tokenize=False and the like are no template options: not warned)
+            warn_options(d, {k: v for k, v in options.items() if k not in TOKENIZING_OPTIONS})
     if strict is not False:  # check_bool, only where it can fail (every render passes here)
         check_bool("strict", strict)
     if continue_final_message is not False:
