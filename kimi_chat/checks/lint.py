@@ -49,7 +49,10 @@ official template does):
 * ``unread-kwarg``: a template kwarg the dialect's template does not read (ignored);
   ``unread-thinking-kwarg``: ``enable_thinking`` / ``reasoning_effort`` given to a dialect that reads
   ``thinking`` (thinking stays on); ``unread-preserve-thinking``: ``preserve_thinking`` given to a
-  dialect without it; ``non-bool-option``: a read option that is not a bool.
+  dialect without it; ``non-bool-option``: a read option that is not a bool (``render`` gives these
+  four as ``UserWarning`` too, the output unchanged: :func:`warn_options`);
+* ``tool-without-function``: a function tool with no ``function`` (or no name): the template declares
+  it as given, no model can call it, and ``parse`` refuses it.
 """
 
 from __future__ import annotations
