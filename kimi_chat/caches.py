@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, Generic, TypeVar
 
-__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "clear_all", "bypassed", "REGISTRY",
+__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "admitted_key", "clear_all", "bypassed", "REGISTRY",
            "MAX_KEY_BYTES"]
 
 V = TypeVar("V")
@@ -95,6 +95,28 @@ def content_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
         key = exact_key(value)
     except (ValueError, RecursionError):  # not plain data, or nested too deeply for marshal
         return None
+    return key if len(key) <= max_key_bytes else None
+
+
+def admitted_key(value: Any, max_key_bytes: int = MAX_KEY_BYTES) -> bytes | None:
+    """:func:`content_key` of a value read before, ``None`` (do not cache) the first time.
+
+    A multi-tenant server sees tool lists it never sees again: for those an exact key (two
+    ``marshal`` texts, and the entries stored under it) costs about what rendering them costs, and is
+    never used. So a value earns its key on its second reading: the first stores only its quick text
+    (:data:`QUICK_VERSION`, the cheaper ``marshal`` text) in :data:`_SEEN`, a bounded map; a value whose
+    quick text is there (or already keyed in :data:`_QUICK`) gets the exact key, which finds what its
+    earlier readings stored, from the third on. Exact either way (the key is :func:`exact_key`'s).
+    Raises ``ValueError`` (not plain data) or ``RecursionError`` (too deep), as ``marshal.dumps`` does:
+    the caller's check that ``value`` is plain data."""
+    quick = marshal.dumps(value, QUICK_VERSION)
+    key: bytes | None = _QUICK.find(quick)
+    if key is None:
+        if _SEEN.find(quick) is None:  # a first reading: not worth a key yet
+            _SEEN.put(quick, True, len(quick))
+            return None
+        key = marshal.dumps(value, KEY_VERSION)
+        _QUICK.put(quick, key, len(quick) + len(key))
     return key if len(key) <= max_key_bytes else None
 
 
@@ -193,6 +215,9 @@ class LRUCache(Generic[V]):
 _QUICK: Final["LRUCache[bytes]"] = LRUCache("caches.quick_keys", 256, max_weight=_QUICK_MAX_WEIGHT)
 """Quick text (``marshal`` :data:`QUICK_VERSION`) -> the version-2 key of the same value (:func:`exact_key`):
 bounded by count and by the bytes of both texts."""
+
+_SEEN: Final["LRUCache[bool]"] = LRUCache("caches.seen_once", 256, max_weight=_QUICK_MAX_WEIGHT)
+"""Quick texts of values read once and not keyed yet (:func:`admitted_key`): bounded by count and bytes."""
 
 
 class PerTokenizer(Generic[V]):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .checks.lint import LintWarning
@@ -17,6 +18,8 @@ __all__ = [
     "StrictModeError",
     "UnsupportedOptionError",
     "NativeUnavailable",
+    "MissingExtraError",
+    "import_extra",
     "LoneSurrogateWarning",
     "RequestError",
 ]
@@ -101,6 +104,20 @@ class UnsupportedOptionError(KimiChatError, TypeError):
 class NativeUnavailable(KimiChatError, ImportError):
     """A native engine's binding (llama-cpp-python, ik-llama-cpp-python) is not installed or does not load
     (:mod:`kimi_chat.engines.native`, :mod:`kimi_chat.engines.ik`); the message says what to install."""
+
+
+class MissingExtraError(KimiChatError, ModuleNotFoundError):
+    """An optional dependency of the feature used is not installed; the message names the extra that
+    brings it (``pip install 'kimi-chat[tokenizer]'``). A ``ModuleNotFoundError``, as the import was."""
+
+
+def import_extra(module: str, extra: str, what: str) -> Any:
+    """``import module`` (of the optional ``extra``), or :class:`MissingExtraError` saying ``what`` needs it and
+    how to install it (``pip install 'kimi-chat[extra]'``)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise MissingExtraError(f"{what} needs {module}: pip install 'kimi-chat[{extra}]' ({e})", name=e.name) from e
 
 
 class LoneSurrogateWarning(UnicodeWarning):

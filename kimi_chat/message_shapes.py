@@ -1,7 +1,7 @@
 """Shape checks of plain messages, run on every request: whether plain dicts are what the render schema
-accepts as they are (:func:`renderable_fast`), whether a dict message holds objects the K3 encoder
-reads (:func:`holds_objects`) and whether messages are what the K3 encoder takes as they are
-(:func:`plain_dicts`).
+accepts as they are (:func:`renderable_fast`; :func:`tools_fast` for a tool list), whether a dict
+message holds objects the K3 encoder reads (:func:`holds_objects`) and whether messages are what the
+K3 encoder takes as they are (:func:`plain_dicts`).
 
 Pure Python, predicates only (no error path: ``False`` sends the input through the full validation,
 which names the errors). It imports nothing from the package (``msgs`` is a ``list``: callers check
@@ -101,4 +101,37 @@ def plain_dicts(msgs: list[Any]) -> bool:
     for m in msgs:
         if type(m) is not dict or "role" not in m or holds_objects(m):
             return False
+    return True
+
+
+def tools_fast(tools: list[Any]) -> bool:
+    """Whether the tools schema (:data:`kimi_chat.messages._TOOLS`, strict) certainly accepts ``tools``,
+    checked in plain Python: exact ``dict`` entries with ``str`` keys and a ``str`` ``type``; a ``function``,
+    where there is one, an exact ``dict`` with ``str`` keys, a ``str`` ``name``, a ``str`` (or ``None``)
+    ``description`` and an exact ``dict`` with ``str`` keys (or ``None``) as ``parameters``. ``True`` only where
+    the validation passes (``False`` sends the list through it, which accepts it or names the errors): a
+    tool list never seen before (no cache has its validation) is checked without the pydantic round trip."""
+    for t in tools:
+        if type(t) is not dict or type(t.get("type")) is not str:
+            return False
+        for k in t:
+            if type(k) is not str:
+                return False
+        if "function" not in t:
+            continue
+        fn = t["function"]
+        if type(fn) is not dict or type(fn.get("name")) is not str:
+            return False
+        for k, v in fn.items():
+            if type(k) is not str:
+                return False
+            if k == "description":
+                if v is not None and type(v) is not str:
+                    return False
+            elif k == "parameters" and v is not None:
+                if type(v) is not dict:
+                    return False
+                for pk in v:
+                    if type(pk) is not str:
+                        return False
     return True

@@ -23,15 +23,16 @@ Bad input raises :class:`InvalidMessagesError` (a ``ValueError``) naming the mes
 from __future__ import annotations
 
 import dataclasses
+import marshal
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 from typing_extensions import NotRequired, TypedDict
 
-from .caches import MAX_KEY_BYTES, LRUCache, content_key, exact_key
+from .caches import QUICK_VERSION, LRUCache, admitted_key, content_key
 from .errors import KimiChatError
-from .message_shapes import holds_objects, plain_dicts, renderable_fast
+from .message_shapes import holds_objects, plain_dicts, renderable_fast, tools_fast
 
 __all__ = [
     "TextPart",
@@ -436,19 +437,25 @@ def plain_items(items: Sequence[Any], what: str = "messages") -> list[Any]:
     """``items`` (messages or tools) with every object made plain data (:func:`to_plain`), at any
     level; entries already plain are kept as they are (not copied). Cyclic values raise
     :class:`InvalidMessagesError` / :class:`InvalidToolsError` naming ``what[i]`` and the path."""
-    return plain_items_keyed(items, what)[0]
+    out = list(items)
+    try:
+        marshal.dumps(out, QUICK_VERSION)  # C speed: fails on any object that is not plain data, at any level
+    except (ValueError, RecursionError):
+        return [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
+    return out
 
 
 def plain_items_keyed(items: Sequence[Any], what: str = "messages") -> tuple[list[Any], bytes | None]:
-    """:func:`plain_items` and the exact content key of the list returned
-    (:func:`kimi_chat.caches.content_key`; ``None``: not cached), computed once for every cache of a request."""
+    """:func:`plain_items` and the exact content key of the list returned, once it is worth one
+    (:func:`kimi_chat.caches.admitted_key`: from its second reading on; ``None``: not cached), computed
+    once for every cache of a request."""
     out = list(items)
     try:
-        key = exact_key(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
+        key = admitted_key(out)  # C speed: fails on any object that is not plain data, at any level (or a cycle)
     except (ValueError, RecursionError):
         out = [to_plain(t, index=i, what=what) for i, t in enumerate(out)]
         return out, content_key(out)
-    return out, key if len(key) <= MAX_KEY_BYTES else None
+    return out, key
 
 
 def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
@@ -557,10 +564,11 @@ def normalize_tools_keyed(tools: Sequence[Any] | None) -> tuple[list[dict[str, A
     plain, key = plain_items_keyed(tools, "tools")
     if key is not None and _VALID_TOOLS.get(key):  # these very tools validated before: the same result
         return plain, key
-    try:
-        _TOOLS.validate_python(plain, strict=True)
-    except ValidationError as e:
-        raise InvalidToolsError(_errors_of(e, plain)) from e
+    if not tools_fast(plain):  # well-formed plain dicts: what the validation accepts, without it
+        try:
+            _TOOLS.validate_python(plain, strict=True)
+        except ValidationError as e:
+            raise InvalidToolsError(_errors_of(e, plain)) from e
     if key is not None:
         _VALID_TOOLS.put(key, True)
     return plain, key

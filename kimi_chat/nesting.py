@@ -2,19 +2,23 @@
 
 * :func:`deep_sort_dict`: the key sort the later ``tokenization_kimi.py`` applies to ``tools``
   (re-exported by :mod:`kimi_chat.reference.oracle`);
+* :func:`sorted_json`: ``json.dumps(deep_sort_dict(value), ...)`` at C speed where the JSON encoder's own
+  key sort gives the same text (a tree of plain JSON values: every fresh tool list a server decodes);
 * :func:`too_deep_error`: the error to raise when serialising such data hits Python's recursion
   limit (``json.dumps`` recurses, in transformers' ``tojson`` too), naming the deepest path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import gc
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import RenderError
 from .messages import InvalidToolsError
 
-__all__ = ["deep_sort_dict", "deepest_path", "too_deep_error"]
+__all__ = ["deep_sort_dict", "sorted_json", "plain_json_tree", "deepest_path", "too_deep_error"]
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 """Exact types that are never containers (checked first: most values in a schema are these)."""
@@ -28,6 +32,8 @@ def deep_sort_dict(obj: Any) -> Any:
     a schema nested thousands of levels deep is sorted, not a ``RecursionError``. A dict or list that
     contains itself raises :class:`~kimi_chat.errors.RenderError`.
     """
+    if plain_json_tree(obj) and type(obj) is not str:  # no cycle, no tuple, <= 64 levels: recursion is safe
+        return _sorted_tree(obj) if type(obj) in _CONTAINERS else obj
     if isinstance(obj, Mapping):
         root: Any = {}
     elif isinstance(obj, list):
@@ -71,6 +77,76 @@ def deep_sort_dict(obj: Any) -> Any:
                 else:
                     append(v)
     return root
+
+
+_JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
+"""The exact types of a plain JSON tree (:func:`plain_json_tree`)."""
+_TREE_LEVELS = 64
+"""Deeper trees take the sorting walk (which names a value nested too deeply, or a cycle)."""
+_TREE_NODES = 1 << 16
+"""A level of more nodes (a structure sharing its parts many times over) takes the sorting walk too."""
+_referents = gc.get_referents
+
+
+def plain_json_tree(value: Any) -> bool:
+    """Whether ``value`` holds nothing but exact ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and
+    ``None`` (no tuple, no subclass, no other object), at most 64 levels deep. Checked a level at a time
+    at C speed (``gc.get_referents`` gives a level's dict values and list items at once): a few
+    microseconds for a tool list, where a Python walk costs tens. A cycle is never a plain tree."""
+    level = [value]
+    for _ in range(_TREE_LEVELS):
+        if not _JSON_TYPES.issuperset(map(type, level)):
+            return False
+        level = _referents(*level)  # str, int, float... have none: a level of leaves ends the walk
+        if not level:
+            return True
+        if len(level) > _TREE_NODES:
+            return False
+    return False
+
+
+_CONTAINERS = frozenset({dict, list})
+
+
+def _sorted_tree(value: Any) -> Any:
+    """:func:`deep_sort_dict` of a plain JSON tree (:func:`plain_json_tree`): about twice as fast as the
+    general walk (no ``Mapping`` checks, no cycle watch: a plain tree has neither)."""
+    if type(value) is dict:
+        out: Any = {}
+        for k, x in sorted(value.items()):
+            t = type(x)
+            out[k] = _sorted_tree(x) if (t is dict or t is list) else x
+        return out
+    out = []
+    append = out.append
+    for x in value:
+        t = type(x)
+        append(_sorted_tree(x) if (t is dict or t is list) else x)
+    return out
+
+
+_SORTED_ENCODERS: dict[Any, Callable[[Any], str]] = {}
+
+
+def sorted_json(value: Any, separators: tuple[str, str] | None = None) -> str | None:
+    """``json.dumps(deep_sort_dict(value), ensure_ascii=False, separators=separators)``, or ``None``.
+
+    Where ``value`` is a plain JSON tree (:func:`plain_json_tree`), the JSON encoder's own key sort
+    (``sort_keys=True``: every dict's items sorted, keys compared before they are made strings, as
+    :func:`deep_sort_dict` sorts them) writes that very text, without building the sorted copy. Not
+    so for a tuple (the tokenizer's sort leaves the dicts inside a tuple as they are, the encoder's
+    sorts them) or another object: ``None`` then, and for keys that do not sort (``1`` beside
+    ``"a"``): the caller sorts and serialises as before, with its own errors."""
+    if not plain_json_tree(value):
+        return None
+    encode = _SORTED_ENCODERS.get(separators)
+    if encode is None:
+        encode = _SORTED_ENCODERS[separators] = json.JSONEncoder(
+            ensure_ascii=False, separators=separators, sort_keys=True, check_circular=False).encode
+    try:
+        return encode(value)
+    except (TypeError, ValueError):  # keys of types that do not compare
+        return None
 
 
 def deepest_path(value: Any, limit: int = 1_000_000) -> tuple[int, list[Any]]:

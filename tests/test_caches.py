@@ -258,8 +258,9 @@ def test_registry_is_complete():
 
 
 def test_clear_all_empties_every_cache():
-    render(USER, tools=[tool("f")], dialect="kimi-k2-instruct-0905")
-    render(USER, tools=[tool("f")], dialect="kimi-k3")
+    for _ in range(2):  # tools read a second time are keyed and cached (admitted_key)
+        render(USER, tools=[tool("f")], dialect="kimi-k2-instruct-0905")
+        render(USER, tools=[tool("f")], dialect="kimi-k3")
     assert len(caches.REGISTRY["k2.tool_declarations"]) and len(caches.REGISTRY["k3.tools_json"])
     caches.clear_all()
     assert all(len(c) == 0 for c in caches.REGISTRY.values())
@@ -278,6 +279,25 @@ def test_tool_declarations_warm_equal_cold(dialect):
         assert [render(USER, tools=t, dialect=dialect) for t in variants] == expected
         variants.reverse()
         expected.reverse()
+
+
+def test_tools_read_once_get_no_key_and_are_cached_from_their_second_reading():
+    """A tool list never seen before (what a multi-tenant server mostly sees) is rendered without an
+    exact key and without cache entries: only its quick text is remembered; the second reading keys
+    and stores it, the third is a hit. Outputs equal the uncached render throughout."""
+    caches.clear_all()
+    tools = [tool("once", x={"type": "string"})]
+    want = cold(lambda: render(USER, tools=tools, dialect="kimi-k2-instruct-0905"))
+    caches.clear_all()
+    assert render(USER, tools=tools, dialect="kimi-k2-instruct-0905") == want
+    assert len(caches.REGISTRY["k2.tool_declarations"]) == 0 and len(caches.REGISTRY["caches.quick_keys"]) == 0
+    assert len(caches.REGISTRY["caches.seen_once"]) == 1
+    assert render(USER, tools=tools, dialect="kimi-k2-instruct-0905") == want
+    assert len(caches.REGISTRY["k2.tool_declarations"]) == 1
+    first, second = caches.admitted_key([{"a": 1}]), caches.admitted_key([{"a": 1}])
+    assert first is None and second == marshal.dumps([{"a": 1}], 2)
+    with pytest.raises(ValueError):
+        caches.admitted_key([object()])  # not plain data: the caller's check
 
 
 def test_mutated_tools_are_a_new_key():

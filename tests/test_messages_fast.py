@@ -22,6 +22,7 @@ def validated_only():
     """The fast paths off: every input through the pydantic validation (the reference behaviour)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(MSG, "renderable_fast", lambda msgs: False)
+        mp.setattr(MSG, "tools_fast", lambda tools: False)
         mp.setattr(MSG, "_VALID_TOOLS", LRUCache(None, 0))  # keeps nothing: every tool list validated
         yield
 
@@ -92,6 +93,14 @@ def test_tools_same_result_and_errors_with_and_without_the_fast_path(tools):
     same_both_ways(MSG.normalize_tools, tools)
 
 
+@given(st.builds(lambda r: r["tools"], requests()))
+def test_ordinary_tools_take_the_fast_path(tools):
+    """The tool lists of the oracle strategies are well-formed plain dicts: a fresh one is not run through
+    the pydantic validation (no cache holds its result yet)."""
+    fast = tools is None or MSG.tools_fast(MSG.plain_items(tools, "tools"))
+    assert fast
+
+
 @given(st.builds(lambda r: r["messages"], requests()))
 def test_ordinary_plain_messages_take_the_fast_path(msgs):
     """The ordinary requests of the oracle strategies are well-formed plain dicts: no validation."""
@@ -101,8 +110,11 @@ def test_ordinary_plain_messages_take_the_fast_path(msgs):
 def test_tools_validated_once_per_content(monkeypatch):
     tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
-    MSG._VALID_TOOLS.clear()
-    MSG.normalize_tools(tools)
+    from kimi_chat import caches
+
+    caches.clear_all()
+    MSG.normalize_tools(tools)  # read once: validated, not keyed (a tool list seen once is not cached)
+    MSG.normalize_tools(tools)  # read again: keyed, and its validation recorded
     calls = []
     monkeypatch.setattr(MSG, "_TOOLS", type("Spy", (), {"validate_python": lambda self, *a, **k: calls.append(a)})())
     assert MSG.normalize_tools(tools) == tools and not calls  # the same content: not validated again

@@ -340,9 +340,14 @@ class Inspection:
 
     @property
     def fix_template(self) -> str | None:
-        """``templates/<dialect>.jinja`` for :attr:`fix_dialect` (``None`` for Kimi-K3: no template)."""
+        """The installed template of :attr:`fix_dialect` (:func:`kimi_chat.templates.template_path`, an absolute
+        path: what a command run from any directory finds; ``templates/<dialect>.jinja`` if the file is
+        missing), ``None`` for Kimi-K3 (no template)."""
         d = self.fix_dialect
-        return f"templates/{d}.jinja" if d is not None and _family(d).jinja_templates else None
+        if d is None or not _family(d).jinja_templates:
+            return None
+        own = own_template_path(d)
+        return str(own) if own is not None else f"templates/{d}.jinja"
 
     @property
     def needs_fix(self) -> bool:
@@ -452,7 +457,7 @@ class Inspection:
             else:
                 assert ident is not None
                 lines.append(f"use:       {cmd}")
-                lines.append(f"           (the template is the {ident.label}; ours renders the official bytes in any "
+                lines.append(f"           (the template: {ident.label}; ours renders the official bytes in any "
                              "Jinja runtime, with the official tokenizer's pre-processing built in)")
         return "\n".join(lines)
 

@@ -49,25 +49,32 @@ official template does):
 * ``unread-kwarg``: a template kwarg the dialect's template does not read (ignored);
   ``unread-thinking-kwarg``: ``enable_thinking`` / ``reasoning_effort`` given to a dialect that reads
   ``thinking`` (thinking stays on); ``unread-preserve-thinking``: ``preserve_thinking`` given to a
-  dialect without it; ``non-bool-option``: a read option that is not a bool.
+  dialect without it; ``non-bool-option``: a read option that is not a bool (``render`` gives these
+  four as ``UserWarning`` too, the output unchanged: :func:`warn_options`);
+* ``tool-without-function``: a function tool with no ``function`` (or no name): the template declares
+  it as given, no model can call it, and ``parse`` refuses it.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+import sys
+import warnings
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import StrictModeError
 from ..families import family_of
-from ..messages import normalize_messages
+from ..messages import normalize_messages, normalize_tools
 
-__all__ = ["LintWarning", "lint", "check_strict", "normalize_tool_call_ids", "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
+__all__ = ["LintWarning", "lint", "check_strict", "warn_options", "OPTION_WARNINGS", "tool_findings", "normalize_tool_call_ids",
+           "CANONICAL_TOOL_CALL_ID", "ERROR_CODES",
            "unterminated_last_turn", "option_findings", "declared_tools", "no_generation_prompt", "typed_markers"]
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
@@ -76,6 +83,7 @@ CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<nam
 ERROR_CODES = frozenset({
     "unknown-role", "developer-role", "missing-content", "missing-tool-call-id", "unknown-field",
     "invalid-field", "unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option",
+    "tool-without-function",
 })
 """The codes of severity ``"error"``: what ``strict=True`` refuses (see the module doc)."""
 
@@ -131,9 +139,40 @@ def option_findings(d: Dialect, options: Mapping[str, Any]) -> list[LintWarning]
                 f"template always does (options it reads: {reads})", key,
             ))
         else:
+            close = difflib.get_close_matches(key, d.options, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
             out.append(LintWarning("unread-kwarg", None, f"{d.name}'s template does not read {key!r}: it is ignored "
-                                   f"(options it reads: {reads})", key))
+                                   f"(options it reads: {reads}){hint}", key))
     return out
+
+
+OPTION_CODES: Final = ("unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option")
+"""The codes of :func:`option_findings`: what :func:`warn_options` warns, as ``CODE: text``."""
+OPTION_WARNINGS: Final = "(?:" + "|".join(OPTION_CODES) + "): "
+"""The start of those warnings' messages (a ``warnings.filterwarnings`` pattern, for a caller that reports
+the lint findings itself: the CLI)."""
+
+
+def warn_options(d: Dialect, options: Mapping[str, Any]) -> None:
+    """Give lint's option findings (:func:`option_findings`: an option the dialect's template does not
+    read, with the closest it reads; a non-bool switch) as ``UserWarning``: what :func:`~kimi_chat.render`
+    and the functions built on it do, the output unchanged (the template ignores the option, or reads
+    the value as it is)."""
+    findings = option_findings(d, options)
+    if findings:
+        level = _caller_level()
+        for f in findings:
+            warnings.warn(f"{f.code}: {f.text}", UserWarning, stacklevel=level)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside kimi_chat (the caller of the public function)."""
+    frame = sys._getframe(2)  # warn_options' caller: stacklevel 2 of its warnings
+    level = 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("kimi_chat."):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def lint(
@@ -151,7 +190,25 @@ def lint(
     silences ``missing-reasoning``; kwargs the template does not read are reported). Messages the official template cannot render
     raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
-    return family_of(d).lint(d, messages, tools, add_generation_prompt, options)
+    return family_of(d).lint(d, messages, tools, add_generation_prompt, options) + tool_findings(tools)
+
+
+def tool_findings(tools: Sequence[Any] | None) -> list[LintWarning]:
+    """``tool-without-function``: a function tool with no function (or no function name). The official
+    templates render it as given (``render`` does too: parity), but no model can call it, and
+    :func:`~kimi_chat.parse` refuses it (:class:`~kimi_chat.messages.InvalidToolsError`, as
+    ``render(strict=True)`` does)."""
+    out = []
+    for i, t in enumerate(normalize_tools(tools) or ()):
+        if t.get("type") != "function":
+            continue
+        fn = t.get("function")
+        if not isinstance(fn, Mapping) or not fn.get("name"):
+            what = "no function" if fn is None else "a function without a name"
+            out.append(LintWarning("tool-without-function", None,
+                                   f"tools[{i}] is a function tool with {what}: the template renders it as given, "
+                                   "but no model can call it (parse refuses it)", f"tools[{i}].function"))
+    return out
 
 
 def check_strict(

@@ -38,6 +38,10 @@ def read_text(path: str) -> str:
     name = source_name(path)
     try:
         if path == STDIN:
+            if sys.stdin.isatty():  # a terminal: say what it waits for, rather than hang silently
+                print(f"{_prog}: reading the input from standard input (a terminal): type or paste it, then "
+                      f"Ctrl-D (Ctrl-Z Enter on Windows); or pass a file (see {_prog} --help)",
+                      file=sys.stderr, flush=True)
             data = sys.stdin.buffer.read()
         else:
             with open(path, "rb") as f:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
+from ..checks.lint import OPTION_WARNINGS
 from ..dialects import Status, get_dialect
 from ..errors import KimiChatError
 from ..prompt import render
@@ -34,19 +36,22 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     try:
         req = load_request(args)
-        if args.tokens:
-            text = tokens_json(args, req)
-        else:
-            text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],
-                          add_generation_prompt=req["add_generation_prompt"],
-                          continue_final_message=req.get("continue_final_message", False),
-                          strict=req.get("strict", False), **req["options"])
+        with warnings.catch_warnings():  # the option findings are printed below with the other lint findings
+            warnings.filterwarnings("ignore", message=OPTION_WARNINGS, category=UserWarning)
+            if args.tokens:
+                text = tokens_json(args, req)
+            else:
+                text = render(req["messages"], tools=req["tools"], dialect=req["dialect"],
+                              add_generation_prompt=req["add_generation_prompt"],
+                              continue_final_message=req.get("continue_final_message", False),
+                              strict=req.get("strict", False), **req["options"])
         print_findings(args, req)
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))
     write_exact(text)
     d = get_dialect(req["dialect"])
     if not args.quiet and d.status in (Status.UNVERIFIED, Status.RECONSTRUCTED):
-        print(f"kimi-chat: note: {d.name} is checked against an {d.status.value} oracle template "
+        article = "an" if d.status.value[0] in "aeiou" else "a"
+        print(f"kimi-chat: note: {d.name} is checked against {article} {d.status.value} oracle template "
               f"({d.oracle}); see `kimi-chat dialects`", file=sys.stderr)
     return 0

@@ -22,7 +22,10 @@ The interface a family provides, as the ``output_format`` of its :class:`~kimi_c
 * ``tool_call_id_prefix``: the prefix of a call header that names the function (``functions.`` in
   ``functions.NAME:IDX``; ``""`` where the name comes from elsewhere);
 * ``compile(start_rule, think=...)``: the cached compiled :class:`~kimi_chat.output.peg.Machine`;
-* ``reader``: the lexer and the call assembler of one parse (see :attr:`OutputFormat.reader`).
+* ``reader``: the lexer and the call assembler of one parse (see :attr:`OutputFormat.reader`);
+* ``as_text``: marker-shaped spellings that are no markers of the family (another family's markers,
+  ``<|reserved_token_N|>``) -> why (which dialect writes them): a parse cuts them out of the text only to
+  warn (``foreign_marker``), and keeps them as text (:meth:`OutputFormat.parse_table`).
 
 A family whose terminals are tags (K3) sets ``tags`` (its tag classes have no spellings of their
 own: :class:`kimi_chat.families.k3.tags.TagLexer` builds them out of the tag markers) and adds its groups
@@ -33,16 +36,16 @@ groups mean the same (``reasoning``, ``call``, ``end``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..families import REGISTRY, family_of
 
 if TYPE_CHECKING:
-    from .peg import Expr, Machine
+    from .peg import Expr, Machine, MarkerTable
 
-__all__ = ["OutputFormat", "FAMILIES", "format_for"]
+__all__ = ["OutputFormat", "FAMILIES", "format_for", "reserved_hints"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class OutputFormat:
     where)`` -> ``(machine, lexer, call assembler)`` of one parse (:func:`kimi_chat.output.fields.family_parts`):
     which start rule the options pick, the lexer of its terminals (markers, or K3's tags), the call
     assembler (which adds its fields and groups to the parser's tables, ``add_events``)."""
+    as_text: Mapping[str, str] = field(default_factory=dict)
+    """Spelling -> why it is kept as text (see the module docstring)."""
     tags: Any = None
     """A family whose terminals are tags (K3): its :class:`kimi_chat.families.k3.format.TagSet`, read by the
     tag lexer (:mod:`kimi_chat.families.k3.tags`); ``None``: the terminals are the marker spellings."""
@@ -73,6 +78,23 @@ class OutputFormat:
         case = "prefilled" if prefilled else ("reasoning" if think else "plain")
         return self.compile(self.start_rules[case], think=prefilled or think)
 
+    def parse_table(self, machine: Machine) -> MarkerTable:
+        """The marker table a parse's lexer runs: ``machine.markers`` plus, as
+        :data:`~kimi_chat.output.peg.AS_TEXT`, the reasoning markers where they are no markers (reasoning
+        off) and the :attr:`as_text` spellings. The parser keeps those as text, with a warning naming the
+        spelling and its offset: marker-shaped text never passes silently, and text is never joined across
+        a dropped marker. Built once per machine (a format has a few)."""
+        tables = self._parse_tables
+        hit = tables.get(id(machine))
+        if hit is None or hit[0] is not machine:
+            think = [getattr(m, "text", m) for c in self.think_classes for m in self.token_classes[c]]
+            hit = tables[id(machine)] = (machine, machine.markers.with_text([*think, *self.as_text]))
+        return hit[1]
+
+    @cached_property
+    def _parse_tables(self) -> dict[int, tuple[Machine, MarkerTable]]:
+        return {}
+
     @cached_property
     def end_of_turn(self) -> tuple[str | None, frozenset[str]]:
         """``(class, spellings)``: the terminal class of the end-of-turn markers (``None`` if no class holds
@@ -81,6 +103,20 @@ class OutputFormat:
         ids = self.end_of_turn_ids
         cls = next((c for c, ms in self.token_classes.items() if any(getattr(x, "id", None) in ids for x in ms)), None)
         return cls, frozenset(x.text for ms in self.token_classes.values() for x in ms if getattr(x, "id", None) in ids)
+
+
+def reserved_hints(names: Mapping[int, str], first: int, count: int, name: Callable[[Any], str]) -> dict[str, str]:
+    """The reserved tokens' names (``name(i)``) -> why each is kept as text, for the ``count`` special
+    ids from ``first`` (``names``: id -> the marker the family's vocabulary names it). A model file whose
+    vocabulary spells its special tokens so (some GGUF conversions) writes them instead of the markers."""
+    out = {}
+    for i in range(first, first + count):
+        what = f"{names[i]} in Kimi's vocabulary" if i in names else "reserved in Kimi's vocabulary"
+        out[name(i)] = (
+            f"not a marker of this dialect: the name of special id {i} ({what}); a model file whose vocabulary "
+            f"names special tokens {name('N')} writes these: read its output with its token ids and "
+            "tokenizer=, or fix its vocabulary")
+    return out
 
 
 FAMILIES = REGISTRY

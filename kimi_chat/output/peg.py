@@ -25,6 +25,7 @@ from typing import Final, Union
 
 __all__ = [
     "STRAY",
+    "AS_TEXT",
     "CUT",
     "TEXT",
     "WS",
@@ -57,6 +58,10 @@ __all__ = [
 
 STRAY: Final = "STRAY"
 """Class of every marker spelling the grammar never accepts: always dropped by a parser."""
+AS_TEXT: Final = "AS_TEXT"
+"""The class of marker-shaped spellings a parse cuts out only to warn about them, and keeps as text: a
+spelling of this machine's that is not a marker here (the reasoning markers without reasoning), another
+family's marker, a reserved token's name (:meth:`MarkerTable.with_text`)."""
 CUT: Final = "CUT"
 """Class of a token a lexer found cut short by the end of the input (a prefix of a K3 tag, see
 :mod:`kimi_chat.families.k3.tags`): dropped by a parser, which then reports the turn truncated."""
@@ -306,7 +311,22 @@ class State:
 
 
 def _alternation(spellings: Iterable[str]) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True)))
+    """One regex matching any of ``spellings`` (none a prefix of another), as a trie: their common
+    prefixes written once, so that hundreds of spellings (the reserved tokens' names) cost a scan no
+    more than a few do."""
+    return re.compile(_trie(sorted(set(spellings))))
+
+
+def _trie(words: list[str]) -> str:
+    """The regex of the sorted, distinct ``words`` (none a prefix of another), factored on their first
+    character."""
+    if len(words) == 1:
+        return re.escape(words[0])
+    groups: dict[str, list[str]] = {}
+    for w in words:
+        groups.setdefault(w[0], []).append(w[1:])
+    alts = [re.escape(c) + (_trie(rest) if len(rest) > 1 else re.escape(rest[0])) for c, rest in groups.items()]
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
 @dataclass(frozen=True)
@@ -353,6 +373,12 @@ class MarkerTable:
             pattern=_alternation(classes),
             by_start=tuple(_alternation([s for s in classes if s[0] == c]) for c in sorted(starts)),
         )
+
+    def with_text(self, spellings: Iterable[str]) -> MarkerTable:
+        """This table plus ``spellings`` (those it lacks) as :data:`AS_TEXT`: what a parse cuts out to
+        warn about, then keeps as text."""
+        extra = {s: AS_TEXT for s in spellings if s not in self.classes}
+        return MarkerTable.build({**self.classes, **extra}) if extra else self
 
 
 @dataclass(frozen=True)

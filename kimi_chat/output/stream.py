@@ -36,7 +36,7 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from .format import format_for
-from .peg import CUT, EOF, TEXT, WS, State, Transition
+from .peg import AS_TEXT, CUT, EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables, family_parts
 from .ids import TokenMarkers
 from .lexer import Utf8Chunks
@@ -311,6 +311,9 @@ class StreamParser:
             self._go(tr, cls, spelling, self._pos)
         elif turn.raw:  # the turn ended inside this chunk: the rest is ignored
             turn.ignore(spelling, self._pos)
+        elif cls == AS_TEXT or cls in self.format.think_classes:  # marker-shaped, no marker here: text, warned
+            self._warn(*self._as_text(spelling), self._pos, spelling)
+            return self._text(spelling)
         else:
             if cls == CUT:  # the input ended inside a tag: dropped, the turn is truncated
                 turn.truncated = True
@@ -320,6 +323,24 @@ class StreamParser:
             self._calls.stray(spelling)
         self._pos += len(spelling)
         return turn.raw
+
+    def _as_text(self, spelling: str) -> tuple[str, str]:
+        """``(kind, message)`` of the warning for ``spelling`` kept as text: another dialect's marker or a
+        reserved token's name (``foreign_marker``), or a reasoning marker where it is none
+        (``think_as_text``: reasoning is off, or none is open here). Never joined across: the text on
+        both sides keeps it between them."""
+        hint = self.format.as_text.get(spelling)
+        if hint is not None:
+            return "foreign_marker", f"{spelling} kept as text: {hint}"
+        if spelling not in self.machine.markers.classes:  # reasoning off: the reasoning markers are text
+            from ..dialects import K2_DIALECTS
+
+            writers = ", ".join(d.aliases[0] if d.aliases else n for n, d in K2_DIALECTS.items() if d.reasoning)
+            return "think_as_text", (f"{spelling} kept as text: reasoning is off for {self.dialect.name}; the "
+                                     f"reasoning dialects write it ({writers}): parse with one of them (or pass "
+                                     "reasoning=True) if the text before it is reasoning")
+        return "think_as_text", (f"{spelling} kept as text: no reasoning is open here (the prompt did not open it, "
+                                 "e.g. with thinking=False, or it closed before); the text before it may be reasoning")
 
     def _ignore(self, text: str) -> None:
         if text:

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..messages import to_plain
+from ..messages import InvalidToolsError, normalize_tools, to_plain
 
 __all__ = ["normalise_tools", "schema_keys"]
 
@@ -26,35 +26,65 @@ def _plain(value: Any, index: int) -> Any:
     return value
 
 
+def _shape(tool: Mapping[str, Any], index: int) -> Mapping[str, Any]:
+    """``tools[index]`` as the tool check reads it: a bare function as its ``{"type": "function",
+    "function": ...}`` entry, and without ``parameters``, which a parse reads defensively (a schema of
+    another shape is unknown typing, never an error: :func:`schema_keys`)."""
+    wrapped = "type" in tool
+    fn = tool.get("function") if wrapped else _plain(tool.get("function", tool), index)
+    if isinstance(fn, Mapping) and "parameters" in fn:
+        fn = {k: v for k, v in fn.items() if k != "parameters"}
+    if not wrapped:
+        return {"type": "function", "function": fn}
+    return {**tool, "function": fn} if "function" in tool else tool
+
+
 def normalise_tools(
-    tools: Iterable[Any] | None, *, error: type[Exception] = ValueError
+    tools: Iterable[Any] | None, *, error: type[Exception] | None = None
 ) -> dict[str, Mapping[str, Any]]:
     """The declared functions of ``tools``, by name, in order: name -> the function mapping
     (``name``, ``parameters``, ...). Entries whose ``type`` is not ``function`` are skipped.
 
     Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included:
-    wrap it in a list), and ``error`` (default ``ValueError``) for an entry without a function name
-    or a name declared twice (the message names both positions).
+    wrap it in a list). Without ``error`` (a parse): the entries are checked by the one tool check
+    :func:`kimi_chat.render` and :func:`kimi_chat.lint` run (:func:`kimi_chat.messages.normalize_tools`; a bare
+    function is read as its ``{"type": "function", "function": ...}`` entry), and a function tool without a
+    function name, or with a name declared before, is an :class:`~kimi_chat.messages.InvalidToolsError`
+    naming the index and the field, as a bad tool is for ``render``. With ``error`` (the grammar's), only
+    those two are checked, and raise ``error("tools[i]: ...")``.
     """
     if tools is None:
         return {}
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
         hint = " (one tool: wrap it in a list)" if isinstance(tools, Mapping) else ""
         raise TypeError(f"tools: expected a list of tool declarations, got {type(tools).__name__}{hint}")
-    out: dict[str, Mapping[str, Any]] = {}
-    where: dict[str, int] = {}
+    entries = []
     for i, t in enumerate(tools):
         t = _plain(t, i)
         if not isinstance(t, Mapping):
             raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
+        entries.append(t)
+    if error is None:  # the shape render and lint refuse, refused here alike (one check, one error class)
+        normalize_tools([_shape(t, i) for i, t in enumerate(entries)])
+
+    def fail(i: int, problem: str, field: str = "function.name") -> Exception:
+        if error is None:
+            return InvalidToolsError([(i, field, problem)])
+        return error(f"tools[{i}]: {problem}")
+
+    out: dict[str, Mapping[str, Any]] = {}
+    where: dict[str, int] = {}
+    for i, t in enumerate(entries):
         if t.get("type", "function") != "function":
             continue
         fn = _plain(t.get("function", t), i)
+        if "function" not in t and "type" in t:
+            raise fail(i, "missing: a function tool needs its function (name, parameters)", "function")
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise error(f"tools[{i}]: no function name")
+            raise fail(i, "no function name")
         name = fn["name"]
         if name in out:
-            raise error(f"tools[{i}]: duplicate function name {name!r} (also tools[{where[name]}])")
+            raise fail(i, f"duplicate function name {name!r} (also tools[{where[name]}])")
         out[name] = fn
         where[name] = i
     return out

@@ -23,7 +23,7 @@ from .types import ParseWarning
 
 __all__ = ["MERGED_KINDS", "MAX_ENTRIES", "WarningLog"]
 
-MERGED_KINDS = frozenset({"stray_marker"})
+MERGED_KINDS = frozenset({"stray_marker", "foreign_marker", "think_as_text"})
 """Warning kinds whose repeats are merged (those one input can hold without bound)."""
 
 MAX_ENTRIES = 1000

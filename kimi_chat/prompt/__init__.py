@@ -22,6 +22,7 @@ from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import UnsupportedOptionError
 from ..families import family_of
 from ..messages import check_bool
+from ..checks.lint import warn_options
 from .writer import Layout, Piece, Segment, Writer
 
 __all__ = ["render", "render_segments", "render_layout", "write_prompt", "Segment", "Piece", "Layout",
@@ -60,6 +61,9 @@ def write_prompt(
     d = get_dialect(dialect)
     if options:
         check_tokenizing_options(options)
+        if not strict:  # strict refuses them (lint's errors); otherwise each is a UserWarning, the output unchanged
+            # (apply_chat_template's own tokenize=False and the like are no template options: not warned)
+            warn_options(d, {k: v for k, v in options.items() if k not in TOKENIZING_OPTIONS})
     if strict is not False:  # check_bool, only where it can fail (every render passes here)
         check_bool("strict", strict)
     if continue_final_message is not False:

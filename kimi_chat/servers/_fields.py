@@ -246,6 +246,8 @@ LINT_REFUSED: dict[str, str] = {
     "would silently drop the calls)",
     "invalid-field": "a value outside the OpenAI message schema (a content part of an unknown type...)",
     "non-bool-option": "a template option the template tests as a bool, given another type",
+    "tool-without-function": "a function tool without its function (or its name): the OpenAI schema requires "
+    "tools[i].function.name; the template would declare it, but no model can call it",
 }
 """The lint errors (:data:`kimi_chat.checks.lint.ERROR_CODES`) a request is refused for, with the reason:
 each is a request Moonshot's OpenAI-shaped API answers with a 400 (its schema), or one the official template

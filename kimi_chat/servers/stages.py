@@ -44,6 +44,7 @@ from ..messages import to_plain
 from ..output import Delta, MarkerLexer, ParsedMessage, ParsedToolCall
 from ..output.ids import TokenMarkers
 from ..output.peg import TEXT, WS, Machine, State
+from ..families.k2.format import THINK_CLASSES as _THINK_CLASSES
 from .diagnostics import LOGGER, CallGate, log_passed_calls, log_warnings
 from .hooks import serving_of
 
@@ -182,6 +183,8 @@ class _Splitter:
 
     def _step(self, cls: str, start: int, end: int) -> tuple[int, int] | None:
         tr = self._state.trans.get(cls)
+        if tr is None and cls in _THINK_CLASSES:  # a reasoning marker where none is: text, as the parser keeps it
+            tr = self._state.trans.get(TEXT)
         if tr is None:  # a stray marker: dropped by the parser, the state stays
             return None
         warned = []

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple, Union
 
-from ..errors import ReferenceDataError
+from ..errors import ReferenceDataError, import_extra
 from .. import markers as _M
 from ..markers import IM_END, NUM_RESERVED_SPECIAL, reserved_token_name
 from ..reference import missing_reason as _missing_reason
@@ -450,7 +450,7 @@ class KimiTokenizer:
         num_special: int = NUM_RESERVED_SPECIAL + 2,
         _cache_key: Any = None,
     ):
-        import tiktoken  # the optional `tokenizer` extra
+        tiktoken = import_extra("tiktoken", "tokenizer", "the tokenizer")  # without it: the CLI's install hint
 
         where = str(config_path) if config_path is not None else "tokenizer config"
         self.model_path = model_path

@@ -16,6 +16,7 @@ from kimi_chat.checks.inspection import InspectError, inspect_path, load_templat
 from kimi_chat.families.k3.tooling import K3_FIX_HINT
 from kimi_chat.checks.known_problems import KNOWN_TEMPLATES
 from kimi_chat.reference import reference_file
+from kimi_chat.templates import template_path
 
 from conftest import needs_reference
 
@@ -132,8 +133,9 @@ def test_gguf_with_each_known_template_is_identified(tmp_path, known):
     if known.dialect == "kimi-k3":  # no template of ours to use instead (tests/checks/test_k3_identify.py)
         assert ins.fix_template is None and ins.fix_command is None and ins.fix_hint == K3_FIX_HINT
         return
-    assert ins.fix_template == f"templates/{known.dialect}.jinja"
-    assert ins.fix_command == (f"llama-server -m {p} --jinja --chat-template-file templates/{known.dialect}.jinja "
+    installed = str(template_path(known.dialect))  # absolute: the command works from any directory
+    assert ins.fix_template == installed and Path(installed).is_absolute()
+    assert ins.fix_command == (f"llama-server -m {p} --jinja --chat-template-file {installed} "
                                "--no-prefill-assistant --no-reasoning-preserve")
     assert ins.fix_hint == ins.fix_command
 
@@ -145,7 +147,14 @@ def test_gguf_with_our_own_template(tmp_path, dialect, name):
     text = own_template_text(dialect)
     ins = inspect_path(write_gguf(tmp_path / "model.gguf", text, name=name))
     assert (ins.identification.dialect, ins.identification.kind) == (dialect, "ours")
-    assert not ins.needs_fix and "use:       llama-server" in ins.format_text()
+    out = ins.format_text()
+    assert not ins.needs_fix and "use:       llama-server" in out
+    # our templates compute the TypeScript declaration themselves: no false tools_ts_str problem
+    assert "needs-tools-ts-str" not in [p.code for p in ins.identification.problems]
+    assert "tools_ts_str" not in out
+    # the installed template's absolute path, and the note reads as a sentence
+    assert f"--chat-template-file {template_path(dialect)}" in out
+    assert f"(the template: kimi_chat's own {dialect} template;" in out and "the kimi_chat's" not in out
 
 
 @needs_reference
@@ -165,7 +174,7 @@ def test_gguf_with_an_edited_adaptation(tmp_path):
     assert ident.renders_in_sandbox is False and ins.needs_fix
     out = ins.format_text()
     assert "adapted copy of kimi-k2-thinking@rev1" in out and "SecurityError" in out
-    assert "fix:       llama-server" in out and "--chat-template-file templates/kimi-k2-thinking@rev1.jinja" in out
+    assert "fix:       llama-server" in out and f"--chat-template-file {template_path('kimi-k2-thinking@rev1')}" in out
 
 
 def test_official_tokenizer_facts_agree(tmp_path):
@@ -297,12 +306,13 @@ def test_cli_inspect_text_and_json(tmp_path, capsys):
     assert "dialect:   kimi-k2-thinking@rev1 [single-source] — adapted copy of kimi-k2-thinking@rev1" in out
     assert "[warning] reasoning retained for more turns" in out
     assert "tokenizer: agrees with the official tokenizer" in out
-    assert f"fix:       llama-server -m {p} --jinja --chat-template-file templates/kimi-k2-thinking@rev1.jinja --no-prefill-assistant --no-reasoning-preserve" in out
+    assert (f"fix:       llama-server -m {p} --jinja --chat-template-file {template_path('kimi-k2-thinking@rev1')} "
+            "--no-prefill-assistant --no-reasoning-preserve") in out
     assert main(["inspect", str(p), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["identification"]["kind"] == "adapted" and data["identification"]["renders_in_sandbox"] is False
     assert data["disagreements"] == [] and data["needs_fix"] is True
-    assert data["fix_template"] == "templates/kimi-k2-thinking@rev1.jinja"
+    assert data["fix_template"] == str(template_path("kimi-k2-thinking@rev1"))
 
 
 def test_cli_inspect_bad_input_exit_2(tmp_path, capsys):

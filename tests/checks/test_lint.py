@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 from hypothesis import given, settings
 
+from conftest import needs_reference
 from kimi_chat import render
 from kimi_chat.checks.lint import CANONICAL_TOOL_CALL_ID, LintWarning, lint, normalize_tool_call_ids
 from kimi_chat.messages import InvalidMessagesError
@@ -214,3 +216,54 @@ def test_normalize_tool_call_ids_validates_its_input():
         normalize_tool_call_ids("hello")
     with pytest.raises(InvalidMessagesError, match=r"messages\[0\]\.role"):
         normalize_tool_call_ids([{"content": "x"}])
+
+
+# ------------------------------------------------------------------ render options warn from Python
+
+
+@pytest.mark.parametrize("call", ["render", "render_segments", "render_layout"])
+def test_render_warns_for_an_unread_option_naming_the_closest_and_keeps_the_output(call):
+    """A typo'd option (``thinkng``) renders what the template renders without it (it ignores it: parity),
+    with a UserWarning naming it and the closest option the dialect reads: lint's finding, not a copy."""
+    import kimi_chat.prompt
+
+    fn = getattr(kimi_chat.prompt, call)
+    msgs = [{"role": "user", "content": "hi"}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = fn(msgs, dialect="kimi-k2.6", thinkng=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no option: no warning
+        want = fn(msgs, dialect="kimi-k2.6")
+    texts = [str(w.message) for w in caught if w.category is UserWarning]
+    assert texts == [next(f"{w.code}: {w.text}" for w in lint(msgs, dialect="kimi-k2.6", thinkng=False)
+                          if w.code == "unread-kwarg")]
+    assert "'thinkng'" in texts[0] and "did you mean 'thinking'?" in texts[0]
+    assert caught[0].filename == __file__  # pointed at the caller, not at kimi_chat
+    assert (got.text if call == "render_layout" else got) == (want.text if call == "render_layout" else want)
+
+
+def test_render_does_not_warn_for_apply_chat_template_arguments():
+    """tokenize=False (what a port of apply_chat_template(..., tokenize=False) passes) is no template option."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render([{"role": "user", "content": "hi"}], dialect="kimi-k2.6", tokenize=False, return_dict=False)
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k3"])
+def test_render_warns_for_a_non_bool_switch(dialect):
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.warns(UserWarning, match=r"non-bool-option: .*'thinking' should be a bool, got 'false'"):
+        render(msgs, dialect=dialect, thinking="false")
+
+
+@needs_reference
+def test_render_tokens_warns_for_an_unread_option():
+    pytest.importorskip("tiktoken")
+    import kimi_chat.prompt
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.warns(UserWarning, match="did you mean 'thinking'"):
+        kimi_chat.render_tokens(msgs, tokenizer=KimiTokenizer.from_reference("k2.6"), dialect="kimi-k2.6",
+                                thinkng=False)

@@ -142,7 +142,7 @@ def test_provenance_note_on_stderr_only_for_unverified_or_reconstructed(capsysbi
     assert status == 0 and "kimi-k2-instruct-0905 is checked against an unverified oracle" in err
     assert out == (GOLDEN / "kimi-k2-instruct-0905" / "tool_loop.txt").read_bytes()  # stdout stays exact
     _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2.5", str(EXAMPLE))
-    assert "reconstructed oracle" in err
+    assert "checked against a reconstructed oracle" in err and "an reconstructed" not in err
     no_model = tmp_path / "r.json"
     no_model.write_text(json.dumps({k: v for k, v in json.loads(EXAMPLE.read_text()).items() if k != "model"}))
     _, _, err = _run(capsysbinary, "render", "-d", "kimi-k2-instruct@rev1", str(no_model))
@@ -150,6 +150,38 @@ def test_provenance_note_on_stderr_only_for_unverified_or_reconstructed(capsysbi
     assert len(err.splitlines()) == 1 and err.startswith("kimi-chat: lint warning: tool-calls-dropped: messages[2]: ")
     _, _, err = _run(capsysbinary, "render", "-q", str(EXAMPLE))
     assert err == ""
+
+
+def test_an_unread_option_is_reported_once_on_the_command_line(capsysbinary, tmp_path):
+    """The CLI prints lint's finding for an option the template does not read; render's UserWarning for
+    the same finding (what Python callers get) is not printed a second time."""
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps([{"role": "user", "content": "Hi"}]))
+    status, _, err = _run(capsysbinary, "render", "-d", "kimi-k2.6", "--kwargs", '{"thinkng": false}', str(f))
+    assert status == 0 and err.count("'thinkng'") == 1 and "UserWarning" not in err
+    assert "did you mean 'thinking'?" in err
+
+
+class _Terminal:
+    """Standard input on a terminal: isatty() is true; what is typed is ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        import io
+
+        self.buffer = io.BytesIO(data)
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_render_on_a_terminal_says_it_reads_standard_input(capsysbinary, monkeypatch):
+    """No file and stdin a terminal: the user is told what the command waits for (it used to wait
+    silently); piped input gets no such line."""
+    body = json.dumps([{"role": "user", "content": "Hi"}]).encode()
+    monkeypatch.setattr("sys.stdin", _Terminal(body))
+    status, out, err = _run(capsysbinary, "render", "-d", "kimi-k2-instruct@rev1")
+    assert status == 0 and out.endswith(b"<|im_assistant|>assistant<|im_middle|>")
+    assert "reading the input from standard input" in err and "Ctrl-D" in err
 
 
 PREFILL = {"messages": [{"role": "user", "content": "Write a haiku."}, {"role": "assistant", "content": "Sure, "}]}

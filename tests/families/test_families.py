@@ -141,7 +141,10 @@ def test_no_marker_spelling_lands_in_a_text_field(family: str, dialect: str) -> 
         fields = [msg.content or "", msg.reasoning_content or ""]
         fields += [f"{c.name or ''} {c.id or ''}" for c in msg.tool_calls]
         leaked = [s for s in spellings for f in fields if s in f]
-        assert not leaked, (leaked, msg)
+        # a dropped stray marker can glue two text pieces into a spelling (docs/format.md, choice 10):
+        # '<|end_header_id|' [BOS] '>' is that text, never a marker
+        glued = any(w.kind == "stray_marker" for w in msg.warnings)
+        assert not leaked or glued, (leaked, msg)
 
     check()
 

@@ -409,3 +409,22 @@ def test_an_open_tag_whose_sep_was_dropped_runs_into_its_text(content):
     msg = k3(text)
     assert (msg.reasoning_content, msg.content, msg.stop_reason) == ("r", content, StopReason.END_TURN)
     assert [(w.kind, w.text) for w in msg.warnings] == [("tag_without_sep", OPEN + "response")]
+
+
+@pytest.mark.parametrize("spelling, why", [
+    ("<|im_end|>", "Kimi-K2 dialect"), ("<|im_user|>", "Kimi-K2 dialect"),
+    ("<|tool_calls_section_begin|>", "Kimi-K2 dialect"), ("<|reserved_token_163700|>", "special id 163700"),
+])
+def test_k2_markers_in_a_k3_completion_are_kept_as_text_with_a_warning(spelling, why):
+    from kimi_chat.output import StreamParser, parse
+
+    text = "ok" + spelling + "then"
+    msg = parse(text, dialect="kimi-k3", thinking=False)
+    sp = StreamParser("kimi-k3", thinking=False)
+    for ch in text:
+        sp.feed(ch)
+    sp.finish()
+    assert sp.message == msg
+    assert msg.content == text
+    assert [(w.kind, w.offset, w.text) for w in msg.warnings] == [("foreign_marker", 2, spelling)]
+    assert why in msg.warnings[0].message

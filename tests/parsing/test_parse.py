@@ -168,8 +168,9 @@ def test_reasoning_ends_at_bare_call_begin():
 def test_text_after_section_that_closed_reasoning_is_content():
     text = THINK + "r" + section(call("functions.f:0", "{}")) + "then this" + UNTHINK + END
     msg = P(text, dialect=THINKING)
-    assert (msg.reasoning_content, msg.content) == ("r", "then this")
-    assert "stray_marker" in kinds(msg)  # the late </think>
+    # the late </think> is kept as text (warned): it says where the model thought its reasoning ended
+    assert (msg.reasoning_content, msg.content) == ("r", "then this" + UNTHINK)
+    assert "think_as_text" in kinds(msg)
 
 
 def test_reasoning_unclosed_at_end_of_text_is_truncated():
@@ -192,23 +193,30 @@ def test_stray_marker_in_reasoning_is_dropped_with_warning():
     assert [(w.kind, w.text, w.offset) for w in msg.warnings] == [("stray_marker", IM_MIDDLE, len(THINK) + 1)]
 
 
-def test_think_end_without_open_is_stray_in_thinking_dialect():
-    msg = P("r" + UNTHINK + "c", dialect=THINKING)
-    assert msg.content == "rc"
-    assert kinds(msg) == ["stray_marker"]
-    assert msg.warnings[0].message == f"stray marker {UNTHINK} dropped"
+def test_think_end_without_open_is_kept_as_text_in_thinking_dialect():
+    """Never joined across: dropping the marker would glue the reasoning's last words to the answer
+    ("3 × 7 = 21.21"); kept as text, with a warning naming it and its offset."""
+    msg = P("3 × 7 = 21." + UNTHINK + "21", dialect=THINKING)
+    assert msg.content == "3 × 7 = 21." + UNTHINK + "21"
+    assert [(w.kind, w.offset, w.text) for w in msg.warnings] == [("think_as_text", 11, UNTHINK)]
+    assert "no reasoning is open here" in msg.warnings[0].message
 
 
 def test_second_think_block_is_stray():
     msg = P(THINK + "a" + UNTHINK + "b" + THINK + "c" + UNTHINK, dialect=THINKING)
-    assert (msg.reasoning_content, msg.content) == ("a", "bc")
-    assert kinds(msg) == ["stray_marker", "stray_marker"]
+    assert (msg.reasoning_content, msg.content) == ("a", "b" + THINK + "c" + UNTHINK)
+    assert kinds(msg) == ["think_as_text", "think_as_text"]
 
 
 def test_instruct_think_is_literal_text():
     text = THINK + "x" + UNTHINK + "y"
     msg = P(text)  # kimi-k2-instruct
-    assert (msg.content, msg.reasoning_content, msg.warnings) == (text, None, [])
+    assert (msg.content, msg.reasoning_content) == (text, None)
+    # literal text, as docs/format.md says for a dialect without reasoning; warned, naming the dialects
+    # that write it (a reasoning model's output parsed with the default dialect)
+    assert [(w.kind, w.offset, w.text) for w in msg.warnings] == [
+        ("think_as_text", 0, THINK), ("think_as_text", len(THINK) + 1, UNTHINK)]
+    assert "kimi-k2.6" in msg.warnings[0].message and "reasoning is off" in msg.warnings[0].message
     for d in ("kimi-k2-instruct@rev1", "kimi-k2-instruct@rev2", "kimi-k2-instruct-0905"):
         assert P(text, dialect=d).content == text
 
@@ -222,7 +230,7 @@ def test_instruct_think_when_caller_says_so():
 
 def test_thinking_rev1_is_not_prefilled():
     msg = P("answer" + UNTHINK + "more", dialect="kimi-k2-thinking@rev1")
-    assert (msg.reasoning_content, msg.content) == (None, "answermore")
+    assert (msg.reasoning_content, msg.content) == (None, "answer" + UNTHINK + "more")
 
 
 def test_prefilled_dialect_starts_inside_reasoning():
@@ -246,7 +254,7 @@ def test_prefilled_follows_render_options():
     assert (msg.reasoning_content, msg.content) == ("r", "c")
     msg = P("plain answer", dialect=K25, thinking=False)
     assert (msg.reasoning_content, msg.content) == (None, "plain answer")
-    assert P("r" + UNTHINK + "c", dialect=K25, thinking_prefilled=False).content == "rc"
+    assert P("r" + UNTHINK + "c", dialect=K25, thinking_prefilled=False).content == "r" + UNTHINK + "c"
 
 
 def test_prefilled_accepts_a_redundant_think():
@@ -827,3 +835,47 @@ def test_feed_refuses_what_is_not_text(bad):
         StreamParser().feed(bad)
     with pytest.raises(TypeError, match="str or bytes"):
         parse(bad)
+
+
+# ------------------------------------------------------------------ marker-shaped text of no marker here
+
+
+@pytest.mark.parametrize("spelling, why", [
+    ("<|reserved_token_163595|>", "special id 163595 (<|tool_calls_section_begin|>"),  # a GGUF's spelling
+    ("<|reserved_token_163700|>", "special id 163700 (reserved"),
+    ("<|open|>", "dialect='kimi-k3'"),                                              # K3 tags in a K2 output
+    ("<|end_of_msg|>", "dialect='kimi-k3'"),
+])
+@pytest.mark.parametrize("dialect", ["kimi-k2-instruct", "kimi-k2.6"])
+def test_foreign_marker_is_kept_as_text_with_a_warning_naming_it_and_its_offset(spelling, why, dialect):
+    text = "before" + spelling + "after"
+    msg = P(text, dialect=dialect, thinking_prefilled=False)
+    assert msg.content == text  # never passed silently, never dropped (nothing joined across it)
+    assert [(w.kind, w.offset, w.text) for w in msg.warnings] == [("foreign_marker", 6, spelling)]
+    assert why in msg.warnings[0].message
+
+
+def test_reasoning_output_parsed_with_the_default_dialect_names_the_likely_dialect():
+    """A K2.6 completion (reasoning, </think>, answer) parsed with the default (instruct) dialect: the
+    text stays as it is, and the warning says which dialects write </think>."""
+    text = "The user asks 3 × 7. 3 × 7 = 21." + UNTHINK + "21"
+    msg = P(text)
+    assert msg.content == text
+    (w,) = msg.warnings
+    assert (w.kind, w.offset, w.text) == ("think_as_text", text.index(UNTHINK), UNTHINK)
+    assert "kimi-k2.6" in w.message and "kimi-k2-thinking" in w.message
+
+
+@pytest.mark.parametrize("kw", [{"dialect": "kimi-k2.6", "thinking": False}, {"dialect": "kimi-k2-thinking"},
+                                {"dialect": "kimi-k2.5", "thinking_prefilled": False}])
+def test_think_end_with_reasoning_off_is_never_joined_across(kw):
+    """Reasoning off (or never opened) and a </think> in the output: kept, so the reasoning's last
+    words are not glued to the answer ("…= 21.21")."""
+    msg = P("3 × 7 = 21." + UNTHINK + "21", **kw)
+    assert msg.content == "3 × 7 = 21." + UNTHINK + "21" and msg.reasoning_content is None
+    assert [(w.kind, w.offset) for w in msg.warnings] == [("think_as_text", 11)]
+
+
+def test_many_foreign_markers_are_merged_into_bounded_warnings():
+    msg = parse("x<|open|>" * 3000, dialect="kimi-k2-instruct")
+    assert len(msg.warnings) <= 1001 and sum(w.count for w in msg.warnings) == 3000

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from parse_helpers import AB, CB, CE, END, IM_USER, SB, SE, call, feed_chunks, merge, section
 
 from kimi_chat.output import StopReason, StreamParser, ToolCallStatus, normalise_tools, parse
+from kimi_chat.messages import InvalidToolsError
 
 INCOMPLETE = ToolCallStatus.INCOMPLETE
 
@@ -25,7 +26,8 @@ def fn(name: str, **props: str) -> dict:
 
 def test_duplicate_names_are_an_error_naming_both_positions():
     tools = [fn("f", a="string"), fn("g"), fn("f", b="integer")]
-    with pytest.raises(ValueError, match=r"tools\[2\]: duplicate function name 'f' \(also tools\[0\]\)"):
+    with pytest.raises(InvalidToolsError, match=r"tools\[2\]\.function\.name: duplicate function name 'f' "
+                       r"\(also tools\[0\]\)"):
         normalise_tools(tools)
     with pytest.raises(ValueError, match=r"tools\[2\].*tools\[0\]"):
         parse("x", tools=tools)  # it used to keep the second silently
@@ -41,6 +43,36 @@ def test_the_error_class_is_the_callers():
         normalise_tools([fn("f"), fn("f")], error=Mine)
     with pytest.raises(Mine, match=r"tools\[0\]: no function name"):
         normalise_tools([{"type": "function", "function": {"name": ""}}], error=Mine)
+
+
+@pytest.mark.parametrize("tools, field", [
+    ([{"type": "function"}], "function"),                            # rendered (parity), linted, refused here
+    ([{"type": "function", "function": {"name": 5}}], "function.name"),  # refused by render and lint too
+    ([{"type": "function", "function": {"name": ""}}], "function.name"),
+    ([{"type": "function", "function": {"name": "f", "description": 5}}], "function.description"),
+])
+def test_a_bad_tool_is_the_same_error_class_as_for_render(tools, field):
+    """parse refuses a bad tool with InvalidToolsError naming its index and field, as render does: the
+    shape check is render's own (messages.normalize_tools), not a copy."""
+    from kimi_chat import lint, render
+
+    with pytest.raises(InvalidToolsError) as info:
+        parse("x", tools=tools)
+    assert info.value.errors[0][:2] == (0, field)
+    with pytest.raises(InvalidToolsError):
+        StreamParser("kimi-k3", tools=tools)
+    msgs = [{"role": "user", "content": "x"}]
+    if field == "function":  # the official templates render it as given: so does render, lint says it
+        text, findings = render(msgs, tools=tools), lint(msgs, tools=tools)
+        assert "tool_declare" in text
+        assert [w.code for w in findings] == ["tool-without-function"]
+        with pytest.raises(ValueError, match="tool-without-function"):
+            render(msgs, tools=tools, strict=True)
+    elif field != "function.name" or tools[0]["function"]["name"] != "":
+        for call in (render, lint):
+            with pytest.raises(InvalidToolsError) as info:
+                call(msgs, tools=tools)
+            assert info.value.errors[0][:2] == (0, field)
 
 
 def test_normaliser_reads_every_shape():

@@ -162,3 +162,20 @@ ISSUE_12_EXAMPLES = [
 @pytest.mark.parametrize("messages, options", ISSUE_12_EXAMPLES)
 def test_issue_12_examples_render_as_official(dialect, messages, options):
     assert render(messages, dialect=dialect, **options) == render_official(messages, dialect=dialect, **options)
+
+
+@pytest.mark.parametrize("dialect", [*DIALECTS, "kimi-k3"])
+def test_a_function_tool_without_function_renders_as_the_official_tokenizer_does(dialect):
+    """The official templates (and encoding_k3) declare a {"type": "function"} entry as given (the K2.5/K2.6
+    TypeScript encoder skips it, and the template falls back to the JSON list): render does the same
+    (parity), lint reports it (tool-without-function), parse refuses it."""
+    msgs, tools = [{"role": "user", "content": "hi"}], [{"type": "function"}]
+    if dialect == "kimi-k3":
+        from kimi_chat.families.k3.oracle import official_k3_encoding
+
+        segments = official_k3_encoding().build_chat_segments(msgs, tools=tools, thinking_effort="max")
+        official = "".join(s.text for s in segments)
+    else:
+        official = render_official(msgs, tools=tools, dialect=dialect)
+    ours = render(msgs, tools=tools, dialect=dialect)
+    assert ours == official and '"type":' in ours

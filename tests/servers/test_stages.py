@@ -99,13 +99,13 @@ def test_prompt_reasoning_reads_the_current_turn_only():
 
 
 def test_body_stage_after_reasoning_is_primed():
-    """After a reasoning stage, ``<think>``/``</think>`` in the rest are stray markers (dropped), as in
-    the whole-turn parse: the body stage must prime its parser with an empty reasoning block, and
+    """After a reasoning stage, ``<think>``/``</think>`` in the rest are no markers (kept as text, warned),
+    as in the whole-turn parse: the body stage must prime its parser with an empty reasoning block, and
     that priming must survive ``python -O`` (it once sat inside an ``assert``: under ``-O`` this
     gave content ``answer`` and the reasoning ``x`` was lost)."""
     m = BodyStage.parse("<think>x</think>answer", tools=None, after_reasoning=True)
-    assert (m.content, m.reasoning_content) == ("xanswer", None)
-    assert [w.kind for w in m.warnings] == ["stray_marker", "stray_marker"]
+    assert (m.content, m.reasoning_content) == ("<think>x</think>answer", None)
+    assert [w.kind for w in m.warnings] == ["think_as_text", "think_as_text"]
     whole = parse("<think></think><think>x</think>answer", dialect="kimi-k2-thinking")
     assert (m.content, m.reasoning_content) == (whole.content, whole.reasoning_content)
 

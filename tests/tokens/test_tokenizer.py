@@ -477,3 +477,17 @@ def test_config_not_utf8(snapshot):
     (snapshot / "tokenizer_config.json").write_bytes(b"{\xff}")
     with pytest.raises(ReferenceDataError, match="not UTF-8"):
         KimiTokenizer.from_dir(snapshot)
+
+
+@needs_reference
+def test_from_reference_without_tiktoken_says_what_to_install(monkeypatch):
+    """A base install (no tiktoken): a kimi_chat error with the CLI's install hint, not a bare
+    ModuleNotFoundError (still one, for callers that catch it)."""
+    import sys
+
+    from kimi_chat.errors import KimiChatError, MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # what an import of a missing module meets
+    with pytest.raises(MissingExtraError, match=r"pip install 'kimi-chat\[tokenizer\]'") as info:
+        KimiTokenizer.from_reference()
+    assert isinstance(info.value, KimiChatError) and isinstance(info.value, ModuleNotFoundError)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from ...dialects import DIALECTS as ALL_DIALECTS, K2_DIALECTS as DIALECTS, Dialect, Status, get_dialect
 from ...errors import KimiChatError
-from ..known_problems import KnownProblem, KnownTemplate, known_template, problems_of
+from ..known_problems import DIALECT_PROBLEMS, KnownProblem, KnownTemplate, known_template, problems_of
 from ...reference.oracle import OracleUnavailable
 from ...prompt import render
 from .diffing import first_difference, normalize_template, template_sha256
@@ -138,6 +138,10 @@ class Identification:
         }
 
 
+SOLVED_BY_OUR_TEMPLATES = frozenset({"needs-tools-ts-str"})
+"""Known problems of an official template that kimi_chat's own copy does not have: ours compute the
+TypeScript tool declaration (``tools_ts_str``) in Jinja, where the official one needs the tokenizer's Python."""
+
 _SANDBOX = problems_of(["sandbox-security-error"])[0]
 _LIMITS = problems_of(["template-exceeds-limits"])[0]
 
@@ -262,7 +266,8 @@ def identify(template_text: str, *, behavioural: bool = True) -> Identification:
             text = own_template_text(d)
             if text is not None and normalize_template(text) == norm:
                 path = own_template_path(d)
-                exact = ("ours", d, str(path) if path else None, problems_of(d.name),
+                ours = tuple(c for c in DIALECT_PROBLEMS.get(d.name, ()) if c not in SOLVED_BY_OUR_TEMPLATES)
+                exact = ("ours", d, str(path) if path else None, problems_of(ours),
                          f"kimi_chat's own template for {d.name}")
                 break
 

@@ -253,4 +253,4 @@ def reader(
     prefilled = d.prefills_think(**options) if thinking_prefilled is None else bool(thinking_prefilled)
     think = d.reasoning if reasoning is None else bool(reasoning)
     m = fmt.machine(prefilled=prefilled, think=think)
-    return m, MarkerLexer(m.markers), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)
+    return m, MarkerLexer(fmt.parse_table(m)), ToolCalls(index_tools(tools), fmt.tool_call_id_prefix, out, warn)

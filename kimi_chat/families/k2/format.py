@@ -43,7 +43,7 @@ from ...output.peg import (
 )
 from ...output.peg import grammar_text as _grammar_text
 from ...output.peg import opt, recover, seq, star
-from ...output.format import OutputFormat
+from ...output.format import OutputFormat, reserved_hints
 from .calls import reader
 
 __all__ = [
@@ -101,6 +101,14 @@ FIELDS: Final[dict[str, str]] = {
     "ignored": "everything after the end of the turn (ignored with a warning)",
 }
 """Where :class:`Text` goes, by field name."""
+
+AS_TEXT: Final[dict[str, str]] = {
+    **{m.text: "a Kimi-K3 marker, no Kimi-K2 one: the output looks like kimi-k3's (parse it with dialect='kimi-k3')"
+       for m in M.K3_MARKERS if m.text not in M.BY_TEXT},
+    **reserved_hints({i: m.text for i, m in M.BY_ID.items()}, M.NUM_BASE_TOKENS, M.NUM_RESERVED_SPECIAL + 2,
+                     M.reserved_token_name),
+}
+"""Marker-shaped spellings that are no Kimi-K2 markers -> why: kept as text, with a warning."""
 
 # --------------------------------------------------------------------------------------------------
 # The grammar
@@ -219,6 +227,7 @@ K2: Final = OutputFormat(
     fields=FIELDS,
     compile=machine,
     reader=reader,
+    as_text=AS_TEXT,
 )
 """The K2 family's output format, as :mod:`kimi_chat.parse` and :mod:`kimi_chat.grammar` read it."""
 

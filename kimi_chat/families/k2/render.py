@@ -30,7 +30,7 @@ from ...dialects import Dialect
 from ...errors import RenderError
 from ...messages import to_plain
 from ...nesting import too_deep_error
-from ...nesting import deep_sort_dict
+from ...nesting import deep_sort_dict, sorted_json
 from ...caches import LRUCache
 from ...prompt.writer import Writer
 
@@ -186,9 +186,16 @@ def _declaration(d: Dialect, tool_list: list[dict[str, Any]], key: bytes | None)
         hit = _DECLARATIONS.get((settings, key))
         if hit is not None:
             return hit
+    cacheable = key is not None
+    if d.sort_tool_keys and not d.tools_typescript:
+        text = sorted_json(tool_list, d.tools_separators)  # the sorted text without the sorted copy
+        if text is not None:
+            result = (True, text)
+            if cacheable:
+                _DECLARATIONS.put((settings, key), result)
+            return result
     sorted_list = deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list
     declared = None
-    cacheable = key is not None
     if d.tools_typescript:
         from .tools_ts import typescript_or_none
 

@@ -351,5 +351,5 @@ def reader(
                         "(or thinking_prefilled=False): the response channel is pre-filled")
     think = (options.get("thinking", True) is not False if thinking_prefilled is None else bool(thinking_prefilled))
     m = fmt.machine(prefilled=think, think=think)
-    lexer = TagLexer(m.markers, fmt.tags, lambda kind, message, text: warn(kind, message, where(), text))
+    lexer = TagLexer(fmt.parse_table(m), fmt.tags, lambda kind, message, text: warn(kind, message, where(), text))
     return m, lexer, TagCalls(tools, fmt.tool_call_id_prefix, out, warn, lexer)

@@ -29,7 +29,7 @@ from ... import markers as M
 from ...output.peg import Ahead, Eof, Expr, Group, Machine, Rest, Text, Tok, alt, compile_machine
 from ...output.peg import grammar_text as _grammar_text
 from ...output.peg import opt, recover, seq, star
-from ...output.format import OutputFormat
+from ...output.format import OutputFormat, reserved_hints
 from .calls import reader
 
 __all__ = ["TagSet", "TAGS", "TOKEN_CLASSES", "GRAMMAR", "START_RULES", "FIELDS", "END_OF_TURN_IDS",
@@ -147,6 +147,19 @@ GRAMMAR: Final[dict[str, Expr]] = {
 }
 """The K3 output grammar, rule name -> expression."""
 
+# K2's <|...|> markers (not its <think> tags: every K3 marker starts "<|", which keeps the lexer's scan of a
+# long text a search for that two-character prefix; text with "<" alone is not even looked at)
+_K2_SPELLINGS = [s for s in [m.text for m in M.MARKERS] + [M.TOOL_CALL_SECTION_BEGIN_SINGULAR.text,
+                                                          M.TOOL_CALL_SECTION_END_SINGULAR.text]
+                 if s not in M.K3_BY_TEXT and s[:2] == M.K3_OPEN.text[:2]]
+AS_TEXT: Final[dict[str, str]] = {
+    **{s: "a Kimi-K2 marker, no Kimi-K3 one: the output looks like a Kimi-K2 dialect's (parse it with that "
+          "dialect: kimi-k2.6, kimi-k2.5, kimi-k2-thinking or kimi-k2-instruct)" for s in _K2_SPELLINGS},
+    **reserved_hints({i: m.text for i, m in M.K3_BY_ID.items()}, M.NUM_BASE_TOKENS, M.K3_NUM_RESERVED_SPECIAL,
+                     M.reserved_token_name),
+}
+"""Marker-shaped spellings that are no Kimi-K3 markers -> why: kept as text, with a warning."""
+
 START_RULES: Final = ("message", "message_response")
 """Think channel pre-filled (thinking on, the default) / response channel pre-filled (thinking off)."""
 
@@ -175,6 +188,7 @@ K3: Final = OutputFormat(
     fields=FIELDS,
     compile=machine,
     reader=reader,
+    as_text=AS_TEXT,
     tags=TAGS,
 )
 """The K3 family's output format."""

@@ -16,11 +16,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kimi_chat.caches import MAX_KEY_BYTES, LRUCache, content_key
+from kimi_chat.caches import MAX_KEY_BYTES, LRUCache, admitted_key
 from kimi_chat.errors import RenderError
 from kimi_chat.messages import plain_messages as messages_of
 from kimi_chat.nesting import too_deep_error
-from kimi_chat.nesting import deep_sort_dict
+from kimi_chat.nesting import deep_sort_dict, sorted_json
 
 __all__ = [
     "esc", "dumps", "args_field", "TYPE_NAMES", "value_text", "xtml_type", "loads", "arguments", "function",
@@ -36,7 +36,8 @@ def esc(value: Any) -> str:
 
 
 # what json.dumps(value, ensure_ascii=False[, separators=(",", ":")]) does, without building an encoder per call
-_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_COMPACT_SEPARATORS: Final = (",", ":")
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=_COMPACT_SEPARATORS).encode
 _SPACED: Final = json.JSONEncoder(ensure_ascii=False).encode
 
 
@@ -265,13 +266,17 @@ _TOOLS_JSON_MAX_KEY: Final = MAX_KEY_BYTES
 
 
 def _tools_key(tools: Any) -> bytes | None:
-    """The cache key of ``tools``: :func:`kimi_chat.caches.content_key` (``marshal.dumps``: plain data
+    """The cache key of ``tools``: :func:`kimi_chat.caches.admitted_key` (``marshal.dumps``: plain data
     of exact types in order, so equal keys are equal values of equal types and key order: the same
-    text). ``None`` (not cached): not plain data, or too big."""
-    return content_key(tools, _TOOLS_JSON_MAX_KEY)
+    text). ``None`` (not cached): read for the first time, not plain data, or too big."""
+    try:
+        return admitted_key(tools, _TOOLS_JSON_MAX_KEY)
+    except (ValueError, RecursionError):
+        return None
 
 
-def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = None, head: str = "") -> str:
+def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = None, head: str = "",
+               keyed: bool = False) -> str:
     """``head`` + the compact JSON of ``tools`` with every dict's keys sorted
     (``_json_compact(deep_sort_dict(tools))``) + ``"\\n```"`` when ``head`` is given (the body of a K3 tool
     declaration).
@@ -279,13 +284,16 @@ def tools_json(tools: Any, index: int | None, field: str, key: bytes | None = No
     Servers declare the same tools on every request: the result is cached (thread-safe, bounded LRU) by
     an exact content key (:func:`_tools_key`; it tells apart what JSON would not, tuples from lists, ``1``
     from ``"1"`` keys, and so what the encoder's sort treats differently) and ``head``. ``key``:
-    ``_tools_key(tools)``, when the caller has it."""
-    key = key if key is not None else _tools_key(tools)
+    ``_tools_key(tools)``, when the caller has it (``keyed``: it has, ``None`` then means not cached)."""
+    if key is None and not keyed:
+        key = _tools_key(tools)
     if key is None:
         return _declared(tools, index, field, head)
     return _TOOLS_JSON.get_or_compute((head, key), _declared, tools, index, field, head)
 
 
 def _declared(tools: Any, index: int | None, field: str, head: str) -> str:
-    text = dumps(sorted_keys(tools, index, field), index, field, compact=True)
+    text = sorted_json(tools, _COMPACT_SEPARATORS)
+    if text is None:  # not a plain JSON tree: the encoder's sort, and its errors
+        text = dumps(sorted_keys(tools, index, field), index, field, compact=True)
     return head + text + "\n```" if head else text

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple, Union
 
 from kimi_chat import markers as M
-from kimi_chat.caches import content_key
+from kimi_chat.caches import admitted_key
 from kimi_chat.errors import RenderError
 from kimi_chat.families.k3.inputs import (
     TYPE_NAMES,
@@ -290,9 +290,10 @@ def _content(w: _Sink, items: list[str], content: Any, images: _Images | None, i
             )
 
 
-def _declare(items: list[str], tools: Any, body_head: str, index: int | None, key: bytes | None = None) -> None:
+def _declare(items: list[str], tools: Any, body_head: str, index: int | None, key: bytes | None = None,
+             keyed: bool = False) -> None:
     items.append(_TOOL_DECLARE_RUN)
-    items.append(tools_json(tools, index, "tools", key, body_head))  # text: what `emit_text` appends
+    items.append(tools_json(tools, index, "tools", key, body_head, keyed))  # text: what `emit_text` appends
     items.append(_MSG_END_RUN)
 
 
@@ -351,10 +352,15 @@ def build(
 
     if tools:
         # a list of plain data (marshal takes it: no object at any level) is what plain_items returns
-        tools_key = content_key(tools) if type(tools) is list else None
-        if tools_key is None and isinstance(tools, (list, tuple)):
+        tools_key = None
+        if type(tools) is list:
+            try:
+                tools_key = admitted_key(tools)  # a key once these tools come again (None the first time)
+            except (ValueError, RecursionError):  # objects in it (or too deep for marshal)
+                tools = plain_items(tools, "tools")
+        elif isinstance(tools, (list, tuple)):
             tools = plain_items(tools, "tools")
-        _declare(items, tools, _TOOLS_BODY, None, tools_key)
+        _declare(items, tools, _TOOLS_BODY, None, tools_key, True)
     if thinking and thinking_effort is not None:
         items.append(_EFFORT_RUNS[thinking_effort])
 
