@@ -19,79 +19,148 @@ from typing import Any
 
 from ... import markers as M
 from ...dialects import Dialect
-from ...grammar.lark import LarkTranslatorMixin
-from ...grammar.schemas import ANNOTATIONS, Note
+from ...grammar.lark import LarkTranslatorMixin, regex_escape, terminal_rule, text_terminal
+from ...grammar.schemas import Note, prepare
+from ...grammar.strings import pattern_regex, string_terminal
 from .grammar import GRAMMAR, K3Translator
+from .inputs import esc
 
 __all__ = ["LarkK3Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers", "after_reasoning"]
 
-_OBJECT_ENFORCED = frozenset({"type", "properties", "required", "additionalProperties", "$defs", "definitions",
-                              "$ref", "$id", "$anchor", "x-guidance"}) | ANNOTATIONS
-_RAW_STRING_UNENFORCED = ("pattern", "format")
+_OBJECT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames", "patternProperties", "unevaluatedProperties",
+                    "dependentRequired", "dependentSchemas", "dependencies", "if", "then", "else", "not", "enum",
+                    "const")
+"""Keywords on the object of a call's arguments that the argument elements do not hold it to (each noted,
+unless llguidance itself does not enforce it: then its note is llguidance's)."""
 
 
 class LarkK3Translator(LarkTranslatorMixin, K3Translator):
-    """:class:`~kimi_chat.families.k3.grammar.K3Translator` writing Lark, noting what the typed
-    argument elements do not enforce (module docstring)."""
+    """:class:`~kimi_chat.families.k3.grammar.K3Translator` writing Lark: JSON values by llguidance
+    (``%json`` of the declared schema intersected with the element's type), raw strings as one
+    terminal of their schema (:func:`~kimi_chat.grammar.strings.string_terminal`), undeclared keys as a
+    terminal that spells none of the declared ones; notes only for what is not enforced (module
+    docstring)."""
+
+    extra_arguments = True
 
     def call_elements(self, name: str) -> str:
         params = self.tools[name].get("parameters")
-        path = f"tools[{name!r}].parameters"
-        if name not in self.elements and isinstance(params, Mapping) and not any(k in params for k in ("anyOf",
-                                                                                                      "oneOf")):
-            props = params.get("properties")
-            extra = params.get("additionalProperties", True)
-            if isinstance(props, Mapping) and props:
-                for key in params:
-                    if key not in _OBJECT_ENFORCED:
-                        self.notes.append(Note(f"{path}.{key}", f"{key!r} is not enforced on argument elements"))
-                if extra is not False:
-                    self.notes.append(Note(f"{path}.additionalProperties", "undeclared properties are never "
-                                           "generated (the argument elements are the declared properties)"))
-            elif extra is False or "patternProperties" in params:
-                self.notes.append(Note(path, "only a json element is generated, not the argument elements the "
-                                             "encoder writes for such an object"))
+        if name not in self.elements and isinstance(params, Mapping):
+            # what llguidance itself leaves out of this schema (``not``, ``dependencies``, an unknown
+            # format...), once, with its path: the argument elements leave out no less
+            self.notes.extend(prepare(params, f"tools[{name!r}].parameters").notes)
         return super().call_elements(name)
+
+    def branch_notes(self, members: list[tuple[Mapping[str, Any], str]], path: str) -> None:
+        noted = {n.path for n in self.notes}
+        required = {r for m, _ in members for r in (m.get("required") or ()) if isinstance(r, str)}
+        declared = {k for m, _ in members if isinstance(m.get("properties"), Mapping) for k in m["properties"]}
+        extras = self.extra_schema(members, bool(declared)) is not None
+        for m, where in members:
+            at = where.replace("/", ".")
+            for key in _OBJECT_KEYWORDS:
+                if key not in m or f"{at}.{key}" in noted or (key == "else" and "if" in m) or (
+                        key == "then" and "if" in m):
+                    continue
+                if key == "minProperties" and isinstance(m[key], int) and m[key] <= len(required):
+                    continue  # every object of the branch has that many
+                if key == "maxProperties" and isinstance(m[key], int) and not extras and m[key] >= len(declared):
+                    continue
+                if key == "patternProperties" and isinstance(m[key], Mapping) and not any(
+                        self._matches(p, k) for p in m[key] for k in declared) and (
+                        len(m[key]) == 1 and all(pattern_regex(p) is not None for p in m[key])):
+                    continue  # undeclared keys matching it are its elements; no declared key matches it
+                self.notes.append(Note(f"{where}.{key}", f"{key!r} is not enforced on argument elements"))
+
+    @staticmethod
+    def _matches(pattern: str, key: str) -> bool:
+        import re
+
+        try:
+            return re.search(pattern, key) is not None
+        except re.error:
+            return True
 
     _value_schema: Any = None  # the property's schema as declared, while its argument element is written
 
     _value_path = ""
 
-    def argument(self, tool: str, key: str, schema: Any, root: Any, path: str) -> str:
+    def argument(self, tool: str, key: str, schema: Any, root: Any, path: str) -> str | None:
         self._value_schema, self._value_path = schema, path
         try:
             return super().argument(tool, key, schema, root, path)
         finally:
             self._value_schema = None
 
-    def free_argument(self, tool: str, schema: Any, root: Any, path: str) -> str:
+    def free_argument(self, tool: str, schema: Any, root: Any, path: str, declared: tuple[str, ...] = (),
+                      pattern: str | None = None, patterns: tuple[str, ...] = ()) -> str:
         self._value_schema, self._value_path = schema, path
         try:
-            return super().free_argument(tool, schema, root, path)
+            return super().free_argument(tool, schema, root, path, declared, pattern, patterns)
         finally:
             self._value_schema = None
 
+    def extra_key(self, base: str, declared: tuple[str, ...], pattern: str | None = None,
+                  patterns: tuple[str, ...] = ()) -> str:
+        """Any key as the encoder writes an attribute value (``&`` and ``"`` escaped), none of the declared
+        ones, no marker spelling; matching ``pattern`` (without ``&`` or ``"``) and no other of
+        ``patterns`` (a key two patterns match is not written: noted), else none of ``patterns``."""
+        expr = f"({text_terminal(self.forbidden)}) & /(?:[^\"&]|&amp;|&quot;)*/"
+        if declared:
+            expr += " & ~/" + "|".join(regex_escape(esc(k)) or "(?:)" for k in declared) + "/"
+        for p in patterns:
+            rx = pattern_regex(p)
+            if rx is None:
+                continue
+            expr += f' & /[^"&]*/ & /{rx}/' if p == pattern else f" & ~/{rx}/"
+        return terminal_rule(self.r, f"{base}-key", expr)
+
     def values(self, schema: Any, root: Any, name: str, path: str, depth: int) -> dict[str, list[str]]:
-        if isinstance(schema, Mapping) and "oneOf" in schema:
-            self.notes.append(Note(f"{path}.oneOf", "enforced as anyOf (more than one branch may match)"))
-        if isinstance(schema, Mapping) and ("enum" in schema or "const" in schema) and \
-                set(schema) - {"enum", "const", "type"} - ANNOTATIONS:
-            self.notes.append(Note(f"{path}.enum", "enum/const values are not checked against the other keywords"))
-        return super().values(schema, root, name, path, depth)
+        if depth == 0:
+            out = super().values(self._values_schema(schema, root, path), root, name, path, depth)
+            if "string" in out:
+                term = string_terminal(schema, root, self.forbidden, path.replace("/", "."), self.notes,
+                                       lambda v, s: _valid(v, s, root))
+                if term is None:
+                    del out["string"]
+                else:
+                    out["string"] = [terminal_rule(self.r, f"{name}-str", term)]
+            return out
+        return super().values(self._values_schema(schema, root, path), root, name, path, depth)
+
+    @staticmethod
+    def _values_schema(schema: Any, root: Any, path: str) -> Any:
+        """``schema`` with its ``enum``/``const`` cut to the values that satisfy the whole schema."""
+        if not isinstance(schema, Mapping) or not ("enum" in schema or "const" in schema):
+            return schema
+        vals = [schema["const"]] if "const" in schema else schema["enum"]
+        if not isinstance(vals, list):
+            return schema
+        keep = [v for v in vals if _valid(v, schema, root)]
+        return {"enum": keep} if keep else False
 
     def typed(self, ty: str, schema: Mapping[str, Any], root: Any, name: str, path: str) -> str:
         if ty == "string":
-            for key in _RAW_STRING_UNENFORCED:
-                if key in schema:
-                    self.notes.append(Note(f"{path}.{key}", f"{key!r} is not enforced on a raw string value"))
-            return super().typed(ty, schema, root, name, path)
+            return '""'  # replaced by the raw string terminal of the whole declared schema (values)
         if self._value_schema is not None:
             # a JSON value: the declared schema and the element's type, intersected by llguidance
-            # (exact, where the walk's own merge of allOf/anyOf branches is only the type split)
-            # (a sibling ``type`` intersects; the walk took ``ty`` from the schema's own types or branches)
             declared = self._value_schema if isinstance(self._value_schema, Mapping) else {}
             return self.json.schema({**declared, "type": ty}, root, name, self._value_path)
         return super().typed(ty, schema, root, name, path)  # pragma: no cover - values run in an element
+
+
+def _valid(value: Any, schema: Any, root: Any) -> bool:
+    """Whether ``value`` satisfies ``schema`` (its references into ``root``), by ``jsonschema``."""
+    import jsonschema
+
+    if isinstance(schema, Mapping) and isinstance(root, Mapping) and schema is not root:
+        schema = {**schema, **{k: root[k] for k in ("$defs", "definitions") if k in root}}
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        return cls(schema, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions._WrappedReferencingError,
+            jsonschema.exceptions.UnknownType):
+        return True
 
 
 TRANSLATOR = LarkK3Translator
