@@ -3,13 +3,15 @@
 with every JSON-typed value a ``%json`` of its property's schema: :mod:`kimi_chat.grammar.lark`), and
 the markers :meth:`Constraint.accepts` tokenises as special tokens.
 
-Arguments are typed ``argument`` elements, as ``encoding_k3`` writes them: a ``string`` value raw
-(``minLength``/``maxLength``, ``enum``/``const`` enforced; ``pattern`` and ``format`` are not, on raw
-text: noted), any other value JSON (its schema compiled by llguidance, ``json.dumps`` spacing or
-compact). A property's ``anyOf``/``oneOf`` is an alternative per branch (``oneOf``'s exclusivity is
-not enforced: noted), as are object keywords of the parameters other than ``properties`` /
-``required`` / ``additionalProperties`` (noted). ``<|end_of_msg|>`` ends the turn (the engine's
-end-of-generation token).
+Arguments are typed ``argument`` elements, as ``encoding_k3`` writes a dict, for every object branch of
+the parameters (:meth:`~kimi_chat.families.k3.grammar.K3Translator.call_elements`): a ``string`` value raw,
+one terminal of the property's whole schema (:func:`~kimi_chat.grammar.strings.string_terminal`: pattern,
+format, lengths, enum/const, composition), any other value JSON (the declared schema intersected with the
+element's type, compiled by llguidance, ``json.dumps`` spacing or compact); undeclared keys as
+``additional_properties`` reads the schema (a terminal spelling none of the declared keys). Notes: what
+llguidance leaves out of the parameters (once, from :func:`~kimi_chat.grammar.schemas.prepare`), and the
+object keywords the elements do not count (``minProperties`` above the required ones...).
+``<|end_of_msg|>`` ends the turn (the engine's end-of-generation token).
 """
 
 from __future__ import annotations

@@ -16,17 +16,17 @@ message::
 * The tools channel: absent (``none``), optional (``auto``), required (``required`` / a named
   function); its calls are unrolled (one, or 1..``max_calls`` with ``parallel_tool_calls``) with
   ``index`` the 1-based position (``first_index + 1`` first), as the encoder numbers them.
-* A call of a function whose parameters declare ``properties`` is one typed ``argument`` element per
-  property, in declaration order, required ones always present, optional ones allowed. The ``type``
-  attribute is the encoder's name of the value's JSON type (``string``, ``number`` for integers and
-  numbers, ``boolean``, ``null``, ``object``, ``array``); a property that allows several types is an
-  alternative per type. A ``string`` value is raw text (the encoder writes it unquoted) that cannot
-  spell a marker (bounded strings: no ``<`` or ``[`` at all); any other value is JSON following the
+* A call's elements are what the encoder writes for a dict of arguments, per object branch of the
+  parameters (a top-level ``anyOf``/``oneOf``, also under ``allOf``/``$ref``): one typed ``argument``
+  element per declared property, in declaration order, required ones always present, optional ones
+  allowed, then (the Lark translator; here only for a free-form object) elements with undeclared keys.
+  The ``type`` attribute is the encoder's name of the value's JSON type (``string``, ``number`` for
+  integers and numbers, ``boolean``, ``null``, ``object``, ``array``); a property that allows several
+  types is an alternative per type. A ``string`` value is raw text (the encoder writes it unquoted) that
+  cannot spell a marker (bounded strings: no ``<`` or ``[`` at all); any other value is JSON following the
   property's schema (:class:`~kimi_chat.grammar.json_schema.JsonSchemaTranslator`, JSON strings
-  marker-free). Parameters without ``properties`` (a free-form object, or a top-level
-  ``anyOf``/``oneOf``) are one ``json`` element (``type="object"``) holding the JSON object, or, for
-  a free-form object, argument elements with any key (as the encoder writes a dict; a repeated key is
-  not prevented); a function without ``parameters`` is a call without elements.
+  marker-free). No ``json`` element: the encoder writes one only for arguments that are not a JSON object.
+  A function without ``parameters`` is a call without elements.
 * The grammar ends with ``<|close|>message<|sep|>``: ``<|end_of_msg|>`` is the end-of-generation
   token, which llama.cpp allows only once the grammar is complete and cannot match as part of it.
 * Markers (``<|open|>``, ``<|close|>``, ``<|sep|>``) are token references when they are single tokens
