@@ -56,7 +56,8 @@ ConstraintNote = Note
 
 _GBNF_UNENFORCED = ("pattern", "format", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
                     "uniqueItems", "minProperties", "maxProperties", "patternProperties", "dependentRequired",
-                    "dependentSchemas", "if", "then", "else", "not", "contains", "propertyNames", "oneOf")
+                    "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "if", "then",
+                    "else", "not", "contains", "propertyNames", "oneOf")
 
 
 @dataclass(frozen=True)
