@@ -125,7 +125,6 @@ NOT_EXACT = {  # corpus schema -> the notes' paths (K3: typed argument elements)
     "unique_items": ["tools[0].function.parameters.properties.tags.uniqueItems"],
     "not_const": ["tools[0].function.parameters.properties.n.not"],
     "dependent_required": ["tools[0].function.parameters.dependentRequired"],
-    "min_properties_optional": ["tools[0].function.parameters.minProperties"],
 }
 
 

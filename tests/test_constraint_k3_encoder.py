@@ -75,6 +75,11 @@ def _object(draw, names=_NAMES) -> dict:
     extra = draw(_EXTRA)
     if extra is not None:
         schema["additionalProperties"] = extra
+    counts = draw(st.sampled_from([None, "min", "max"]))
+    if counts == "min":
+        schema["minProperties"] = draw(st.integers(1, len(props) + (extra is not False)))
+    elif counts == "max":
+        schema["maxProperties"] = draw(st.integers(len(required), len(props)))
     return schema
 
 
@@ -89,12 +94,15 @@ def _parameters(draw) -> dict:
         a["required"], b["required"] = list(a["properties"])[:1], list(b["properties"])[:1]
         for branch in (a, b):
             branch["additionalProperties"] = False
+            branch.pop("maxProperties", None)
+            branch.pop("minProperties", None)
         return {"anyOf": [a, b]}
     if shape == "allOf":
         a = draw(_object(st.sampled_from(["city", "days"])))
         b = draw(_object(st.sampled_from(["unit", "tags"])))
-        for branch in (a, b):
-            branch.pop("additionalProperties", None)
+        for branch in (a, b):  # members add up: counts and additionalProperties of one member would clash
+            for key in ("additionalProperties", "minProperties", "maxProperties"):
+                branch.pop(key, None)
         return {"type": "object", "allOf": [a, b]}
     return {"$ref": "#/$defs/args", "$defs": {"args": draw(_object())}}
 
@@ -153,9 +161,14 @@ def _instances(schema: object, root: dict) -> st.SearchStrategy:
         return st.lists(_instances(schema.get("items", True), root), max_size=schema.get("maxItems", 3))
     props = schema.get("properties", {})
     required = set(schema.get("required", []))
+    if "minProperties" in schema or "maxProperties" in schema:  # those with the count (or drawn again)
+        plain = {k: v for k, v in schema.items() if k not in ("minProperties", "maxProperties")}
+        lo, hi = schema.get("minProperties", 0), schema.get("maxProperties", 99)
+        return _instances(plain, root).filter(lambda v: lo <= len(v) <= hi)
     extra = schema.get("additionalProperties", True)
     fixed = st.fixed_dictionaries({k: _instances(v, root) for k, v in props.items() if k in required},
                                   optional={k: _instances(v, root) for k, v in props.items() if k not in required})
+    fixed = fixed.map(lambda d: {k: d[k] for k in props if k in d})  # declaration order, as generated
     if extra is False:
         return fixed
     more = st.dictionaries(st.text(max_size=6).filter(lambda k: k not in props), _instances(extra, root), max_size=2)
@@ -232,6 +245,7 @@ def test_official_encoder_calls_are_accepted_and_invalid_ones_refused(schema, da
 def test_declared_reading_accepts_declared_properties_only(schema, data):
     """``additional_properties="declared"``: the valid instances without undeclared properties are
     accepted, an undeclared property is refused unless ``additionalProperties`` says it is allowed."""
+    schema.pop("minProperties", None)  # a count above the declared properties: no object under this reading
     tools = [{"type": "function", "function": {"name": "f", "parameters": schema}}]
     c = constraint(tools, dialect=K3, tool_choice="required", parallel_tool_calls=False,
                    additional_properties="declared")
@@ -239,6 +253,7 @@ def test_declared_reading_accepts_declared_properties_only(schema, data):
     value = data.draw(_instances(schema, schema), label="valid")
     assume(_validator(schema).is_valid(value))
     declared = {k: v for k, v in _ordered(value, schema).items() if k in schema["properties"]}
+    assert _validator(schema).is_valid(declared)
     assert c.accepts(_completion(schema, declared, True)), declared
     extra = {**declared, "zz_undeclared": 1}
     if _validator(schema).is_valid(extra):

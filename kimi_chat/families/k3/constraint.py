@@ -16,6 +16,7 @@ object keywords the elements do not count (``minProperties`` above the required 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +30,7 @@ from .inputs import esc
 
 __all__ = ["LarkK3Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_markers", "after_reasoning"]
 
-_OBJECT_KEYWORDS = ("minProperties", "maxProperties", "propertyNames", "patternProperties", "unevaluatedProperties",
+_OBJECT_KEYWORDS = ("propertyNames", "patternProperties", "unevaluatedProperties",
                     "dependentRequired", "dependentSchemas", "dependencies", "if", "then", "else", "not", "enum",
                     "const")
 """Keywords on the object of a call's arguments that the argument elements do not hold it to (each noted,
@@ -47,26 +48,34 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
 
     def call_elements(self, name: str) -> str:
         params = self.tools[name].get("parameters")
-        if name not in self.elements and isinstance(params, Mapping):
-            # what llguidance itself leaves out of this schema (``not``, ``dependencies``, an unknown
-            # format...), once, with its path: the argument elements leave out no less
-            self.notes.extend(prepare(params, f"tools[{name!r}].parameters").notes)
-        return super().call_elements(name)
+        if name in self.elements or not isinstance(params, Mapping):
+            return super().call_elements(name)
+        # what llguidance itself leaves out of this schema (``not``, ``dependencies``, an unknown
+        # format...), once, with its path: the argument elements leave out no less, except the property
+        # counts of the arguments object, which they count themselves (K3Translator.counted)
+        found = prepare(params, f"tools[{name!r}].parameters").notes
+        start = len(self.notes)
+        self.notes.extend(found)
+        self._members: set[str] = set()
+        out = super().call_elements(name)
+        self.notes[start:start + len(found)] = [
+            n for n in found if not (n.path.rsplit(".", 1)[-1] in ("minProperties", "maxProperties")
+                                     and _canonical(n.path.rsplit(".", 1)[0]) in self._members)]
+        return out
+
+    def branch_elements(self, tool: str, members: list[tuple[Mapping[str, Any], str]], root: Any, path: str,
+                        j: int) -> str | None:
+        self._members.update(_canonical(path + where[1:] if where.startswith("#") else where) for _, where in members)
+        return super().branch_elements(tool, members, root, path, j)
 
     def branch_notes(self, members: list[tuple[Mapping[str, Any], str]], path: str) -> None:
         noted = {n.path for n in self.notes}
-        required = {r for m, _ in members for r in (m.get("required") or ()) if isinstance(r, str)}
         declared = {k for m, _ in members if isinstance(m.get("properties"), Mapping) for k in m["properties"]}
-        extras = self.extra_schema(members, bool(declared)) is not None
         for m, where in members:
             at = where.replace("/", ".")
             for key in _OBJECT_KEYWORDS:
                 if key not in m or f"{at}.{key}" in noted or (key == "else" and "if" in m) or (
                         key == "then" and "if" in m):
-                    continue
-                if key == "minProperties" and isinstance(m[key], int) and m[key] <= len(required):
-                    continue  # every object of the branch has that many
-                if key == "maxProperties" and isinstance(m[key], int) and not extras and m[key] >= len(declared):
                     continue
                 if key == "patternProperties" and isinstance(m[key], Mapping) and not any(
                         self._matches(p, k) for p in m[key] for k in declared) and (
@@ -149,6 +158,12 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
             declared = self._value_schema if isinstance(self._value_schema, Mapping) else {}
             return self.json.schema({**declared, "type": ty}, root, name, self._value_path)
         return super().typed(ty, schema, root, name, path)  # pragma: no cover - values run in an element
+
+
+def _canonical(path: str) -> str:
+    """A schema path as the walk (``/anyOf/0``) or :func:`~kimi_chat.grammar.schemas.prepare`
+    (``.anyOf[0]``) writes it, in one spelling."""
+    return re.sub(r"\[(\d+)\]", r".\1", path).replace("/", ".")
 
 
 def _valid(value: Any, schema: Any, root: Any) -> bool:

@@ -59,6 +59,7 @@ _MARKER_IDS = {M.K3_OPEN.text: M.K3_OPEN.id, M.K3_CLOSE.text: M.K3_CLOSE.id, M.K
 _RAW_CHAR = r"[^<\x5B\x00]"  # a character of a bounded raw string: no marker can start with it
 _MAX_REF_DEPTH = 32
 _MAX_BRANCHES = 64
+_MAX_COUNT = 64
 
 
 def _attrs(*pairs: tuple[str, Any]) -> str:
@@ -247,7 +248,7 @@ class K3Translator(FormatTranslator):
                     self._dead = f"{where}: no value satisfies the schema"
                     return None
                 continue
-            parts.append(el if k in required else optional(el))
+            parts.append((el, k in required))
         extras = self.extra_schema(members, bool(keys))
         pats: dict[str, Any] = {}
         for m, _ in members:
@@ -263,9 +264,70 @@ class K3Translator(FormatTranslator):
                 free.append(self.free_argument(tool, extras, root, f"{path}/additionalProperties", tuple(keys),
                                                None, tuple(pats)))
         free = [f for f in free if f != '""']
-        if free:
-            parts.append(f"{alternation(free)}*")
-        return " ".join(parts) or '""'
+        lo, hi = self.property_counts(members)
+        if lo <= sum(req for _, req in parts) and (hi is None or hi >= len(parts) and not free):
+            seq = [el if req else optional(el) for el, req in parts] + ([f"{alternation(free)}*"] if free else [])
+            return " ".join(seq) or '""'
+        counted = self.counted(parts, alternation(free) if free else None, lo, hi, f"args-{self.slugs[tool]}-{j}")
+        if counted is None:
+            self._dead = f"{path}: minProperties/maxProperties leave no object"
+        return counted
+
+    def property_counts(self, members: list[tuple[Mapping[str, Any], str]]) -> tuple[int, int | None]:
+        """The branch's ``minProperties`` (the largest of its members') and ``maxProperties`` (the
+        smallest; ``None``: no bound)."""
+        lo, hi = 0, None
+        for m, where in members:
+            if "minProperties" in m:
+                lo = max(lo, bounds(m, "minProperties", "maxProperties", where)[0])
+            if isinstance(m.get("maxProperties"), int) and not isinstance(m["maxProperties"], bool) \
+                    and m["maxProperties"] >= 0:
+                hi = m["maxProperties"] if hi is None else min(hi, m["maxProperties"])
+        return lo, hi
+
+    def counted(self, parts: list[tuple[str, bool]], free: str | None, lo: int, hi: int | None,
+                base: str) -> str | None:
+        """The elements ``parts`` (``(rule, required)``, in order) then any number of ``free`` ones, with
+        between ``lo`` and ``hi`` elements in all: rules ``S(i, n)`` (the elements from ``i`` on, ``n``
+        written so far, counted up to the bound that matters). ``None``: no count fits."""
+        cap = lo if hi is None else hi
+        if cap > _MAX_COUNT:
+            raise GrammarError(f"{base}: minProperties/maxProperties above {_MAX_COUNT} with optional "
+                               "properties: not translated")
+        memo: dict[tuple[int, int], str | None] = {}
+
+        def rest(i: int, n: int) -> str | None:
+            n = min(n, cap) if hi is None else n
+            if hi is not None and n > hi:
+                return None
+            if (i, n) in memo:
+                return memo[(i, n)]
+            memo[(i, n)] = None  # no cycle: i or n grows, but reserve the entry
+            alts: list[str] = []
+            if i == len(parts):
+                if n >= lo:
+                    alts.append('""')
+                if free is not None:
+                    if hi is None and n >= lo:
+                        alts = [f"{free}*"]
+                    elif hi is None or n < hi:
+                        nxt = rest(i, n + 1)
+                        if nxt is not None:
+                            alts.append(f"{free} {nxt}")
+            else:
+                el, req = parts[i]
+                with_el = rest(i + 1, n + 1)
+                if with_el is not None:
+                    alts.append(f"{el} {with_el}")
+                if not req:
+                    without = rest(i + 1, n)
+                    if without is not None:
+                        alts.append(without)
+            out = self.r.set(self.r.fresh(f"{base}-n"), alternation(alts)) if alts else None
+            memo[(i, n)] = out
+            return out
+
+        return rest(0, 0)
 
     def extra_schema(self, members: list[tuple[Mapping[str, Any], str]], declares: bool) -> Any:
         """The schema of an undeclared property's value in a branch (``None``: none is allowed)."""
