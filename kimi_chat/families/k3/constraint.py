@@ -48,6 +48,7 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
 
     def call_elements(self, name: str) -> str:
         params = self.tools[name].get("parameters")
+        self._members: set[str] = set()  # the paths of the arguments object's members (branch_elements)
         if name in self.elements or not isinstance(params, Mapping):
             return super().call_elements(name)
         # what llguidance itself leaves out of this schema (``not``, ``dependencies``, an unknown
@@ -56,7 +57,6 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
         found = prepare(params, f"tools[{name!r}].parameters").notes
         start = len(self.notes)
         self.notes.extend(found)
-        self._members: set[str] = set()
         out = super().call_elements(name)
         self.notes[start:start + len(found)] = [
             n for n in found if not (n.path.rsplit(".", 1)[-1] in ("minProperties", "maxProperties")
