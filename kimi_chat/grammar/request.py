@@ -59,6 +59,12 @@ _GBNF_UNENFORCED = ("pattern", "format", "maximum", "exclusiveMinimum", "exclusi
                     "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "if", "then",
                     "else", "not", "contains", "propertyNames", "oneOf")
 
+_GBNF_ENUM_SIBLINGS = frozenset({"minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+                                 "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems", "items",
+                                 "prefixItems", "properties", "required", "additionalProperties", "minProperties",
+                                 "maxProperties", "not", "allOf", "anyOf", "oneOf", "$ref"})
+"""Keywords that may exclude an ``enum``/``const`` value, which the GBNF rules (the value as it is) ignore."""
+
 
 @dataclass(frozen=True)
 class Constraint:
@@ -269,6 +275,21 @@ def _tokenize(text: str, ids: Mapping[str, int]) -> list[int]:
 
 # ---------------------------------------------------------------------- building
 
+def _off_type(schema: Mapping[str, Any]) -> bool:
+    """Whether an ``enum``/``const`` value of ``schema`` is not of its ``type``."""
+    t = schema.get("type")
+    if t is None:
+        return False
+    types = set(t) if isinstance(t, list) else {t}
+    vals = [schema["const"]] if "const" in schema else schema.get("enum")
+    names = {bool: "boolean", str: "string", type(None): "null", dict: "object", list: "array", float: "number"}
+    for v in vals if isinstance(vals, list) else []:
+        kind = "integer" if isinstance(v, int) and not isinstance(v, bool) else names.get(type(v), "?")
+        if kind not in types and not (kind == "integer" and "number" in types):
+            return True
+    return False
+
+
 def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any, policy: str = "schema") -> list[Note]:
     """What the GBNF export leaves out of the tools' schemas and the reply's (``response``), read with
     ``additional_properties=policy`` (undeclared properties: never generated beside declared ones, which
@@ -282,6 +303,9 @@ def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any, policy: str
             for key in _GBNF_UNENFORCED:
                 if key in sub:
                     notes.append(Note(f"{where}.{key}", f"{key!r} is not enforced by the GBNF export"))
+            if ("enum" in sub or "const" in sub) and (set(sub) & _GBNF_ENUM_SIBLINGS or _off_type(sub)):
+                notes.append(Note(f"{where}.{'enum' if 'enum' in sub else 'const'}",
+                                  "enum/const values are not checked against the other keywords by the GBNF export"))
             if "minimum" in sub and sub["minimum"] != 0:
                 notes.append(Note(f"{where}.minimum", "'minimum' is not enforced by the GBNF export"))
             if isinstance(sub.get("properties"), Mapping) and sub.get("additionalProperties", True) is not False \

@@ -65,7 +65,8 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
 
     def branch_elements(self, tool: str, members: list[tuple[Mapping[str, Any], str]], root: Any, path: str,
                         j: int) -> str | None:
-        self._members.update(_canonical(path + where[1:] if where.startswith("#") else where) for _, where in members)
+        self._members.update(_canonical(path + where[1:] if where.startswith("#") else where)
+                             for _, where in members)
         return super().branch_elements(tool, members, root, path, j)
 
     def branch_notes(self, members: list[tuple[Mapping[str, Any], str]], path: str) -> None:
@@ -85,8 +86,6 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
 
     @staticmethod
     def _matches(pattern: str, key: str) -> bool:
-        import re
-
         try:
             return re.search(pattern, key) is not None
         except re.error:
@@ -127,8 +126,11 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
         return terminal_rule(self.r, f"{base}-key", expr)
 
     def values(self, schema: Any, root: Any, name: str, path: str, depth: int) -> dict[str, list[str]]:
+        narrowed = self._values_schema(schema, root, path)
+        if narrowed is False:
+            return {}  # no enum/const value satisfies the schema
         if depth == 0:
-            out = super().values(self._values_schema(schema, root, path), root, name, path, depth)
+            out = super().values(narrowed, root, name, path, depth)
             if "string" in out:
                 term = string_terminal(schema, root, self.forbidden, path.replace("/", "."), self.notes,
                                        lambda v, s: _valid(v, s, root))
@@ -137,7 +139,7 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
                 else:
                     out["string"] = [terminal_rule(self.r, f"{name}-str", term)]
             return out
-        return super().values(self._values_schema(schema, root, path), root, name, path, depth)
+        return super().values(narrowed, root, name, path, depth)
 
     @staticmethod
     def _values_schema(schema: Any, root: Any, path: str) -> Any:
