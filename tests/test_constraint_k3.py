@@ -210,3 +210,20 @@ def test_matcher_over_the_k3_tokenizer():
     assert m.consume_token(tok.special_tokens[EOM]) and m.is_stopped()
     typed = c.matcher(tok)  # the tag markers typed as text: never the special tokens
     assert not (typed.consume_tokens(tok.encode(out, allow_special=False)) and typed.is_accepting())
+
+
+def test_top_level_one_of_is_exact_where_llguidance_proves_the_branches_disjoint():
+    circle = {"type": "object", "properties": {"shape": {"const": "circle"}, "radius": {"type": "number"}},
+              "required": ["shape", "radius"], "additionalProperties": False}
+    square = {"type": "object", "properties": {"shape": {"const": "square"}, "side": {"type": "number"}},
+              "required": ["shape", "side"], "additionalProperties": False}
+    tools = [tool({"oneOf": [circle, square]})]
+    c = constraint(tools, dialect=K3, tool_choice="required")
+    assert c.exact, c.notes
+    assert c.accepts(_k3_text({"shape": "circle", "radius": 2}, tools))
+    assert c.accepts(_k3_text({"shape": "square", "side": 1.5}, tools))
+    assert not c.accepts(_k3_text({"shape": "circle", "side": 1}, tools))
+    loose = [tool({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                             {"type": "object", "properties": {"b": {"type": "integer"}}}]})]
+    c = constraint(loose, dialect=K3, tool_choice="required")
+    assert [n.path for n in c.notes] == ["tools[0].function.parameters.oneOf"]  # {} matches both branches

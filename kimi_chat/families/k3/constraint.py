@@ -9,8 +9,9 @@ one terminal of the property's whole schema (:func:`~kimi_chat.grammar.strings.s
 format, lengths, enum/const, composition), any other value JSON (the declared schema intersected with the
 element's type, compiled by llguidance, ``json.dumps`` spacing or compact); undeclared keys as
 ``additional_properties`` reads the schema (a terminal spelling none of the declared keys). Notes: what
-llguidance leaves out of the parameters (once, from :func:`~kimi_chat.grammar.schemas.prepare`), and the
-object keywords the elements do not count (``minProperties`` above the required ones...).
+llguidance leaves out of a JSON value (its ``%json``), a ``oneOf`` of the arguments object llguidance
+cannot prove exclusive, and the object keywords the elements do not hold the arguments to (``not``,
+``dependencies``, ``propertyNames``...), each once with its path.
 ``<|end_of_msg|>`` ends the turn (the engine's end-of-generation token).
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 from ... import markers as M
 from ...dialects import Dialect
 from ...grammar.lark import LarkTranslatorMixin, regex_escape, terminal_rule, text_terminal
-from ...grammar.schemas import Note, prepare
+from ...grammar.schemas import Note, prepare, walk_schemas
 from ...grammar.strings import pattern_regex, string_terminal
 from .grammar import GRAMMAR, K3Translator
 from .inputs import esc
@@ -33,8 +34,8 @@ __all__ = ["LarkK3Translator", "TRANSLATOR", "GRAMMAR", "special_markers", "end_
 _OBJECT_KEYWORDS = ("propertyNames", "patternProperties", "unevaluatedProperties",
                     "dependentRequired", "dependentSchemas", "dependencies", "if", "then", "else", "not", "enum",
                     "const")
-"""Keywords on the object of a call's arguments that the argument elements do not hold it to (each noted,
-unless llguidance itself does not enforce it: then its note is llguidance's)."""
+"""Keywords on the object of a call's arguments that the argument elements do not hold it to (each noted
+once, with its path)."""
 
 
 class LarkK3Translator(LarkTranslatorMixin, K3Translator):
@@ -49,18 +50,14 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
     def call_elements(self, name: str) -> str:
         params = self.tools[name].get("parameters")
         self._members: set[str] = set()  # the paths of the arguments object's members (branch_elements)
-        if name in self.elements or not isinstance(params, Mapping):
-            return super().call_elements(name)
-        # what llguidance itself leaves out of this schema (``not``, ``dependencies``, an unknown
-        # format...), once, with its path: the argument elements leave out no less, except the property
-        # counts of the arguments object, which they count themselves (K3Translator.counted)
-        found = prepare(params, f"tools[{name!r}].parameters").notes
-        start = len(self.notes)
-        self.notes.extend(found)
         out = super().call_elements(name)
-        self.notes[start:start + len(found)] = [
-            n for n in found if not (n.path.rsplit(".", 1)[-1] in ("minProperties", "maxProperties")
-                                     and _canonical(n.path.rsplit(".", 1)[0]) in self._members)]
+        if isinstance(params, Mapping) and _holds_one_of(params):
+            # a oneOf of the arguments object is its branches (anyOf); exact where llguidance proves the
+            # branches disjoint, else its note ("enforced as anyOf"), with the path (its other notes are
+            # the ones of the values, which their own %json or terminal gives)
+            for n in prepare(params, f"tools[{name!r}].parameters").notes:
+                if n.path.endswith(".oneOf") and _canonical(n.path[: -len(".oneOf")]) in self._members:
+                    self.notes.append(n)
         return out
 
     def branch_elements(self, tool: str, members: list[tuple[Mapping[str, Any], str]], root: Any, path: str,
@@ -160,6 +157,10 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
             declared = self._value_schema if isinstance(self._value_schema, Mapping) else {}
             return self.json.schema({**declared, "type": ty}, root, name, self._value_path)
         return super().typed(ty, schema, root, name, path)  # pragma: no cover - values run in an element
+
+
+def _holds_one_of(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and any("oneOf" in sub for sub, _ in walk_schemas(dict(schema), ""))
 
 
 def _canonical(path: str) -> str:
