@@ -167,12 +167,9 @@ class LarkTranslatorMixin:
 def build_lark(translator: type[Any], grammar: Mapping[str, Any], tools: Sequence[Any] | None, tool_choice: Any,
                parallel_tool_calls: bool, dialect: Any, max_calls: int, first_index: int,
                token_markers: Collection[str] | None, reasoning: bool, content: bool, options: Mapping[str, Any],
-               response_schema: Any, start_rule: str | None = None,
-               additional_properties: str = "schema") -> tuple[str, tuple[Any, ...]]:
+               response_schema: Any, start_rule: str | None = None) -> tuple[str, tuple[Any, ...]]:
     """The Lark grammar of ``translator`` (a family's GBNF translator with :class:`LarkTranslatorMixin`)
-    over ``grammar`` for one request, and the notes of what it does not enforce exactly.
-    ``additional_properties``: the reading of undeclared properties (the translator's attribute of that
-    name, where it has one)."""
+    over ``grammar`` for one request, and the notes of what it does not enforce exactly."""
     from .translate import walk
 
     writers: list[LarkJson] = []
@@ -183,7 +180,6 @@ def build_lark(translator: type[Any], grammar: Mapping[str, Any], tools: Sequenc
 
     def configure(tr: Any) -> None:
         tr.notes = []
-        tr.additional_properties = additional_properties
 
     rules, tr = walk(translator, grammar, tools, tool_choice, parallel_tool_calls, dialect, max_calls, first_index,
                      token_markers, reasoning, content, options, json=json_writer, configure=configure,

@@ -434,7 +434,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     try:
             lark, family_notes = build_lark(fam.TRANSLATOR, fam.GRAMMAR, bundled, tool_choice, parallel_tool_calls, d,
                                         max_calls, first_index, None, reasoning, content, options, response,
-                                        start_rule=start, additional_properties=additional_properties)
+                                        start_rule=start)
     except GrammarError as e:
         raise GrammarError(_request_path(str(e), names)) from None
     notes += family_notes

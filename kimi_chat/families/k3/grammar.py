@@ -133,11 +133,6 @@ class K3Translator(FormatTranslator):
 
     # ------------------------------------------------------------------ a call's elements
 
-    additional_properties = "schema"
-    """The reading of undeclared properties (:func:`kimi_chat.grammar.constraint`'s option): ``"schema"``,
-    argument elements with undeclared keys where the schema allows them; ``"declared"``, only where the
-    schema says so explicitly (``additionalProperties`` set) or declares no property at all."""
-
     extra_arguments = False
     """Whether the translation writes argument elements with undeclared keys beside declared ones (the GBNF
     export does not: it cannot keep them apart from the declared keys; noted in ``gbnf_notes``; the Lark
@@ -249,7 +244,7 @@ class K3Translator(FormatTranslator):
                     return None
                 continue
             parts.append((el, k in required))
-        extras = self.extra_schema(members, bool(keys))
+        extras = self.extra_schema(members)
         pats: dict[str, Any] = {}
         for m, _ in members:
             if isinstance(m.get("patternProperties"), Mapping):
@@ -329,8 +324,10 @@ class K3Translator(FormatTranslator):
 
         return rest(0, 0)
 
-    def extra_schema(self, members: list[tuple[Mapping[str, Any], str]], declares: bool) -> Any:
-        """The schema of an undeclared property's value in a branch (``None``: none is allowed)."""
+    def extra_schema(self, members: list[tuple[Mapping[str, Any], str]]) -> Any:
+        """The schema of an undeclared property's value in a branch (``None``: none is allowed): every
+        member's ``additionalProperties`` (``additional_properties="declared"`` has made it false where
+        the schema leaves it unsaid: :func:`~kimi_chat.grammar.schemas.declared_only`)."""
         subs = []
         for m, _ in members:
             extra = m.get("additionalProperties", True)
@@ -338,9 +335,6 @@ class K3Translator(FormatTranslator):
                 return None
             if extra is not True and extra != {}:
                 subs.append(extra)
-        if declares and self.additional_properties == "declared" and not all(
-                "additionalProperties" in m for m, _ in members if "properties" in m or "required" in m):
-            return None
         return subs[0] if len(subs) == 1 else ({"allOf": subs} if subs else True)
 
     def branch_notes(self, members: list[tuple[Mapping[str, Any], str]], path: str) -> None:
