@@ -4,7 +4,8 @@ nested objects, ``anyOf`` of types, a top-level ``anyOf``/``allOf``/``$ref``, ea
 ``additionalProperties``), a valid instance (drawn from the schema by :func:`_instances`, checked valid
 by ``jsonschema``) rendered as a call by the official
 ``encoding_k3`` is accepted by ``constraint(...)`` whenever it claims ``exact``, and an invalid instance
-(a valid one changed, checked invalid by ``jsonschema``) rendered the same way is refused.
+(a valid one changed, checked invalid by ``jsonschema``) rendered the same way is refused; the GBNF
+export takes the valid call too where it claims ``gbnf_exact``.
 
 Instances list the declared properties in declaration order, undeclared ones after (the order the
 constraint generates, as llguidance's ``%json`` does for K2)."""
@@ -27,6 +28,7 @@ import jsonschema  # noqa: E402
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from gbnf_recognizer import accepts as gbnf_accepts  # noqa: E402
 from kimi_chat.grammar.request import constraint  # noqa: E402
 
 K3 = "kimi-k3"
@@ -229,7 +231,10 @@ def test_official_encoder_calls_are_accepted_and_invalid_ones_refused(schema, da
     check = _validator(schema)
     value = _ordered(data.draw(_instances(schema, schema), label="valid"), schema)
     assume(check.is_valid(value))  # hypothesis-jsonschema's formats are not always jsonschema's
-    assert c.accepts(_completion(schema, value, thinking)), value
+    text = _completion(schema, value, thinking)
+    assert c.accepts(text), value
+    if c.gbnf_exact:  # the GBNF export, where it claims exactness, takes the same call
+        assert gbnf_accepts(c.gbnf, text.removesuffix("<|end_of_msg|>")), value
     # an invalid instance: one property's value replaced, or an undeclared property added
     bad = dict(value)
     key = data.draw(st.sampled_from(sorted(bad) + ["zz_undeclared"]), label="key")
