@@ -222,7 +222,7 @@ _WRONG = st.one_of(st.none(), st.booleans(), st.integers(-100, 100), st.text(max
 
 
 @needs_reference
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, suppress_health_check=list(HealthCheck))  # examples: the profile (ci: 300)
 @given(schema=_parameters(), data=st.data(), thinking=st.booleans())
 def test_official_encoder_calls_are_accepted_and_invalid_ones_refused(schema, data, thinking):
     tools = [{"type": "function", "function": {"name": "f", "parameters": schema}}]
@@ -245,7 +245,7 @@ def test_official_encoder_calls_are_accepted_and_invalid_ones_refused(schema, da
 
 
 @needs_reference
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(deadline=None, suppress_health_check=list(HealthCheck))
 @given(schema=_object(), data=st.data())
 def test_declared_reading_accepts_declared_properties_only(schema, data):
     """``additional_properties="declared"``: the valid instances without undeclared properties are
