@@ -10,7 +10,9 @@
   (:mod:`~kimi_chat.families.k2.grammar`, :mod:`~kimi_chat.families.k3.grammar`), on the walk of
   :mod:`~kimi_chat.grammar.translate` they share;
 * :mod:`~kimi_chat.grammar.request`: :func:`constraint`, the llguidance constraint of one request
-  (Lark, schemas by llguidance; needs the ``constraints`` extra, imported on first use).
+  (Lark, schemas by llguidance; needs the ``constraints`` extra, imported on first use);
+* :mod:`~kimi_chat.grammar.strings`: a raw (unquoted) string value held to its schema as one llguidance
+  terminal (Kimi-K3 ``string`` arguments).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ rule names of lower-case letters, digits and ``-``); :func:`to_lark` prints the 
 * ``name ::= body`` becomes ``name: body``, and ``start: root`` is added;
 * GBNF character classes (``[^<\\x5B]{1,64}``) become regex terminals (``/[^<\\x5B]{1,64}/``);
 * a rule whose body is ``%json {…}`` (a schema, :func:`json_rule`) is kept as it is;
+* a rule whose body is ``%terminal EXPR`` (:func:`terminal_rule`: an llguidance terminal expression,
+  regexes combined with ``|``, ``&`` and ``~``) becomes a terminal of that expression and the rule
+  naming it;
 * the free-text rule ``text`` is one terminal: any text none of whose substrings is a forbidden
   marker spelling (``/(?s:.*)/ & ~/(?s:.*)(M1|M2|…)(?s:.*)/``). Markers in the grammar are special
   tokens (``<|tool_call_begin|>``): typed text (its bytes) can never satisfy them, and free text
@@ -22,7 +25,7 @@ from typing import Any
 
 from .gbnf import Rules
 
-__all__ = ["to_lark", "lark_string", "json_rule", "regex_escape", "text_terminal", "LarkJson", "LarkTranslatorMixin", "build_lark"]
+__all__ = ["to_lark", "lark_string", "json_rule", "terminal_rule", "regex_escape", "text_terminal", "LarkJson", "LarkTranslatorMixin", "build_lark"]
 
 _PIECE = re.compile(r'"(?:[^"\\]|\\.)*"|<[^>]*>|(\[(?:[^\]\\]|\\.)*\](?:\{\d*(?:,\d*)?\})?)')
 _TEXT_THEN_LITERAL = re.compile(r'(?<![\w-])text ("(?:[^"\\]|\\.)*")')
@@ -46,6 +49,15 @@ def text_terminal(forbidden: Collection[str]) -> str:
 def json_rule(rules: Rules, base: str, schema: Any) -> str:
     """A new rule (named from ``base``) holding ``%json`` of ``schema``; returns its name."""
     return rules.set(rules.fresh(base), "%json " + json.dumps(schema, ensure_ascii=False, sort_keys=False))
+
+
+_TERMINAL = "%terminal "
+
+
+def terminal_rule(rules: Rules, base: str, expr: str) -> str:
+    """A new rule (named from ``base``) matching the llguidance terminal expression ``expr`` (one lexeme:
+    ``/regex/`` pieces combined with ``|``, ``&``, ``~`` and parentheses); returns its name."""
+    return rules.set(rules.fresh(base), _TERMINAL + expr)
 
 
 _STRING_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|U[0-9A-Fa-f]{8}|.)")
@@ -98,6 +110,10 @@ def to_lark(rules: Rules, forbidden: Collection[str], root: str = "root") -> str
         m = _RULE_LINE.match(line)
         if m is None:  # pragma: no cover - Rules writes one rule per line
             raise ValueError(f"not a rule line: {line!r}")
+        if m.group(2).startswith(_TERMINAL):
+            term = m.group(1).upper().replace("-", "_")
+            lines += [f"{m.group(1)}: {term}", f"{term}: {m.group(2)[len(_TERMINAL):]}"]
+            continue
         body = m.group(2) if m.group(2).startswith("%json ") else _TEXT_THEN_LITERAL.sub(until, m.group(2))
         lines.append(f"{m.group(1)}: {_body(body)}")
     lines += [f"{name}[suffix={lark_string(lit)}]: TEXT" for lit, name in suffixed.items()]

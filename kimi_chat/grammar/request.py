@@ -44,7 +44,7 @@ from ..output.tools import normalise_tools
 from ..output.types import ParsedMessage, ToolCallStatus
 from .gbnf import GrammarError
 from .lark import build_lark
-from .schemas import Note, bundle, walk_schemas
+from .schemas import ADDITIONAL_PROPERTIES, Note, bundle, declared_only, walk_schemas
 from .tool_calls import tool_call_grammar
 from .translate import RESPONSE_PATH, after_reasoning, response_schema
 
@@ -56,7 +56,14 @@ ConstraintNote = Note
 
 _GBNF_UNENFORCED = ("pattern", "format", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
                     "uniqueItems", "minProperties", "maxProperties", "patternProperties", "dependentRequired",
-                    "dependentSchemas", "if", "then", "else", "not", "contains", "propertyNames", "oneOf")
+                    "dependentSchemas", "dependencies", "unevaluatedProperties", "unevaluatedItems", "if", "then",
+                    "else", "not", "contains", "propertyNames", "oneOf")
+
+_GBNF_ENUM_SIBLINGS = frozenset({"minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+                                 "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "uniqueItems", "items",
+                                 "prefixItems", "properties", "required", "additionalProperties", "minProperties",
+                                 "maxProperties", "not", "allOf", "anyOf", "oneOf", "$ref"})
+"""Keywords that may exclude an ``enum``/``const`` value, which the GBNF rules (the value as it is) ignore."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,9 @@ class Constraint:
         # and strings are automata written out as rules)
         req = dict(self.request)
         response = req.pop("response", None)
+        policy = req.pop("additional_properties", "schema")
         notes = list(self.schema_notes)
-        notes += _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), response)
+        notes += _gbnf_notes(normalise_tools(req.get("tools"), error=GrammarError), response, policy)
         try:
             gbnf = tool_call_grammar(**req, reply_schema=response)
         except GrammarError as e:
@@ -267,8 +275,25 @@ def _tokenize(text: str, ids: Mapping[str, int]) -> list[int]:
 
 # ---------------------------------------------------------------------- building
 
-def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Note]:
-    """What the GBNF export leaves out of the tools' schemas and the reply's (``response``)."""
+def _off_type(schema: Mapping[str, Any]) -> bool:
+    """Whether an ``enum``/``const`` value of ``schema`` is not of its ``type``."""
+    t = schema.get("type")
+    if t is None:
+        return False
+    types = set(t) if isinstance(t, list) else {t}
+    vals = [schema["const"]] if "const" in schema else schema.get("enum")
+    names = {bool: "boolean", str: "string", type(None): "null", dict: "object", list: "array", float: "number"}
+    for v in vals if isinstance(vals, list) else []:
+        kind = "integer" if isinstance(v, int) and not isinstance(v, bool) else names.get(type(v), "?")
+        if kind not in types and not (kind == "integer" and "number" in types):
+            return True
+    return False
+
+
+def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any, policy: str = "schema") -> list[Note]:
+    """What the GBNF export leaves out of the tools' schemas and the reply's (``response``), read with
+    ``additional_properties=policy`` (undeclared properties: never generated beside declared ones, which
+    ``"declared"`` asks for unless ``additionalProperties`` is explicitly allowed)."""
     notes = []
     schemas = [(fn.get("parameters"), f"tools[{i}].function.parameters") for i, fn in enumerate(fns.values())]
     if response is not None:
@@ -278,9 +303,13 @@ def _gbnf_notes(fns: Mapping[str, Mapping[str, Any]], response: Any) -> list[Not
             for key in _GBNF_UNENFORCED:
                 if key in sub:
                     notes.append(Note(f"{where}.{key}", f"{key!r} is not enforced by the GBNF export"))
+            if ("enum" in sub or "const" in sub) and (set(sub) & _GBNF_ENUM_SIBLINGS or _off_type(sub)):
+                notes.append(Note(f"{where}.{'enum' if 'enum' in sub else 'const'}",
+                                  "enum/const values are not checked against the other keywords by the GBNF export"))
             if "minimum" in sub and sub["minimum"] != 0:
                 notes.append(Note(f"{where}.minimum", "'minimum' is not enforced by the GBNF export"))
-            if isinstance(sub.get("properties"), Mapping) and sub.get("additionalProperties", True) is not False:
+            if isinstance(sub.get("properties"), Mapping) and sub.get("additionalProperties", True) is not False \
+                    and (policy == "schema" or "additionalProperties" in sub):
                 notes.append(Note(f"{where}.additionalProperties",
                                   "the GBNF export never generates undeclared properties"))
     return notes
@@ -310,7 +339,8 @@ def _note_path(note: Note, names: Mapping[str, int]) -> Note:
 
 
 def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, tool_choice: Any = "auto",
-               parallel_tool_calls: bool = True, response_format: Any = None, **render_options: Any) -> Constraint:
+               parallel_tool_calls: bool = True, response_format: Any = None, additional_properties: str = "schema",
+               **render_options: Any) -> Constraint:
     """The constraint of one request's assistant output (module docstring).
 
     * ``tools``, ``tool_choice`` (``"auto"``, ``"none"``, ``"required"``, ``{"type": "function",
@@ -318,6 +348,17 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
       tools is ``"none"``);
     * ``response_format``: ``{"type": "json_object"}`` or ``{"type": "json_schema", "json_schema":
       {"schema": ...}}`` constrains the reply (K2: the content; K3: the response channel);
+    * ``additional_properties``: how undeclared properties (of the tools' arguments and the reply) are
+      read, the same for every family. ``"schema"`` (the default) reads the schema as JSON Schema does:
+      an object takes undeclared properties unless ``additionalProperties`` is false (K2: llguidance's
+      ``%json``; K3: argument elements with any other key and any type the encoder writes, after the
+      declared ones). ``"declared"`` generates only declared properties where an object declares some
+      and leaves ``additionalProperties`` unsaid (an explicit ``true`` or schema is honoured, a
+      free-form object stays free-form), as most engines do for a forced call. ``"schema"`` is the
+      default because it is the schema's own meaning (every valid call can be generated: what ``exact``
+      promises) and what K2 has always enforced; a server that wants tighter calls asks for
+      ``"declared"``. Either is a reading, not an inexactness: ``exact``/``notes`` are about the schema
+      as read;
     * ``render_options``: the prompt's render options (``thinking=False``...), plus ``first_index``
       (the running index of the first call, default 0), ``max_calls`` (default 8), ``reasoning``
       (allow reasoning where the format has it, default True), ``content`` (allow content before
@@ -334,9 +375,14 @@ def constraint(tools: Sequence[Any] | None = None, *, dialect: str | Dialect, to
     d = get_dialect(dialect)
     # an exact key (kimi_chat.caches.content_key: plain data only, types and key order kept: the order of
     # properties is the order the grammar writes them in); None (a tool object...): not cached
-    key = content_key([tools, d.name, tool_choice, parallel_tool_calls, response_format, render_options])
+    if additional_properties not in ADDITIONAL_PROPERTIES:
+        raise GrammarError(f"additional_properties: expected one of {', '.join(map(repr, ADDITIONAL_PROPERTIES))}, "
+                           f"got {additional_properties!r}")
+    key = content_key([tools, d.name, tool_choice, parallel_tool_calls, response_format, additional_properties,
+                       render_options])
     return _CACHE.get_or_compute(
-        key, lambda: _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options))
+        key, lambda: _build(tools, d, tool_choice, parallel_tool_calls, response_format, render_options,
+                            additional_properties))
 
 
 CACHE_SIZE = 64
@@ -351,7 +397,7 @@ def clear_cache() -> None:
 
 
 def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_tool_calls: bool,
-           response_format: Any, render_options: Mapping[str, Any]) -> Constraint:
+           response_format: Any, render_options: Mapping[str, Any], additional_properties: str = "schema") -> Constraint:
     """:func:`constraint`, uncached."""
     options = dict(render_options)
     start = None
@@ -373,11 +419,15 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
         if isinstance(params, Mapping):
             params, ref_notes = bundle(dict(params), f"tools[{i}].function.parameters")
             notes += ref_notes
+            if additional_properties == "declared":
+                params = declared_only(params)
         bundled.append({"type": "function", "function": {**fn, "parameters": params}})
     notes += _invalid_schema(response, RESPONSE_PATH)
     if isinstance(response, Mapping):
         response, ref_notes = bundle(dict(response), RESPONSE_PATH)
         notes += ref_notes
+        if additional_properties == "declared":
+            response = declared_only(response)
     prepared = tuple(notes)  # what reading the schemas found (invalid schemas, references): the GBNF export's too
     fam = importlib.import_module(family_of(d).constraint)
     names = {name: i for i, name in enumerate(fns)}
@@ -395,5 +445,6 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
     request = dict(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, dialect=d,
                    max_calls=max_calls, first_index=first_index, reasoning=reasoning, content=content,
                    response=response, after_reasoning=start is not None, **options)
+    request["additional_properties"] = additional_properties
     return Constraint(dialect=d, lark=lark, exact=not unique, notes=unique, schema_notes=prepared,
                       schemas={name: fn.get("parameters") for name, fn in fns.items()}, request=request)

@@ -29,7 +29,11 @@ from referencing.jsonschema import DRAFT7, DRAFT202012, specification_with
 
 from .gbnf import GrammarError
 
-__all__ = ["Note", "Prepared", "bundle", "prepare", "compile_error", "walk_schemas", "ANNOTATIONS", "SEPARATORS"]
+__all__ = ["Note", "Prepared", "bundle", "prepare", "compile_error", "walk_schemas", "declared_only",
+           "ADDITIONAL_PROPERTIES", "ANNOTATIONS", "SEPARATORS"]
+
+ADDITIONAL_PROPERTIES = ("schema", "declared")
+"""The readings of undeclared properties :func:`kimi_chat.grammar.constraint` offers (its docstring)."""
 
 ANNOTATIONS = frozenset({"title", "description", "examples", "default", "$comment", "deprecated", "readOnly",
                          "writeOnly", "$schema", "contentEncoding", "contentMediaType", "contentSchema",
@@ -111,6 +115,36 @@ def _map_schema(schema: Any, fn: Callable[[Any, Any, str], Any], ctx: Any, path:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def declared_only(schema: Any) -> Any:
+    """``schema`` read with ``additional_properties="declared"``: every object schema that declares
+    properties (``properties`` or ``required``) and leaves ``additionalProperties`` unsaid gets
+    ``additionalProperties: false``, so only declared properties are generated. An explicit
+    ``additionalProperties`` (true or a schema), an object without declared properties (free-form) and
+    the members of an ``allOf`` (whose properties add up, which a ``false`` in one member would forbid)
+    are left as they are."""
+
+    def visit(sub: Any, in_all_of: bool, where: str) -> Any:
+        if not isinstance(sub, dict):
+            return sub
+        out = {}
+        for key, value in sub.items():
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {k: visit(v, False, where) for k, v in value.items()}
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [visit(v, key == "allOf", where) for v in value]
+            elif key in _SCHEMA_ONE:
+                out[key] = [visit(v, False, where) for v in value] if isinstance(value, list) else visit(
+                    value, False, where)
+            else:
+                out[key] = value
+        if not in_all_of and "allOf" not in sub and "additionalProperties" not in sub and (
+                "properties" in sub or "required" in sub):
+            out["additionalProperties"] = False
+        return out
+
+    return visit(schema, False, "")
 
 
 def bundle(schema: Any, path: str) -> tuple[Any, list[Note]]:

@@ -494,3 +494,49 @@ def test_the_cache_keeps_property_order_apart():
     assert second.accepts(section(call("f", 0, {"b": 2, "a": 1})))
     assert not second.accepts(section(call("f", 0, {"a": 1, "b": 2})))
     assert constraint([tool(ab)], dialect=K2, tool_choice="required") is first
+
+
+# ------------------------------------------------------------------------------ undeclared properties
+
+_OPEN = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+_STATED = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+           "additionalProperties": {"type": "integer"}}
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2-instruct", "kimi-k3"])
+def test_additional_properties_reading_is_one_policy_for_both_families(dialect):
+    """``"schema"`` (the default): an undeclared property is generated where JSON Schema allows it;
+    ``"declared"``: only where ``additionalProperties`` says so explicitly. Neither reading is a note."""
+    from constraint_support import assistant, completion, tool
+
+    def text(value, schema):
+        return completion(assistant(None, "r", ("f", value)), [tool(schema)], dialect)
+
+    def build(schema, reading):
+        return constraint([tool(schema)], dialect=dialect, tool_choice="required", parallel_tool_calls=False,
+                          additional_properties=reading)
+
+    extra = {"q": "x", "n": 1}
+    for reading in ("schema", "declared"):
+        c, stated = build(_OPEN, reading), build(_STATED, reading)
+        assert c.exact and not c.notes and stated.exact
+        assert c.accepts(text({"q": "x"}, _OPEN))
+        assert c.accepts(text(extra, _OPEN)) is (reading == "schema")
+        assert stated.accepts(text(extra, _STATED))  # explicitly allowed: both readings
+        assert not stated.accepts(text({"q": "x", "n": "s"}, _STATED))  # the value holds to its schema
+    assert constraint([tool(_OPEN)], dialect=dialect, tool_choice="required").accepts(
+        text(extra, _OPEN))  # the default is "schema"
+    with pytest.raises(GrammarError, match="additional_properties: expected one of 'schema', 'declared'"):
+        build(_OPEN, "strict")
+
+
+def test_gbnf_notes_an_enum_its_rules_do_not_check_against_other_keywords():
+    from constraint_support import tool
+
+    schema = {"type": "object", "properties": {"e": {"type": "string", "enum": ["a", "bbb"], "maxLength": 2},
+                                               "t": {"type": "string", "enum": ["a", "b"]}}}
+    c = constraint([tool(schema)], dialect="kimi-k2-instruct", tool_choice="required")
+    assert c.exact  # llguidance intersects them
+    paths = [n.path for n in c.gbnf_notes]
+    assert "tools[0].function.parameters.properties.e.enum" in paths
+    assert "tools[0].function.parameters.properties.t.enum" not in paths

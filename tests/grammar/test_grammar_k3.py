@@ -255,18 +255,24 @@ def test_start_rules_follow_the_prompt():
     assert accepts(closed, turn(one)) and not accepts(closed, turn(one, reasoning="r"))
 
 
-def test_json_element_for_free_form_parameters():
+def test_free_form_and_top_level_any_of_are_argument_elements():
+    """encoding_k3 writes a dict's items as argument elements, whatever the schema; a json element only
+    for arguments that are not a JSON object (never a valid instance): not generated."""
     g = tool_call_grammar([NOTE], tool_choice="required", dialect=K3)
     body = tag("json", type="object") + '{"a": [1, "x"], "b": null}' + end("json")
-    for out in (turn(call("note", 1, body), reasoning="r"), turn(call("note", 1), reasoning="r")):
+    assert not accepts(g, turn(call("note", 1, body), reasoning="r"))
+    free = arg("a", "array", '[1, "x"]') + arg("b", "null", "null")
+    for out in (turn(call("note", 1, free), reasoning="r"), turn(call("note", 1), reasoning="r")):
         assert accepts(g, out)
         assert parsed_ok(out, tools=[NOTE]).tool_calls[0].name == "note"
-    # a top-level anyOf: one json element, required
+    # a top-level anyOf: the elements of one branch, as the encoder writes the object
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"anyOf": [
         {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
         {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]}]}}}]
     g = tool_call_grammar(tools, tool_choice="required", dialect=K3)
-    assert accepts(g, turn(call("f", 1, tag("json", type="object") + '{"b": "x"}' + end("json"))))
+    assert accepts(g, turn(call("f", 1, arg("b", "string", "x"))))
+    assert accepts(g, turn(call("f", 1, arg("a", "number", "3"))))
+    assert not accepts(g, turn(call("f", 1, tag("json", type="object") + '{"b": "x"}' + end("json"))))
     assert not accepts(g, turn(call("f", 1)))
     # $ref / allOf at the top are resolved into argument elements
     tools = [{"type": "function", "function": {"name": "r", "parameters": {
