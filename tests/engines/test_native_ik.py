@@ -206,7 +206,9 @@ def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
 
     r = conformance(model)
     assert (r.backend, r.engine) == (BACKEND, "ik-llama-cpp-python 0.1.5")
-    assert {(c.group, c.name) for c in r.failures} == IK_FAILURES
+    # every failure is a known engine problem (upstream, documented): none is this model's or template's
+    assert r.failures == [] and r.ok
+    assert {(c.group, c.name) for c in r.known} == IK_FAILURES
     c = r.check("chat format", "built-in format: system, user")
     # the first difference is at the user header, right after the system turn
     from kimi_chat.engines.conformance import CONVERSATIONS
@@ -215,8 +217,8 @@ def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
     assert c.first_difference == (f"at char {at}: kimi_chat ...'ddle|>You are terse.<|im_end|>"
                                   "<|im_user|>user<|im_middle|>Hi'..., engine ...'ddle|>You are terse.<|im_end|>"
                                   "<|im_assistant|>assistant<|im_'...")
-    assert c.note == f"message 1 (user): {SWAPPED}"
-    assert r.check("chat format", "built-in format: user only").note == f"message 0 (user): {SWAPPED}"
+    assert c.note.startswith(f"message 1 (user): {SWAPPED}; known engine problem (upstream, documented): ")
+    assert r.check("chat format", "built-in format: user only").note.startswith(f"message 0 (user): {SWAPPED}; ")
     marks = r.check("tokenization", "combining marks")
     assert marks.first_difference == "\"e\\u0301's\" at token 2: kimi_chat [1048 \"'s\"], engine [6 \"'\" 82 's']"
     assert r.check("generation", "grammar-forced tool call").passed
@@ -228,8 +230,9 @@ def test_report_names_the_swapped_roles_and_the_pretokenizer(model):
 
 def test_cli_conformance_on_ik(tiny_gguf):
     p = _cli("conformance", str(tiny_gguf), "--backend", BACKEND, "--json")
-    assert p.returncode == 1, p.stderr
+    assert p.returncode == 0, p.stderr  # only known engine problems fail: not this model's
     data = json.loads(p.stdout)
-    assert data["backend"] == BACKEND and data["ok"] is False
-    names = {(c["group"], c["name"]) for c in data["checks"] if c["status"] == "fail"}
+    assert data["backend"] == BACKEND and data["ok"] is True
+    assert not [c for c in data["checks"] if c["status"] == "fail"]
+    names = {(c["group"], c["name"]) for c in data["checks"] if c["status"] == "known"}
     assert names == IK_FAILURES
