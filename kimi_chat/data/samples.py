@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
-from ..errors import KimiChatError, UnsupportedOptionError
+from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
@@ -74,12 +74,12 @@ class Sample:
 class ConversationSamples:
     """The samples of one conversation and what was seen building them: ``reasoning_dropped`` (assistant
     turns whose reasoning the official rendering of the whole conversation drops), ``untrained`` (assistant
-    messages marked ``"train": false`` or ``"weight": 0``)."""
+    messages not trained: marked ``"train": false`` or ``"weight": 0``, or first in the conversation)."""
 
     samples: list[Sample]
     reasoning_dropped: int = 0
+    """Assistant turns whose reasoning the official rendering of the whole conversation drops."""
     untrained: list[int] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 def _is_trained(m: Mapping[str, Any]) -> bool:
@@ -88,8 +88,8 @@ def _is_trained(m: Mapping[str, Any]) -> bool:
 
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
-    ``"weight": 0``."""
-    return [i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "assistant"
+    ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
+    return [i for i, m in enumerate(messages) if i and isinstance(m, Mapping) and m.get("role") == "assistant"
             and _is_trained(m)]
 
 
@@ -156,18 +156,39 @@ def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str,
     return hit
 
 
+_PREFILLS: dict[tuple[str, tuple[tuple[str, Any], ...], int], tuple[list[int], str]] = {}
+
+
+def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str]:
+    """``(ids, text)`` of what the generation prompt writes after an assistant turn's header (K2.5 / K2.6:
+    ``<think>``; ``<think></think>`` with ``thinking=False``): the generation prompt less the untrained head
+    of a probe turn, learnt from the rendering once per dialect and options."""
+    key = (d.name, _options_key(options), id(tok))
+    hit = _PREFILLS.get(key)
+    if hit is None:
+        # a turn with tool calls: kept in every template (a final answer may be written as history)
+        header, _, gp = _isolated({"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]}, d, tok,
+                                  options, "text")
+        ids = gp[len(header):] if gp[: len(header)] == header else []
+        hit = _PREFILLS[key] = (ids, tok.decode(ids))
+    return hit
+
+
 def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokenizer: KimiTokenizer,
-                   generation_prompt: Sequence[int], special_tokens: str = "text",
-                   **options: Any) -> list[int]:
-    """The ids an assistant ``message`` is generated as after ``generation_prompt`` (the ids a server's
-    generation prompt ends with): the turn as the dialect's template writes a turn whose reasoning it keeps
-    (reasoning, content, tool calls, through its end-of-turn marker), less what the generation prompt
-    already wrote (K2.5 / K2.6 / K3 open the reasoning there).
+                   special_tokens: str = "text", index: int | None = None, **options: Any) -> list[int]:
+    """The ids an assistant ``message`` is generated as after the dialect's generation prompt: the turn as the
+    template writes a turn whose reasoning it keeps (reasoning, content, tool calls, through its end-of-turn
+    marker), less what the generation prompt already wrote (K2.5 / K2.6 open ``<think>`` there).
 
     The turn is rendered on its own (an assistant turn's text depends on the message alone). A template
     that writes a final answer (no tool calls) as history, its reasoning dropped (K2-Thinking, K2.5, K2.6
     without ``preserve_thinking``), is asked for it as it writes a turn with tool calls, whose reasoning it
-    keeps, and the tool-call section is taken out: the same turn with its reasoning."""
+    keeps, and the tool-call section is taken out: the same turn with its reasoning.
+
+    Raises :class:`~kimi_chat.errors.RenderError` (naming ``messages[index]``) when the turn does not begin
+    with what the generation prompt wrote: reasoning under ``thinking=False`` with ``preserve_thinking`` (the
+    prompt closed the think block: the model cannot have written it), or a tokenizer that encodes the opened
+    ``<think>`` as text (not the model's own)."""
     d = get_dialect(dialect)
     if not message.get("tool_calls") and not _keeps_final_reasoning(d, tokenizer, options):
         _, called, _ = _isolated({**message, "tool_calls": [_PROBE_CALL]}, d, tokenizer, options, special_tokens)
@@ -176,23 +197,19 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
             raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
     else:
         _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
-    return body[_overlap(generation_prompt, body):]
-
-
-def _overlap(prompt: Sequence[int], body: Sequence[int]) -> int:
-    """The longest ``k`` such that the prompt ends with ``body[:k]`` (what the generation prompt wrote of
-    the turn: ``<think>``), shorter than the prompt."""
-    for k in range(min(len(prompt) - 1, len(body), 8), 0, -1):
-        if list(prompt[-k:]) == list(body[:k]):
-            return k
-    return 0
-
-
-def _generation_prompt(r: RenderedTokens) -> list[int]:
-    spans = r.spans
-    if spans and spans[-1].message_index == -1:
-        return r.ids[spans[-1].start:]
-    return []  # pragma: no cover - every prompt rendered with add_generation_prompt ends with one
+    prefill, text = _prefill(d, tokenizer, options)
+    if body[: len(prefill)] != prefill:
+        where = f"messages[{index}]" if index is not None else "the assistant message"
+        if tokenizer.decode(body).startswith(text):
+            raise RenderError(
+                f"{where}: the {d.name} generation prompt ends with {text!r}, which this tokenizer does not encode "
+                "as its own token, so the turn cannot be cut after it: use the model's tokenizer "
+                "(KimiTokenizer.from_reference('k2.6') for K2.5 / K2.6)")
+        raise RenderError(
+            f"{where}: the {d.name} generation prompt writes {text!r} (options {dict(options)}), but the turn as "
+            "kept does not begin with it (reasoning with thinking=False?): the model cannot have generated it "
+            "after that prompt; drop its reasoning or render with the options it was generated with")
+    return body[len(prefill):]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,7 +281,7 @@ def conversation_samples(
     msgs = list(messages)
     turns = trained_turns(msgs)
     untrained = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
-                 and not _is_trained(m)]
+                 and i not in turns]
     dropped = _dropped_reasoning(msgs, tools, d, tokenizer, opts, special_tokens)
     if reasoning == "official":
         samples = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
@@ -334,8 +351,7 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             gap = nxt.ids[len(cur.input_ids):]
             cur.input_ids += gap
             cur.labels += [IGNORE_INDEX] * len(gap)
-        body = generated_turn(msgs[i], dialect=d, tokenizer=tok, generation_prompt=_generation_prompt(nxt),
-                              special_tokens=special_tokens, **opts)
+        body = generated_turn(msgs[i], dialect=d, tokenizer=tok, special_tokens=special_tokens, index=i, **opts)
         start = len(cur.input_ids)
         cur.input_ids += body
         cur.labels += body
