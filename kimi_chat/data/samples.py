@@ -156,13 +156,14 @@ def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str,
     return hit
 
 
-_PREFILLS: dict[tuple[str, tuple[tuple[str, Any], ...], int], tuple[list[int], str]] = {}
+_PREFILLS: dict[tuple[str, tuple[tuple[str, Any], ...], int], tuple[list[int], str, list[int]]] = {}
 
 
-def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str]:
-    """``(ids, text)`` of what the generation prompt writes after an assistant turn's header (K2.5 / K2.6:
-    ``<think>``; ``<think></think>`` with ``thinking=False``): the generation prompt less the untrained head
-    of a probe turn, learnt from the rendering once per dialect and options."""
+def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str, list[int]]:
+    """``(ids, text, generation prompt)``: what the generation prompt writes after an assistant turn's header
+    (K2.5 / K2.6: ``<think>``; ``<think></think>`` with ``thinking=False``), the generation prompt less the
+    untrained head of a probe turn, and the generation prompt's ids; learnt from the rendering once per
+    dialect and options."""
     key = (d.name, _options_key(options), id(tok))
     hit = _PREFILLS.get(key)
     if hit is None:
@@ -170,7 +171,7 @@ def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tupl
         header, _, gp = _isolated({"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]}, d, tok,
                                   options, "text")
         ids = gp[len(header):] if gp[: len(header)] == header else []
-        hit = _PREFILLS[key] = (ids, tok.decode(ids))
+        hit = _PREFILLS[key] = (ids, tok.decode(ids), gp)
     return hit
 
 
@@ -197,7 +198,7 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
             raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
     else:
         _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
-    prefill, text = _prefill(d, tokenizer, options)
+    prefill, text, _ = _prefill(d, tokenizer, options)
     if body[: len(prefill)] != prefill:
         where = f"messages[{index}]" if index is not None else "the assistant message"
         if tokenizer.decode(body).startswith(text):
@@ -330,17 +331,151 @@ def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts:
     return [Sample(list(r.ids), labels, list(turns), spans)]
 
 
+def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
+    """The trained ids of each of the ``n`` messages of ``r`` (one run each), or ``None``."""
+    out: list[list[int]] = [[] for _ in range(n)]
+    ids, mask = r.ids, r.assistant_mask
+    for sp in r.spans:
+        if sp.message_index >= 0:
+            out[sp.message_index] += [ids[k] for k in range(sp.start, sp.end) if mask[k]]
+    return out
+
+
+def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
+    """Whether assistant turns rendered one after the other are each written as when rendered alone (no
+    history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect."""
+    key = (d.name, _options_key(options), id(tok))
+    hit = _BATCH.get(key)
+    if hit is None:
+        probe = [{"role": "assistant", "content": "a", "reasoning_content": "r"},
+                 {"role": "assistant", "content": "b", "reasoning_content": "s", "tool_calls": [_PROBE_CALL]},
+                 {"role": "assistant", "content": "c", "reasoning_content": "t"}]
+        try:
+            r = render_tokens(probe, tokenizer=tok, dialect=d, add_generation_prompt=True, **options)
+            together = _turn_bodies(r, len(probe))
+        except KimiChatError:
+            together = None
+        alone = [_isolated(m, d, tok, options, "text")[1] for m in probe]
+        hit = _BATCH[key] = together == alone
+    return hit
+
+
+_BATCH: dict[tuple[str, tuple[tuple[str, Any], ...], int], bool] = {}
+
+
+def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                  special_tokens: str) -> dict[int, list[int]] | None:
+    """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
+    assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
+    rendering is refused."""
+    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    try:
+        r = render_tokens([msgs[j] for j in index], tokenizer=tok, dialect=d, add_generation_prompt=True,
+                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    except KimiChatError:
+        return None
+    bodies = _turn_bodies(r, len(index))
+    prefill = _prefill(d, tok, opts)[0]
+    if bodies is None or any(b[: len(prefill)] != prefill for b in bodies):
+        return None
+    return {j: b[len(prefill):] for j, b in zip(index, bodies)}
+
+
 def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
                 special_tokens: str, turns: list[int]) -> list[Sample]:
+    """The samples of ``turns``, stretch by stretch: a stretch (every turn, or, in a dialect that writes a final
+    answer as history, the turns up to each final answer) is first tried as one sample from one rendering
+    (:func:`_stretch`, verified turn by turn); where that fails, turn by turn (:func:`_turn_by_turn`)."""
+    if not turns:
+        return []
+    bodies: dict[int, list[int]] = {}
+
+    def body(j: int) -> list[int]:
+        if j not in bodies:
+            bodies[j] = generated_turn(msgs[j], dialect=d, tokenizer=tok, special_tokens=special_tokens, index=j,
+                                       **opts)
+        return bodies[j]
+
+    if _keeps_final_reasoning(d, tok, opts):
+        stretches = [turns]
+        if len(turns) > 1 and _batch_keeps(d, tok, opts):
+            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
+    else:  # a final answer is re-rendered by the next request: try a stretch per final answer
+        stretches, cur = [], []
+        for i in turns:
+            cur.append(i)
+            m = msgs[i]
+            if not (isinstance(m, Mapping) and m.get("tool_calls")):
+                stretches.append(cur)
+                cur = []
+        if cur:
+            stretches.append(cur)
+    samples: list[Sample] = []
+    for stretch in stretches:
+        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body)
+        samples += [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens, stretch,
+                                                                body)
+    return samples
+
+
+def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+             special_tokens: str, turns: list[int], body: Any) -> Sample | None:
+    """``turns`` as one sample from one rendering of the last turn's prompt, or ``None`` when that rendering is
+    not every turn's request as generated. Checked: it begins with the first turn's prompt (rendered too), every
+    assistant message from the first turn on is written as the generation prompt then its turn as generated,
+    nothing but messages follows the first turn (a request-level block written before the generation prompt
+    would move), and it ends with the generation prompt."""
+    s, e = turns[0], turns[-1]
+    gp = _prefill(d, tok, opts)[2]
+    r = render_tokens(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                      special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    ids, last = r.ids, body(e)
+    if s == e:  # the rendering is the turn's request
+        return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
+    spans = r.spans
+    if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
+        return None
+    first = render_tokens(msgs[:s], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    head = len(first.ids) - len(gp)
+    if ids[: len(first.ids)] != first.ids:
+        return None
+    labels = [IGNORE_INDEX] * len(ids)
+    out_spans = []
+    trained = set(turns)
+    for sp in spans[:-1]:
+        j = sp.message_index
+        if sp.end <= head:
+            continue
+        if j < 0:
+            return None
+        m = msgs[j]
+        if isinstance(m, Mapping) and m.get("role") == "assistant":
+            want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
+                                                               special_tokens=special_tokens, index=j, **opts)
+            a = sp.start + len(gp)
+            if ids[sp.start:a] != gp or ids[a:sp.end] != want:
+                return None
+            if j in trained:
+                labels[a:sp.end] = want
+                out_spans.append((a, sp.end))
+    start = len(ids)
+    return Sample(ids + last, labels + last, list(turns), out_spans + [(start, start + len(last))])
+
+
+def _turn_by_turn(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                  special_tokens: str, turns: list[int], body: Any) -> list[Sample]:
+    """The samples of ``turns`` one turn after the other: each next request's prompt extends the sample
+    (:func:`~kimi_chat.extend_tokens`: only the new messages tokenized) or starts a new one."""
     samples: list[Sample] = []
     cur: Sample | None = None
     prompt: RenderedTokens | None = None
-    body: list[int] = []
+    last: list[int] = []
     prev = -1
     for i in turns:
         nxt = None
         if prompt is not None:
-            nxt = extend_tokens(prompt, body, msgs[prev:i], tools=tools, add_generation_prompt=True)
+            nxt = extend_tokens(prompt, last, msgs[prev:i], tools=tools, add_generation_prompt=True)
         if nxt is None or cur is None:
             if cur is not None:
                 samples.append(cur)
@@ -351,10 +486,10 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             gap = nxt.ids[len(cur.input_ids):]
             cur.input_ids += gap
             cur.labels += [IGNORE_INDEX] * len(gap)
-        body = generated_turn(msgs[i], dialect=d, tokenizer=tok, special_tokens=special_tokens, index=i, **opts)
+        last = body(i)
         start = len(cur.input_ids)
-        cur.input_ids += body
-        cur.labels += body
+        cur.input_ids += last
+        cur.labels += last
         cur.turns.append(i)
         cur.spans.append((start, len(cur.input_ids)))
         prompt, prev = nxt, i
