@@ -17,7 +17,7 @@ from typing import Any, Literal
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
-from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
+from ..tokens.rendered import RenderedTokens, carried_reasoning, dropped_reasoning, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = [
@@ -31,7 +31,6 @@ IGNORE_INDEX = -100
 ReasoningPolicy = Literal["as-sampled", "keep", "official"]
 REASONING_POLICIES: tuple[str, ...] = ("as-sampled", "keep", "official")
 
-_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 # a call added to a final answer so that a template that drops the reasoning of final answers writes the turn
 # as it writes a turn it keeps (its tool-call section is then taken out again)
 _PROBE_CALL = {"id": "functions.probe:0", "type": "function", "function": {"name": "probe", "arguments": "{}"}}
@@ -91,10 +90,6 @@ def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
     return [i for i, m in enumerate(messages) if i and isinstance(m, Mapping) and m.get("role") == "assistant"
             and _is_trained(m)]
-
-
-def _has_reasoning(m: Mapping[str, Any]) -> bool:
-    return any(isinstance(m.get(k), str) and m.get(k) for k in _REASONING_KEYS)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -283,52 +278,61 @@ def conversation_samples(
     turns = trained_turns(msgs)
     untrained = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
                  and i not in turns]
-    dropped = _dropped_reasoning(msgs, tools, d, tokenizer, opts, special_tokens)
     if reasoning == "official":
-        samples = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        return ConversationSamples(samples, dropped, untrained)
+    bodies: dict[int, list[int]] = {}
+    samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)
+    if (len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts)
+            and all(j in bodies for j, m in enumerate(msgs) if carried_reasoning(m))):
+        # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
+        # is in the sample (each checked there)
+        dropped = dropped_reasoning(msgs, lambda j: tokenizer.decode(bodies[j]))
     else:
-        samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        dropped = _dropped_reasoning(msgs, tools, d, opts)
     return ConversationSamples(samples, dropped, untrained)
 
 
-def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                       special_tokens: str) -> int:
-    """How many assistant turns' reasoning the official rendering of the whole conversation drops."""
-    with_reasoning = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
-                      and _has_reasoning(m)]
-    if not with_reasoning:
+def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[str, Any]) -> int:
+    """How many assistant messages carry reasoning the official rendering of the whole conversation (no
+    generation prompt) does not write in their turn."""
+    if not any(carried_reasoning(m) for m in msgs):
         return 0
     from ..prompt import render_segments
 
-    segments = render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts)
     text: dict[int, list[str]] = {}
-    for s in segments:
-        text.setdefault(s.message_index, []).append(s.text)
-    n = 0
-    for i in with_reasoning:
-        m = msgs[i]
-        reasoning = next(m[k] for k in _REASONING_KEYS if isinstance(m.get(k), str) and m.get(k))
-        if reasoning not in "".join(text.get(i, ())):
-            n += 1
-    return n
+    for seg in render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts):
+        if seg.trainable:
+            text.setdefault(seg.message_index, []).append(seg.text)
+    return dropped_reasoning(msgs, lambda i: "".join(text.get(i, ())))
 
 
 def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-              special_tokens: str, turns: list[int]) -> list[Sample]:
+              special_tokens: str, turns: list[int]) -> tuple[list[Sample], int]:
+    """One official rendering of the conversation up to its last trained turn, no generation prompt; and how
+    many assistant messages' reasoning it drops."""
     if not turns:
-        return []
+        return [], 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the dropped reasoning is counted, the open last turn is lint's finding
         r = render_tokens(msgs[: turns[-1] + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=False,
                           special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     trained = set(turns)
-    mask = r.assistant_mask
-    labels = [t if m and j in trained else IGNORE_INDEX for t, m, j in zip(r.ids, mask, r.message_index)]
-    spans = []
-    for i in turns:
-        pos = [k for k in range(*r.span_of(i)) if mask[k]] if any(s.message_index == i for s in r.spans) else []
-        spans.append((pos[0], pos[-1] + 1) if pos else (0, 0))
-    return [Sample(list(r.ids), labels, list(turns), spans)]
+    ids, mask = r.ids, r.assistant_mask
+    labels = [IGNORE_INDEX] * len(ids)
+    runs: dict[int, tuple[int, int]] = {}
+    kept: dict[int, list[int]] = {}
+    for sp in r.spans:
+        j = sp.message_index
+        pos = [k for k in range(sp.start, sp.end) if mask[k]]
+        if j in trained and pos:
+            runs[j] = (pos[0], pos[-1] + 1)
+            for k in pos:
+                labels[k] = ids[k]
+        if pos and carried_reasoning(msgs[j]):
+            kept[j] = [ids[k] for k in pos]
+    dropped = dropped_reasoning(msgs[: turns[-1] + 1], lambda j: tok.decode(kept.get(j, [])))
+    return [Sample(list(ids), labels, list(turns), [runs.get(i, (0, 0)) for i in turns])], dropped
 
 
 def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
@@ -382,13 +386,14 @@ def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping
 
 
 def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                special_tokens: str, turns: list[int]) -> list[Sample]:
+                special_tokens: str, turns: list[int], bodies: dict[int, list[int]] | None = None) -> list[Sample]:
     """The samples of ``turns``, stretch by stretch: a stretch (every turn, or, in a dialect that writes a final
     answer as history, the turns up to each final answer) is first tried as one sample from one rendering
     (:func:`_stretch`, verified turn by turn); where that fails, turn by turn (:func:`_turn_by_turn`)."""
     if not turns:
         return []
-    bodies: dict[int, list[int]] = {}
+    if bodies is None:
+        bodies = {}
 
     def body(j: int) -> list[int]:
         if j not in bodies:

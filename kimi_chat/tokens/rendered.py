@@ -636,7 +636,7 @@ def render_tokens(
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 
-def _carried_reasoning(m: Any) -> list[str]:
+def carried_reasoning(m: Any) -> list[str]:
     """The non-empty reasoning texts an assistant message carries (any key a template reads it from)."""
     if isinstance(m, dict):
         get = m.get
@@ -653,7 +653,7 @@ def dropped_reasoning(messages: Sequence[Any], trained_text: Any) -> int:
     ``i`` in a rendering) does not hold."""
     n = 0
     for i, m in enumerate(messages):
-        carried = _carried_reasoning(m)
+        carried = carried_reasoning(m)
         if carried:
             text = trained_text(i)
             if not any(r in text for r in carried):
@@ -667,7 +667,7 @@ def _warn_dropped_reasoning(messages: Sequence[Any], d: Dialect, *, stacklevel: 
     lose the reasoning their messages carry (once per call, with the count and how to keep it). K2: by the
     trainable text of each message in the layout; segment-wise (K3, whose turns keep their reasoning): by the
     prompt ``text``."""
-    if not any(_carried_reasoning(m) for m in messages):
+    if not any(carried_reasoning(m) for m in messages):
         return
     if lay is None:
         n = dropped_reasoning(messages, lambda i: text)
