@@ -45,22 +45,36 @@ tools, marker text typed in content, samples over ``max_length`` (dropped, or tr
 boundary), conversations that do not end with an assistant message, and bad rows (the
 :class:`~kimi_chat.errors.KimiChatError` naming the message index and field).
 
+**Preference pairs** (DPO, :func:`preference_pair`, :func:`preference_batch`): ``prompt_ids`` (the request,
+rendered once: both answers share it by construction; given as two whole conversations, their prompts must
+render to the same ids), ``chosen_ids`` and ``rejected_ids`` (each answer as generated after it).
+
+**RL rollouts, token in token out** (:func:`start_rollout`, :func:`extend_rollout`): the ids the engine sampled
+are kept exactly (a completion cut before its end marker is closed with it); the messages that follow are
+rendered officially; where the official rendering of the extended conversation would write the history
+differently (a Thinking dialect dropping earlier reasoning), the rollout keeps the sampled ids and records a
+:class:`Divergence` (position, message) instead of re-rendering them (:func:`kimi_chat.extend_tokens`
+answers ``None`` there).
+
 The API: :func:`conversation_samples` (one conversation -> :class:`Sample` list), :func:`conversations_to_batch`
 (rows -> ``pyarrow.RecordBatch`` of :data:`~kimi_chat.data.batch.SCHEMA` + findings: the core that
-``datasets.map`` and Ray Data run), :func:`preference_pair` (DPO), :func:`extend_rollout` (RL, token in token
-out). pyarrow (``pip install 'kimi-chat[data]'``) is imported only by the batch functions.
+``datasets.map`` and Ray Data run; one tokenizer per worker), :func:`preference_pair`, :func:`extend_rollout`.
+pyarrow (``pip install 'kimi-chat[data]'``) is imported only by the batch functions.
 """
 
 from __future__ import annotations
 
 from .batch import COLUMNS, BatchResult, conversations_to_batch, row_conversation, samples_to_batch
 from .findings import KINDS, Finding, conversation_findings, double_encoded_arguments
+from .preference import PREFERENCE_COLUMNS, PreferenceBatch, preference_batch, preference_pair, preference_schema
+from .rollouts import Divergence, Rollout, end_marker, extend_rollout, start_rollout
 from .samples import (IGNORE_INDEX, REASONING_POLICIES, ConversationSamples, InvalidRowError, Sample,
                       conversation_samples, generated_turn, reasoning_options, trained_turns)
 
 __all__ = [
-    "BatchResult", "COLUMNS", "ConversationSamples", "Finding", "IGNORE_INDEX", "InvalidRowError", "KINDS",
-    "REASONING_POLICIES", "Sample", "conversation_findings", "conversation_samples", "conversations_to_batch",
-    "double_encoded_arguments", "generated_turn", "reasoning_options", "row_conversation", "samples_to_batch",
-    "trained_turns",
+    "BatchResult", "COLUMNS", "ConversationSamples", "Divergence", "Finding", "IGNORE_INDEX", "InvalidRowError",
+    "KINDS", "PREFERENCE_COLUMNS", "PreferenceBatch", "REASONING_POLICIES", "Rollout", "Sample",
+    "conversation_findings", "conversation_samples", "conversations_to_batch", "double_encoded_arguments",
+    "end_marker", "extend_rollout", "generated_turn", "preference_batch", "preference_pair", "preference_schema",
+    "reasoning_options", "row_conversation", "samples_to_batch", "start_rollout", "trained_turns",
 ]
