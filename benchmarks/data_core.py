@@ -11,6 +11,8 @@ assistant tool call with reasoning, tool result, assistant answer with reasoning
   message text in common beyond the system prompt: kimi_chat's caches of text ids and prompts miss), and its
   ratio to the floor (goal <= 1.3x);
 * ``repeat``: the same conversation again and again (the caches warm), and its ratio;
+* ``render_tokens``: for reference, one :func:`kimi_chat.render_tokens` of the whole conversation (no generation
+  prompt) on the same new conversations, as a ratio to the floor: what a single official rendering costs;
 * ``x/doubling``: how ``new`` grows per doubling of the conversation's length, between consecutive sizes
   (goal <= 2.2x: linear is 2.0x; the floor's own growth is printed beside it: the K2-Thinking-style policies
   emit more text per turn as the history grows, one sample per final answer, each holding the history).
@@ -24,6 +26,7 @@ import argparse
 import math
 import os
 import sys
+import warnings
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +38,7 @@ from kimi_chat.data import conversation_samples  # noqa: E402
 from kimi_chat.data.samples import reasoning_options  # noqa: E402
 from kimi_chat.dialects import get_dialect  # noqa: E402
 from kimi_chat.errors import UnsupportedOptionError  # noqa: E402
+from kimi_chat.tokens.rendered import render_tokens  # noqa: E402
 from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
 
 POOL = 64
@@ -54,7 +58,8 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"{'dialect':24} {'policy':10} {'msgs':>4} {'samples':>7} {'ids':>6} {'floor us':>9} {'new us':>9} "
-          f"{'new/floor':>9} {'repeat us':>9} {'rep/floor':>9} {'x/doubling':>10} {'floor x/dbl':>11}")
+          f"{'new/floor':>9} {'repeat us':>9} {'rep/floor':>9} {'render_tokens':>13} {'x/doubling':>10} "
+          f"{'floor x/dbl':>11}")
     for name in args.dialects.split(","):
         tok = _tokenizer(name)
         enc = tok.encoding
@@ -77,6 +82,11 @@ def main() -> None:
                                                             reasoning=policy), args.repeat)
                 rep = per_call(lambda: conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy),
                                args.repeat)
+                it2 = iter(range(10**9))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the dropped-reasoning warning, on every call
+                    one_render = per_call(lambda: render_tokens(pool[next(it2) % POOL], tokenizer=tok, dialect=name,
+                                                                add_generation_prompt=False), args.repeat)
                 growth = floor_growth = ""
                 if prev is not None:
                     p_n, p_new, p_floor = prev
@@ -86,7 +96,7 @@ def main() -> None:
                 prev = (n, new, floor)
                 print(f"{name:24} {policy:10} {n:>4} {len(res.samples):>7} {ids:>6} {floor * 1e6:>9.0f} "
                       f"{new * 1e6:>9.0f} {new / floor:>8.2f}x {rep * 1e6:>9.0f} {rep / floor:>8.2f}x "
-                      f"{growth:>10} {floor_growth:>11}", flush=True)
+                      f"{one_render / floor:>12.2f}x {growth:>10} {floor_growth:>11}", flush=True)
 
 
 if __name__ == "__main__":

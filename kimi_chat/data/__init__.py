@@ -16,7 +16,8 @@ trained message's end marker. ``labels`` are the ids at trained positions and ``
 ``assistant_masks`` 1 where trained; ``turns`` the indices of the messages the sample trains.
 
 Every assistant message is trained in exactly one sample, unless it says ``"train": false`` or
-``"weight": 0`` (then it is context only). Samples are as few as the dialect allows: a turn joins the
+``"weight": 0`` (then it is context only), or is the conversation's first message (no request precedes it:
+context only, reported as ``leading_assistant``). Samples are as few as the dialect allows: a turn joins the
 sample of the turn before when the next request's official prompt starts with that sample's ids (prefix
 stability, asked of the rendering itself through :func:`kimi_chat.extend_tokens`), else a new sample starts
 with that request's prompt. So: one sample per conversation where the rendering keeps every assistant turn
@@ -42,7 +43,7 @@ section is taken out. Both facts are probed on the rendering once per dialect, n
 **What is reported** (:mod:`kimi_chat.data.findings`): per row, reasoning the official rendering drops,
 double-encoded tool arguments, tool-call ids not of the ``functions.NAME:N`` form, calls to undeclared
 tools, marker text typed in content, samples over ``max_length`` (dropped, or truncated at a turn
-boundary), conversations that do not end with an assistant message, and bad rows (the
+boundary), conversations that do not end with an assistant message or start with one, and bad rows (the
 :class:`~kimi_chat.errors.KimiChatError` naming the message index and field).
 
 **Preference pairs** (DPO, :func:`preference_pair`, :func:`preference_batch`): ``prompt_ids`` (the request,

@@ -130,3 +130,11 @@ def test_keep_is_refused_where_the_dialect_cannot(tok):
         conversations_to_batch([{"messages": LOOP}], dialect="kimi-k2.5", tokenizer=tok, reasoning="keep")
     with pytest.raises(UnsupportedOptionError, match="not a policy"):
         conversations_to_batch([{"messages": LOOP}], dialect="kimi-k2.6", tokenizer=tok, reasoning="all")
+
+
+def test_a_leading_assistant_message_is_context_only(tok):
+    messages = [{"role": "assistant", "content": "Hello, how can I help?"}, *LOOP[:4]]
+    res = conversations_to_batch([{"messages": messages}], dialect="kimi-k2.6", tokenizer=tok)
+    assert res.batch.to_pydict()["turns"] == [[2, 4]]  # LOOP's turns 1 and 3, shifted by one
+    assert [(f.kind, f.path) for f in res.findings if f.kind == "leading_assistant"] == [
+        ("leading_assistant", "messages[0]")]
