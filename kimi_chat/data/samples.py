@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import markers as M
+from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..tokens.rendered import RenderedTokens, carried_reasoning, dropped_reasoning, extend_tokens, render_tokens
@@ -96,11 +97,18 @@ def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 # Per dialect facts, learnt from the rendering itself (probes, cached)
 # --------------------------------------------------------------------------------------------------
 
-_PROBES: dict[tuple[str, tuple[tuple[str, Any], ...], int], bool] = {}
 
 
 def _options_key(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, v) for k, v in options.items() if isinstance(v, (bool, int, str, type(None)))))
+    return tuple(sorted((k, repr(v)) for k, v in options.items()))
+
+
+_FACTS: PerTokenizer[dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any]] = PerTokenizer("data.dialect_facts")
+"""Per tokenizer: what the probes learnt of a dialect's rendering, by (fact, dialect, options)."""
+
+
+def _facts(tok: KimiTokenizer) -> dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any]:
+    return _FACTS.get(tok, lambda _: {})
 
 
 def _section_ids(tok: KimiTokenizer) -> tuple[int, int] | None:
@@ -140,18 +148,17 @@ def _isolated(message: Mapping[str, Any], d: Dialect, tok: KimiTokenizer, option
 def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
     """Whether the dialect, alone, writes a final answer (no tool calls) with its reasoning: the probe of
     :func:`generated_turn` (False: it writes it as a history turn, reasoning dropped)."""
-    key = (d.name, _options_key(options), id(tok))
-    hit = _PROBES.get(key)
+    facts, key = _facts(tok), ("keeps_final", d.name, _options_key(options))
+    hit = facts.get(key)
     if hit is None:
         probe = {"role": "assistant", "content": "a", "reasoning_content": "r"}
         _, plain, _ = _isolated(probe, d, tok, options, "text")
         _, called, _ = _isolated({**probe, "tool_calls": [_PROBE_CALL]}, d, tok, options, "text")
         kept = _without_section(called, tok)
-        hit = _PROBES[key] = kept is None or kept == plain
+        hit = facts[key] = kept is None or kept == plain
     return hit
 
 
-_PREFILLS: dict[tuple[str, tuple[tuple[str, Any], ...], int], tuple[list[int], str, list[int]]] = {}
 
 
 def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str, list[int]]:
@@ -159,14 +166,14 @@ def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tupl
     (K2.5 / K2.6: ``<think>``; ``<think></think>`` with ``thinking=False``), the generation prompt less the
     untrained head of a probe turn, and the generation prompt's ids; learnt from the rendering once per
     dialect and options."""
-    key = (d.name, _options_key(options), id(tok))
-    hit = _PREFILLS.get(key)
+    facts, key = _facts(tok), ("prefill", d.name, _options_key(options))
+    hit = facts.get(key)
     if hit is None:
         # a turn with tool calls: kept in every template (a final answer may be written as history)
         header, _, gp = _isolated({"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]}, d, tok,
                                   options, "text")
         ids = gp[len(header):] if gp[: len(header)] == header else []
-        hit = _PREFILLS[key] = (ids, tok.decode(ids), gp)
+        hit = facts[key] = (ids, tok.decode(ids), gp)
     return hit
 
 
@@ -212,7 +219,6 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
 # Policies
 # --------------------------------------------------------------------------------------------------
 
-_KEEP: dict[tuple[str, tuple[tuple[str, Any], ...], int], bool] = {}
 
 
 def reasoning_options(dialect: str | Dialect, reasoning: str, options: Mapping[str, Any] | None = None,
@@ -242,12 +248,12 @@ def reasoning_options(dialect: str | Dialect, reasoning: str, options: Mapping[s
 def _keeps_everything(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
     """Whether one rendering keeps every assistant turn as generated: a probe conversation (an answer with
     reasoning, then a second request) is one sample."""
-    key = (d.name, _options_key(options), id(tok))
-    hit = _KEEP.get(key)
+    facts, key = _facts(tok), ("keeps_all", d.name, _options_key(options))
+    hit = facts.get(key)
     if hit is None:
         probe = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "r"},
                  {"role": "user", "content": "q"}, {"role": "assistant", "content": "b", "reasoning_content": "s"}]
-        hit = _KEEP[key] = len(_as_sampled(probe, None, d, tok, options, "text", [1, 3])) == 1
+        hit = facts[key] = len(_as_sampled(probe, None, d, tok, options, "text", [1, 3])) == 1
     return hit
 
 
@@ -348,8 +354,8 @@ def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
 def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
     """Whether assistant turns rendered one after the other are each written as when rendered alone (no
     history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect."""
-    key = (d.name, _options_key(options), id(tok))
-    hit = _BATCH.get(key)
+    facts, key = _facts(tok), ("batch", d.name, _options_key(options))
+    hit = facts.get(key)
     if hit is None:
         probe = [{"role": "assistant", "content": "a", "reasoning_content": "r"},
                  {"role": "assistant", "content": "b", "reasoning_content": "s", "tool_calls": [_PROBE_CALL]},
@@ -360,11 +366,10 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> 
         except KimiChatError:
             together = None
         alone = [_isolated(m, d, tok, options, "text")[1] for m in probe]
-        hit = _BATCH[key] = together == alone
+        hit = facts[key] = together == alone
     return hit
 
 
-_BATCH: dict[tuple[str, tuple[tuple[str, Any], ...], int], bool] = {}
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],

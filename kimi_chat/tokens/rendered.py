@@ -541,14 +541,17 @@ def _check_tokenizer(tokenizer: Any) -> None:
         raise TypeError(
             f"tokenizer must be a KimiTokenizer (e.g. KimiTokenizer.from_reference('k2')), got {type(tokenizer).__name__}"
         )
-    if tokenizer not in _SEEN:  # a live tokenizer an unpickled result can take back (by its files)
-        _SEEN[tokenizer] = True
-        ref = _tokenizer_ref(tokenizer)
-        if ref is not None:
-            _LIVE.setdefault(ref, tokenizer)
+    _SEEN.get(tokenizer, _register)  # a live tokenizer an unpickled result can take back (by its files)
 
 
-_SEEN: "weakref.WeakKeyDictionary[KimiTokenizer, bool]" = weakref.WeakKeyDictionary()
+def _register(tok: KimiTokenizer) -> bool:
+    ref = _tokenizer_ref(tok)
+    if ref is not None:
+        _LIVE.setdefault(ref, tok)
+    return True
+
+
+_SEEN: PerTokenizer[bool] = PerTokenizer("tokens.live_tokenizers")
 _LIVE: "weakref.WeakValueDictionary[tuple[str, str, int, int | None], KimiTokenizer]" = weakref.WeakValueDictionary()
 _LOADED: dict[tuple[str, str, int, int | None], KimiTokenizer] = {}
 
