@@ -23,12 +23,20 @@ stability, asked of the rendering itself through :func:`kimi_chat.extend_tokens`
 with that request's prompt. So: one sample per conversation where the rendering keeps every assistant turn
 as generated (K2-Instruct rev1 / rev2 / 0905, Kimi-K3, K2.6 with ``preserve_thinking``), one per stretch
 up to a final answer (the next request re-renders it without its reasoning) in K2-Thinking, K2.5 and K2.6
-by default. The prefix a turn shares with the sample so far is not re-tokenized.
+by default.
+
+Cost: a stretch of turns is built from one rendering of its last request, checked turn by turn against the
+first turn's request and each turn as generated (where a check fails, turn by turn with ``extend_tokens``,
+which tokenizes only what a request adds); the turns as generated come from one rendering of the assistant
+messages alone. Linear in the conversation's length (``benchmarks/data_core.py``).
 
 How a turn is written as generated: the dialect's template is asked for the turn on its own (an assistant
 turn's text depends on the message alone); where it writes a final answer as history, reasoning dropped,
 it is asked for the turn as it writes a turn with tool calls (whose reasoning it keeps) and the tool-call
-section is taken out. Both facts are probed on the rendering once per dialect, not listed by name.
+section is taken out. Both facts are probed on the rendering once per dialect, options and tokenizer, not listed by name. A
+turn that cannot follow its generation prompt is refused naming the message (reasoning under
+``thinking=False``; a tokenizer that encodes the opened ``<think>`` as text). Options that hold data of the
+whole conversation (Kimi-K3's ``image_prompts``, one per image) are not split per request: not supported.
 
 **Reasoning policies** (``reasoning=``):
 
