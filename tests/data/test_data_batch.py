@@ -138,3 +138,15 @@ def test_a_leading_assistant_message_is_context_only(tok):
     assert res.batch.to_pydict()["turns"] == [[2, 4]]  # LOOP's turns 1 and 3, shifted by one
     assert [(f.kind, f.path) for f in res.findings if f.kind == "leading_assistant"] == [
         ("leading_assistant", "messages[0]")]
+
+
+def test_pyarrow_is_imported_only_by_the_batch_functions():
+    import subprocess
+    import sys
+
+    code = ("import sys, kimi_chat.data\n"
+            "if 'pyarrow' in sys.modules: sys.exit('imported by kimi_chat.data')\n"
+            "from kimi_chat.data import batch\nbatch.SCHEMA\n"
+            "if 'pyarrow' not in sys.modules: sys.exit('SCHEMA without pyarrow?')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
