@@ -253,6 +253,10 @@ def _keeps_everything(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]
     if hit is None:
         probe = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "r"},
                  {"role": "user", "content": "q"}, {"role": "assistant", "content": "b", "reasoning_content": "s"}]
+        try:
+            _as_sampled(probe, None, d, tok, options, "text", [1, 3])
+        except RenderError:  # turns with reasoning cannot follow this generation prompt (thinking=False): none
+            probe = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in probe]
         hit = facts[key] = len(_as_sampled(probe, None, d, tok, options, "text", [1, 3])) == 1
     return hit
 

@@ -125,6 +125,11 @@ def test_k2_samples_are_the_official_ids_as_generated(name, config, data):
     tok = _tok(config)
     req = data.draw(requests(name))
     messages, tools, options = req["messages"], req["tools"], req["options"]
+    # some assistant messages marked as context only (the templates do not read the field)
+    for j in data.draw(st.sets(st.sampled_from([k for k, m in enumerate(messages) if m["role"] == "assistant"]
+                                               or [None]), max_size=2)):
+        if j is not None:
+            messages[j] = {**messages[j], "train": False}
     note(repr(req))
     try:
         render_official(copy.deepcopy(messages), tools=copy.deepcopy(tools), dialect=d, add_generation_prompt=True,
@@ -202,3 +207,42 @@ def test_k3_samples_are_the_official_ids_as_generated(req):
             head = turn.index(sep) + 1
             assert turn[head: head + len(opened)] == opened
             assert s.input_ids[a:b] == turn[head + len(opened):], f"turn messages[{i}]"
+
+
+@needs_reference
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_k26_keep_is_one_sample_of_the_preserve_thinking_rendering(data):
+    """reasoning="keep" on K2.6: every turn after the official prompt of its request rendered with
+    preserve_thinking=True, all in one sample."""
+    d = get_dialect("kimi-k2.6")
+    tok = _tok("k2.6")
+    req = data.draw(requests("kimi-k2.6"))
+    messages, tools = req["messages"], req["tools"]
+    options = {**req["options"], "preserve_thinking": True}
+    note(repr(req))
+    try:
+        render_official(copy.deepcopy(messages), tools=copy.deepcopy(tools), dialect=d, add_generation_prompt=True,
+                        **options)
+    except Exception:  # noqa: BLE001 - the official template refused: so must we
+        with pytest.raises(KimiChatError):
+            conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, reasoning="keep", **req["options"])
+        return
+    expected = {i: _k2_official_kept_turn(d, copy.deepcopy(messages), i, copy.deepcopy(tools), options)
+                for i in trained_turns(messages)}
+    if any(generated is None for _, generated, _ in expected.values()):
+        with pytest.raises(RenderError):
+            conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, reasoning="keep",
+                                 special_tokens="special", **req["options"])
+        return
+    result = conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, reasoning="keep",
+                                  special_tokens="special", **req["options"])
+    _check_structure(result, messages)
+    if not any(m["role"] == "assistant" and "name" in m for m in messages):
+        # (a named assistant's header is not the generation prompt's: the next request re-renders that turn)
+        assert len(result.samples) <= 1
+    for s in result.samples:
+        for i, (a, b) in zip(s.turns, s.spans):
+            prompt, generated, _ = expected[i]
+            assert s.input_ids[:a] == tok.encode(prompt, allow_special=True), f"prompt of messages[{i}]"
+            assert s.input_ids[a:b] == tok.encode(generated, allow_special=True), f"turn messages[{i}]"
