@@ -33,10 +33,10 @@ messages alone. Linear in the conversation's length (``benchmarks/data_core.py``
 How a turn is written as generated: the dialect's template is asked for the turn on its own (an assistant
 turn's text depends on the message alone); where it writes a final answer as history, reasoning dropped,
 it is asked for the turn as it writes a turn with tool calls (whose reasoning it keeps) and the tool-call
-section is taken out. Both facts are probed on the rendering once per dialect, options and tokenizer, not listed by name. A
-turn that cannot follow its generation prompt is refused naming the message (reasoning under
-``thinking=False``; a tokenizer that encodes the opened ``<think>`` as text). Options that hold data of the
-whole conversation (Kimi-K3's ``image_prompts``, one per image) are not split per request: not supported.
+section is taken out. Both facts are probed on the rendering once per dialect, options and tokenizer, not
+listed by name. A turn that cannot follow its generation prompt is refused naming the message (reasoning
+under ``thinking=False``; a tokenizer that encodes the opened ``<think>`` as text). Options that hold data of
+the whole conversation (Kimi-K3's ``image_prompts``, one per image) are not split per request: not supported.
 
 **Reasoning policies** (``reasoning=``):
 
