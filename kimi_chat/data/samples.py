@@ -269,6 +269,7 @@ def conversation_samples(
     tools: Sequence[Any] | None = None,
     reasoning: ReasoningPolicy = "as-sampled",
     special_tokens: str = "text",
+    warn: bool = True,
     **options: Any,
 ) -> ConversationSamples:
     """The training samples of one conversation (:mod:`kimi_chat.data`: samples as generated).
@@ -278,7 +279,9 @@ def conversation_samples(
     ``preserve_thinking`` where the dialect reads it: one sample; refused where the dialect cannot),
     ``"official"`` (one official rendering of the whole conversation, reasoning dropped where the template
     drops it). ``options`` are the dialect's render options (``thinking``...); ``special_tokens`` is
-    :func:`~kimi_chat.render_tokens`'s policy for marker text typed in the input.
+    :func:`~kimi_chat.render_tokens`'s policy for marker text typed in the input. With ``"official"``, a
+    ``UserWarning`` names how many reasoning blocks the rendering drops (``warn=False``: only counted, in
+    ``reasoning_dropped``, as the batch core reports it).
 
     Raises the :class:`~kimi_chat.errors.KimiChatError` of a message or option the dialect refuses.
     """
@@ -290,6 +293,11 @@ def conversation_samples(
                  and i not in turns]
     if reasoning == "official":
         samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        if dropped and warn:
+            warnings.warn(
+                f"reasoning='official': the {d.name} rendering drops the reasoning of {dropped} assistant message(s) "
+                "of this conversation, so these samples train answers without it; reasoning='as-sampled' keeps it",
+                UserWarning, stacklevel=2)
         return ConversationSamples(samples, dropped, untrained)
     bodies: dict[int, list[int]] = {}
     samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)

@@ -150,3 +150,14 @@ def test_pyarrow_is_imported_only_by_the_batch_functions():
             "if 'pyarrow' not in sys.modules: sys.exit('SCHEMA without pyarrow?')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_official_policy_warns_with_the_count(tok):
+    from kimi_chat.data import conversation_samples
+
+    with pytest.warns(UserWarning, match=r"drops the reasoning of 3 assistant message\(s\)"):
+        res = conversation_samples(LOOP, dialect="kimi-k2.6", tokenizer=tok, reasoning="official")
+    assert res.reasoning_dropped == 3 and [s.turns for s in res.samples] == [[1, 3, 5]]
+    # the official rendering writes the earlier turns as <think></think>: the trained ids hold no reasoning
+    trained = tok.decode([x for x in res.samples[0].labels if x != IGNORE_INDEX])
+    assert "Answer it." not in trained and "18C." in trained
