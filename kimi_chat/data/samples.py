@@ -473,8 +473,13 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
             return None
         m = msgs[j]
         if isinstance(m, Mapping) and m.get("role") == "assistant":
-            want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
-                                                               special_tokens=special_tokens, index=j, **opts)
+            try:
+                want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
+                                                                   special_tokens=special_tokens, index=j, **opts)
+            except RenderError:
+                if j in trained:
+                    raise
+                return None  # a context-only turn the model cannot have generated: checked request by request
             a = sp.start + len(gp)
             if ids[sp.start:a] != gp or ids[a:sp.end] != want:
                 return None
