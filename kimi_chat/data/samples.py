@@ -435,8 +435,18 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
     samples: list[Sample] = []
     for stretch in stretches:
         one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body)
-        samples += [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens, stretch,
-                                                                body)
+        for sample in [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens,
+                                                                  stretch, body):
+            prev = samples[-1] if samples else None
+            if prev is not None and sample.input_ids[: len(prev.input_ids)] == prev.input_ids:
+                # the next request did not re-render the sample before (a final answer without reasoning): one
+                n = len(prev.input_ids)
+                prev.input_ids = sample.input_ids
+                prev.labels = prev.labels + sample.labels[n:]
+                prev.turns += sample.turns
+                prev.spans += sample.spans
+            else:
+                samples.append(sample)
     return samples
 
 

@@ -159,6 +159,11 @@ def test_k2_samples_are_the_official_ids_as_generated(name, config, data):
             prompt, generated, _ = expected[i]
             assert s.input_ids[:a] == tok.encode(prompt, allow_special=True), f"prompt of messages[{i}]"
             assert s.input_ids[a:b] == tok.encode(generated, allow_special=True), f"turn messages[{i}]"
+    for before, after in zip(result.samples, result.samples[1:]):
+        # as few samples as the rendering allows: a new one starts only where the next request's official prompt
+        # does not extend the sample before (it re-renders something of it)
+        nxt = tok.encode(expected[after.turns[0]][0], allow_special=True)
+        assert nxt[: len(before.input_ids)] != before.input_ids, f"messages[{after.turns[0]}] could join"
 
 
 @needs_reference
@@ -207,6 +212,9 @@ def test_k3_samples_are_the_official_ids_as_generated(req):
             head = turn.index(sep) + 1
             assert turn[head: head + len(opened)] == opened
             assert s.input_ids[a:b] == turn[head + len(opened):], f"turn messages[{i}]"
+    for before, after in zip(result.samples, result.samples[1:]):  # as few samples as the rendering allows
+        nxt = official(messages[: after.turns[0]], True)
+        assert nxt[: len(before.input_ids)] != before.input_ids, f"messages[{after.turns[0]}] could join"
 
 
 @needs_reference
