@@ -17,7 +17,10 @@ assistant tool call with reasoning, tool result, assistant answer with reasoning
   (goal <= 2.2x: linear is 2.0x; the floor's own growth is printed beside it: the K2-Thinking-style policies
   emit more text per turn as the history grows, one sample per final answer, each holding the history).
 
-Samples / ids: how many samples and emitted ids one conversation gives. No asserts: the figures are printed.
+Samples / ids: how many samples and emitted ids one conversation gives. Then the batch core
+(:func:`kimi_chat.data.conversations_to_batch`, Arrow batch included) on 200 new 30-message conversations per
+dialect: conversations/s and ids/s in one process, with and without the per-conversation findings (lint).
+No asserts: the figures are printed.
 """
 
 from __future__ import annotations
@@ -99,5 +102,28 @@ def main() -> None:
                       f"{one_render / floor:>12.2f}x {growth:>10} {floor_growth:>11}", flush=True)
 
 
+def batch_core(dialects: list[str]) -> None:
+    import time
+
+    from render_tokens import TOOLS
+
+    from kimi_chat.data import conversations_to_batch
+
+    print(f"\n{'batch core (200 x 30 messages)':34} {'findings':>8} {'conv/s':>8} {'ids/s':>10} {'samples':>7}")
+    for name in dialects:
+        tok = _tokenizer(name)
+        rows = [{"messages": conversation(30, salt=f"#{k}"), "tools": TOOLS} for k in range(200)]
+        for findings in (False, True):
+            conversations_to_batch(rows[:4], dialect=name, tokenizer=tok, findings=findings)
+            t = time.process_time()
+            res = conversations_to_batch(rows, dialect=name, tokenizer=tok, findings=findings)
+            t = time.process_time() - t
+            ids = sum(res.batch.column("length").to_pylist())
+            print(f"{name:34} {str(findings):>8} {len(rows) / t:>8.0f} {ids / t:>10.0f} {res.batch.num_rows:>7}",
+                  flush=True)
+
+
 if __name__ == "__main__":
     main()
+    batch_core(sys.argv[sys.argv.index("--dialects") + 1].split(",") if "--dialects" in sys.argv else
+               ["kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.6", "kimi-k3"])
