@@ -52,7 +52,7 @@ def _tokenizer(name: str) -> KimiTokenizer:
     return KimiTokenizer.from_reference("k3" if d.family == "k3" else "k2.6")
 
 
-def main() -> None:
+def main() -> list[str]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dialects", default="kimi-k2-instruct-0905,kimi-k2-thinking@rev1,kimi-k2.6,kimi-k3")
     ap.add_argument("--sizes", default="4,10,30,100")
@@ -100,6 +100,7 @@ def main() -> None:
                 print(f"{name:24} {policy:10} {n:>4} {len(res.samples):>7} {ids:>6} {floor * 1e6:>9.0f} "
                       f"{new * 1e6:>9.0f} {new / floor:>8.2f}x {rep * 1e6:>9.0f} {rep / floor:>8.2f}x "
                       f"{one_render / floor:>12.2f}x {growth:>10} {floor_growth:>11}", flush=True)
+    return args.dialects.split(",")
 
 
 def batch_core(dialects: list[str]) -> None:
@@ -124,6 +125,4 @@ def batch_core(dialects: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main()
-    batch_core(sys.argv[sys.argv.index("--dialects") + 1].split(",") if "--dialects" in sys.argv else
-               ["kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.6", "kimi-k3"])
+    batch_core(main())
