@@ -3,8 +3,9 @@ after the exact prompt a server rendered for that request (the semantics: :mod:`
 
 Built on the public token API (:func:`kimi_chat.render_tokens`, :func:`kimi_chat.extend_tokens`): one
 sample per stretch of turns the dialect's official rendering keeps as generated, the boundaries found by
-prefix stability (``extend_tokens`` answers ``None`` where a later prompt re-renders an earlier turn), never
-from a table of dialect names.
+prefix stability (a request whose official prompt does not extend the sample so far starts a new one), never
+from a table of dialect names. What the rendering does is learnt from it by probes, once per dialect, options
+and tokenizer (:data:`_FACTS`); every stretch built from one rendering is checked turn by turn.
 """
 
 from __future__ import annotations
@@ -96,7 +97,6 @@ def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 # Per dialect facts, learnt from the rendering itself (probes, cached)
 # --------------------------------------------------------------------------------------------------
-
 
 
 def _options_key(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
