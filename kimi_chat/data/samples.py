@@ -19,6 +19,7 @@ from .. import markers as M
 from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
+from ..prompt import render_segments
 from ..tokens.rendered import RenderedTokens, carried_reasoning, dropped_reasoning, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
@@ -159,8 +160,6 @@ def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str,
     return hit
 
 
-
-
 def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str, list[int]]:
     """``(ids, text, generation prompt)``: what the generation prompt writes after an assistant turn's header
     (K2.5 / K2.6: ``<think>``; ``<think></think>`` with ``thinking=False``), the generation prompt less the
@@ -218,7 +217,6 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
 # --------------------------------------------------------------------------------------------------
 # Policies
 # --------------------------------------------------------------------------------------------------
-
 
 
 def reasoning_options(dialect: str | Dialect, reasoning: str, options: Mapping[str, Any] | None = None,
@@ -316,8 +314,6 @@ def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[st
     generation prompt) does not write in their turn."""
     if not any(carried_reasoning(m) for m in msgs):
         return 0
-    from ..prompt import render_segments
-
     text: dict[int, list[str]] = {}
     for seg in render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts):
         if seg.trainable:
@@ -380,8 +376,6 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> 
         alone = [_isolated(m, d, tok, options, "text")[1] for m in probe]
         hit = facts[key] = together == alone
     return hit
-
-
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
