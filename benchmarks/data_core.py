@@ -76,14 +76,14 @@ def main() -> list[str]:
             for n in sizes:
                 pool = [conversation(n, salt=f"~{k}") for k in range(POOL)]
                 one = pool[0]
-                res = conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy)
+                res = conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy, warn=False)
                 texts = [tok.decode(s.input_ids) for s in res.samples]
                 ids = sum(len(s.input_ids) for s in res.samples)
                 floor = per_call(lambda: [enc.encode(t, allowed_special="all") for t in texts], args.repeat)
                 it = iter(range(10**9))
                 new = per_call(lambda: conversation_samples(pool[next(it) % POOL], dialect=name, tokenizer=tok,
-                                                            reasoning=policy), args.repeat)
-                rep = per_call(lambda: conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy),
+                                                            reasoning=policy, warn=False), args.repeat)
+                rep = per_call(lambda: conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy, warn=False),
                                args.repeat)
                 it2 = iter(range(10**9))
                 with warnings.catch_warnings():
