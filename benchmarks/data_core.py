@@ -83,8 +83,8 @@ def main() -> list[str]:
                 it = iter(range(10**9))
                 new = per_call(lambda: conversation_samples(pool[next(it) % POOL], dialect=name, tokenizer=tok,
                                                             reasoning=policy, warn=False), args.repeat)
-                rep = per_call(lambda: conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy, warn=False),
-                               args.repeat)
+                rep = per_call(lambda: conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy,
+                                                            warn=False), args.repeat)
                 it2 = iter(range(10**9))
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the dropped-reasoning warning, on every call
