@@ -60,6 +60,8 @@ from ..prompt import Layout, render_layout, write_prompt
 from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .segments import encode_items, raise_typed, typed_special
+from .live import PickledWithoutTokenizer, register_live
+from .reasoning import warn_dropped_reasoning
 from .text_ids import text_ids
 from .tokenizer import KimiTokenizer, cut_points
 from .prompt_ids import encode_whole as _encode_whole
@@ -82,7 +84,7 @@ class Span(NamedTuple):
 _ONES = [1] * 4096
 
 
-class RenderedTokens:
+class RenderedTokens(PickledWithoutTokenizer):
     """A prompt as tokens.
 
     * ``ids``: the token ids;
@@ -102,9 +104,9 @@ class RenderedTokens:
     """
 
     __slots__ = (
-        "ids", "text", "tokenizer", "messages", "tools", "dialect", "add_generation_prompt", "options",
+        "ids", "text", "_tokenizer", "messages", "tools", "dialect", "add_generation_prompt", "options",
         "special_tokens", "continue_final_message", "_pieces", "_mask", "_message_index", "_spans", "_clean_end",
-        "_dialect",
+        "_dialect", "_tokenizer_ref",
     )
 
     def __init__(
@@ -130,7 +132,8 @@ class RenderedTokens:
         self._pieces = pieces
         self._mask = assistant_mask
         self.text = text
-        self.tokenizer = tokenizer
+        self._tokenizer: KimiTokenizer | None = tokenizer
+        self._tokenizer_ref: tuple[str, str, int, int | None] | None = None
         self.messages = messages
         self.tools = tools
         self.dialect = self._dialect.name
@@ -512,6 +515,7 @@ def _check_tokenizer(tokenizer: Any) -> None:
         raise TypeError(
             f"tokenizer must be a KimiTokenizer (e.g. KimiTokenizer.from_reference('k2')), got {type(tokenizer).__name__}"
         )
+    register_live(tokenizer)  # a live tokenizer an unpickled result can take back (by its files)
 
 
 def render_tokens(
@@ -551,8 +555,10 @@ def render_tokens(
     d = get_dialect(dialect)
     check_vocabulary(tokenizer, d)
     if family_of(d).segment_wise:
-        return _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
-                               special_tokens, options, strict)
+        r = _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
+                            special_tokens, options, strict)
+        warn_dropped_reasoning(messages, d, r, stacklevel=3)
+        return r
     lay, info, structural, ids = _k2_ids(messages, tokenizer, tools, d, add_generation_prompt,
                                          continue_final_message, special_tokens, strict, options)
     if add_generation_prompt is None:
@@ -562,8 +568,10 @@ def render_tokens(
         finding = unterminated_last_turn(d, normalize_messages(messages), add_generation_prompt)
         if finding is not None:
             warnings.warn(str(finding), UserWarning, stacklevel=2)
-    return _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
-                  continue_final_message, dict(options), special_tokens)
+    r = _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
+               continue_final_message, dict(options), special_tokens)
+    warn_dropped_reasoning(messages, d, r, stacklevel=3, lay=lay)
+    return r
 
 
 def _segment_tokens(
