@@ -1,0 +1,66 @@
+"""Training data: every trained token exactly what the model generated, in the context it saw.
+
+**The trap.** The official K2-Thinking, K2.5 and K2.6 templates write every assistant turn up to the last
+one without tool calls as ``<think></think>`` + content: their reasoning is dropped. A dataset rendered the
+obvious way (``render_tokens(conversation, add_generation_prompt=False)``, or ``apply_chat_template`` in a
+trainer) trains the model to answer with an empty reasoning block, and a third or more of the text (the
+reasoning) never reaches training. Nothing fails and nothing warns (``render_tokens`` now does).
+
+**A sample, as generated.** A sample trains assistant messages. For each trained assistant message ``i``
+its ``input_ids`` hold, first, the official ids of ``messages[:i]`` plus the generation prompt (exactly the
+prompt a server renders for that request), then message ``i`` as the model generated it after that prompt:
+its reasoning kept, its content and tool calls, through its end-of-turn marker (``<|im_end|>``; Kimi-K3's
+``<|close|>message<|sep|><|end_of_msg|>``), and nothing the generation prompt already wrote (K2.5 / K2.6
+open ``<think>`` in the prompt, K3 its think channel: that is not trained). A sample ends with its last
+trained message's end marker. ``labels`` are the ids at trained positions and ``-100`` elsewhere;
+``assistant_masks`` 1 where trained; ``turns`` the indices of the messages the sample trains.
+
+Every assistant message is trained in exactly one sample, unless it says ``"train": false`` or
+``"weight": 0`` (then it is context only). Samples are as few as the dialect allows: a turn joins the
+sample of the turn before when the next request's official prompt starts with that sample's ids (prefix
+stability, asked of the rendering itself through :func:`kimi_chat.extend_tokens`), else a new sample starts
+with that request's prompt. So: one sample per conversation where the rendering keeps every assistant turn
+as generated (K2-Instruct rev1 / rev2 / 0905, Kimi-K3, K2.6 with ``preserve_thinking``), one per stretch
+up to a final answer (the next request re-renders it without its reasoning) in K2-Thinking, K2.5 and K2.6
+by default. The prefix a turn shares with the sample so far is not re-tokenized.
+
+How a turn is written as generated: the dialect's template is asked for the turn on its own (an assistant
+turn's text depends on the message alone); where it writes a final answer as history, reasoning dropped,
+it is asked for the turn as it writes a turn with tool calls (whose reasoning it keeps) and the tool-call
+section is taken out. Both facts are probed on the rendering once per dialect, not listed by name.
+
+**Reasoning policies** (``reasoning=``):
+
+* ``"as-sampled"`` (default): the samples above;
+* ``"keep"``: render with every turn's reasoning kept, one sample per conversation: K2.6's
+  ``preserve_thinking=True``, Kimi-K3 as is, dialects without reasoning as is; refused with an
+  :class:`~kimi_chat.errors.UnsupportedOptionError` where the rendering cannot keep earlier reasoning
+  (K2-Thinking, K2.5: no ``preserve_thinking``);
+* ``"official"``: one official rendering of the whole conversation, as a trainer's ``apply_chat_template``
+  would: the reasoning the template drops is dropped (counted: the ``reasoning_dropped`` finding).
+
+**What is reported** (:mod:`kimi_chat.data.findings`): per row, reasoning the official rendering drops,
+double-encoded tool arguments, tool-call ids not of the ``functions.NAME:N`` form, calls to undeclared
+tools, marker text typed in content, samples over ``max_length`` (dropped, or truncated at a turn
+boundary), conversations that do not end with an assistant message, and bad rows (the
+:class:`~kimi_chat.errors.KimiChatError` naming the message index and field).
+
+The API: :func:`conversation_samples` (one conversation -> :class:`Sample` list), :func:`conversations_to_batch`
+(rows -> ``pyarrow.RecordBatch`` of :data:`~kimi_chat.data.batch.SCHEMA` + findings: the core that
+``datasets.map`` and Ray Data run), :func:`preference_pair` (DPO), :func:`extend_rollout` (RL, token in token
+out). pyarrow (``pip install 'kimi-chat[data]'``) is imported only by the batch functions.
+"""
+
+from __future__ import annotations
+
+from .batch import COLUMNS, BatchResult, conversations_to_batch, row_conversation, samples_to_batch
+from .findings import KINDS, Finding, conversation_findings, double_encoded_arguments
+from .samples import (IGNORE_INDEX, REASONING_POLICIES, ConversationSamples, InvalidRowError, Sample,
+                      conversation_samples, generated_turn, reasoning_options, trained_turns)
+
+__all__ = [
+    "BatchResult", "COLUMNS", "ConversationSamples", "Finding", "IGNORE_INDEX", "InvalidRowError", "KINDS",
+    "REASONING_POLICIES", "Sample", "conversation_findings", "conversation_samples", "conversations_to_batch",
+    "double_encoded_arguments", "generated_turn", "reasoning_options", "row_conversation", "samples_to_batch",
+    "trained_turns",
+]

@@ -1,0 +1,132 @@
+"""Findings: what the data report says about one conversation (a row of the input).
+
+A :class:`Finding` names its ``kind``, the ``row`` (0-based index in the input) and ``sample_id`` it is about,
+a ``message`` that states the problem and, where it helps, the ``path`` of the field (``messages[3].content``)
+and a ``count``. :func:`conversation_findings` gathers what one conversation shows; the rules that
+:func:`kimi_chat.lint` already has (undeclared tools, non-canonical call ids, typed markers) are lint's, seen
+through :data:`LINT_KINDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..checks.lint import lint
+from ..dialects import Dialect, get_dialect
+
+__all__ = ["Finding", "KINDS", "LINT_KINDS", "conversation_findings", "double_encoded_arguments"]
+
+KINDS: dict[str, str] = {
+    "bad_row": "a row that is not a conversation the dialect renders (not trained; the error names the field)",
+    "reasoning_dropped": "reasoning blocks the official rendering of the whole conversation drops",
+    "double_encoded_arguments": "tool-call arguments JSON-encoded twice (a JSON string holding a JSON object)",
+    "foreign_call_id": "tool-call ids not of the form the models were trained on (functions.NAME:N)",
+    "undeclared_tool": "calls to a function that is not in the row's tools",
+    "marker_text": "special-token text typed in a message (encoded as text)",
+    "over_max_length": "samples longer than max_length (dropped, or truncated at a turn boundary)",
+    "no_final_assistant": "conversations that do not end with an assistant message (the end is not trained)",
+    "no_trained_turn": "conversations with no assistant message to train (no sample)",
+}
+"""Every finding kind, with what it counts."""
+
+_LINT_FIELDS = {"undeclared-tool": ".function.name", "non-canonical-tool-call-id": ".id"}
+_CALL = re.compile(r"tool_calls\[\d+\]")
+
+LINT_KINDS: dict[str, str] = {
+    "undeclared-tool": "undeclared_tool",
+    "non-canonical-tool-call-id": "foreign_call_id",
+    "typed-marker": "marker_text",
+}
+"""The :func:`kimi_chat.lint` codes a finding reports, and their kinds."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the data report says about a row: ``kind`` (a key of :data:`KINDS`), ``row`` (its 0-based
+    index in the input, ``None``: not about one row), ``sample_id``, ``message``, ``path`` (the field, e.g.
+    ``messages[2].tool_calls[0].function.arguments``) and ``count`` (how many, for counted kinds)."""
+
+    kind: str
+    row: int | None
+    sample_id: str | None
+    message: str
+    path: str | None = None
+    count: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: every field."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        where = f"row {self.row}" if self.row is not None else "dataset"
+        if self.sample_id is not None and self.sample_id != str(self.row):
+            where += f" (id {self.sample_id})"
+        if self.path:
+            where += f" {self.path}"
+        return f"{self.kind}: {where}: {self.message}"
+
+
+def double_encoded_arguments(arguments: Any) -> bool:
+    """Whether tool-call ``arguments`` are JSON-encoded twice: a JSON string whose value is itself the JSON
+    encoding of an object or array (``'"{\\"city\\": \\"Paris\\"}"'``)."""
+    if not isinstance(arguments, str):
+        return False
+    try:
+        inner = json.loads(arguments)
+    except ValueError:
+        return False
+    if not isinstance(inner, str):
+        return False
+    try:
+        value = json.loads(inner)
+    except ValueError:
+        return False
+    return isinstance(value, (dict, list))
+
+
+def conversation_findings(
+    messages: Sequence[Any],
+    *,
+    dialect: str | Dialect,
+    tools: Sequence[Any] | None = None,
+    row: int | None = None,
+    sample_id: str | None = None,
+    **options: Any,
+) -> list[Finding]:
+    """What one (renderable) conversation shows, apart from its samples: double-encoded tool arguments, the
+    lint findings of :data:`LINT_KINDS`, and a conversation that does not end with an assistant message."""
+    d = get_dialect(dialect)
+    out: list[Finding] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") != "assistant":
+            continue
+        for j, call in enumerate(m.get("tool_calls") or ()):
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping) and double_encoded_arguments(fn.get("arguments")):
+                out.append(Finding(
+                    "double_encoded_arguments", row, sample_id,
+                    "the arguments are a JSON string holding JSON-encoded arguments: the model is trained to "
+                    "write them escaped; decode them once (json.loads) before training",
+                    f"messages[{i}].tool_calls[{j}].function.arguments"))
+    for w in lint(messages, dialect=d, tools=tools, add_generation_prompt=False, **options):
+        kind = LINT_KINDS.get(w.code)
+        if kind is not None:
+            where = w.field
+            call = _CALL.match(w.text) if where is None and w.code in _LINT_FIELDS else None
+            if call is not None:  # lint names the call in its text: the path goes down to the field
+                where = call.group() + _LINT_FIELDS[w.code]
+            path = None if w.message_index is None else f"messages[{w.message_index}]" + (
+                f".{where}" if where else "")
+            out.append(Finding(kind, row, sample_id, w.text, path))
+    last = messages[-1] if messages else None
+    if not (isinstance(last, Mapping) and last.get("role") == "assistant"):
+        role = last.get("role") if isinstance(last, Mapping) else None
+        out.append(Finding(
+            "no_final_assistant", row, sample_id,
+            f"the conversation ends with a {role!r} message, not an assistant answer: what follows the last "
+            "assistant message is in no sample", f"messages[{len(messages) - 1}]" if messages else "messages"))
+    return out
