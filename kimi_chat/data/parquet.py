@@ -3,10 +3,14 @@ shard, and a manifest written last.
 
 Layout of ``OUTDIR``::
 
-    shard-00000.parquet ...     the samples (the columns of kimi_chat.data.batch.SCHEMA), one file per chunk
-                                of input rows; file metadata: the run's fingerprint and the shard's counts
-    findings/shard-00000.jsonl  the findings of that chunk (one JSON object a line), written before its shard
-    manifest.json               written last: the options, the fingerprint, every shard, the totals
+    shard-00000.parquet ...      the samples (the columns of kimi_chat.data.batch.SCHEMA), one file per chunk
+                                 of input rows; file metadata: the run's fingerprint and the shard's counts
+    _findings/shard-00000.jsonl  the findings of that chunk (one JSON object a line), written before its shard
+    _manifest.json               written last: the options, the fingerprint, every shard, the totals
+
+The names starting with ``_`` (and the temporary ``.NAME.tmp``) are what Parquet readers skip, so the directory
+reads as one dataset: ``pyarrow.parquet.read_table(OUTDIR)``, ``datasets.load_dataset("parquet",
+data_dir=OUTDIR)``, ``ray.data.read_parquet(OUTDIR)``.
 
 Nothing half-written looks finished: every file is written under a temporary name (``.NAME.tmp``) and renamed
 when complete (:func:`atomic_write`), a shard's findings before the shard itself, the manifest after every
@@ -29,8 +33,8 @@ __all__ = [
     "sample_files", "OutputError",
 ]
 
-MANIFEST = "manifest.json"
-FINDINGS_DIR = "findings"
+MANIFEST = "_manifest.json"
+FINDINGS_DIR = "_findings"
 FINGERPRINT_KEY = b"kimi_chat.fingerprint"
 """Parquet file-metadata key of the run's fingerprint (:meth:`kimi_chat.data.options.RenderOptions.fingerprint`)."""
 SHARD_KEY = b"kimi_chat.shard"

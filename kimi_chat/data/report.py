@@ -16,17 +16,8 @@ from typing import Any
 
 __all__ = ["KINDS", "totals_by_kind", "dataset_report", "build_report", "summary_text", "load_report"]
 
-KINDS: dict[str, str] = {
-    "bad_row": "rows that could not be read or rendered (not trained; the message names the field)",
-    "reasoning_dropped": "reasoning blocks the official template drops (a full render would not train them)",
-    "double_encoded_arguments": "tool-call arguments that are a JSON string holding JSON (encoded twice)",
-    "foreign_call_id": "tool-call ids not in the dialect's form (functions.NAME:N)",
-    "undeclared_tool": "calls to tools the conversation does not declare",
-    "marker_text": "Kimi marker text typed inside content (encoded as text, not as the control token)",
-    "over_max_length": "samples longer than --max-length (the message says: dropped, or truncated at a turn boundary)",
-    "no_final_assistant": "conversations that do not end with an assistant message",
-}
-"""Every finding kind the batch core reports, and what it means."""
+from .findings import KINDS  # every kind the batch core reports, and what it counts
+
 
 EXAMPLES = 5
 """Findings listed per kind in the summary (the JSON report holds all of them)."""
@@ -107,8 +98,7 @@ def summary_text(report: Mapping[str, Any], examples: int = EXAMPLES) -> str:
             lines.append(f"  {kind:<25} {n:>8,}  {KINDS.get(kind, '')}")
             items = by_kind.get(kind, [])
             for f in items[:examples]:
-                more = f" (x{f['count']})" if _count(f) > 1 else ""
-                lines.append(f"      {_where(f)}: {f.get('message', '')}{more}")
+                lines.append(f"      {_where(f)}: {f.get('message', '')}")
             if len(items) > examples:
                 lines.append(f"      ... and {len(items) - examples:,} more (the JSON report lists every one)")
     return "\n".join(lines) + "\n"
