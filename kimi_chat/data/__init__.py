@@ -64,3 +64,9 @@ __all__ = [
     "double_encoded_arguments", "generated_turn", "reasoning_options", "row_conversation", "samples_to_batch",
     "trained_turns",
 ]
+
+# The pipeline on the batch core (kimi_chat.data.dataset, .pipeline, .ray_engine; docs/training-data.md):
+# render_dataset runs it over a Hugging Face datasets.Dataset (datasets imported when called).
+from .dataset import render_dataset  # noqa: E402
+
+__all__ += ["render_dataset"]
