@@ -9,7 +9,7 @@ tokenizer once.
   Ray Data writes as Parquet (``Dataset.write_parquet``). The input path and OUTDIR must be visible to every
   node (a shared filesystem), as for any Ray Data file output.
 * :class:`KimiSamples` (the recipe, docs/training-data.md): for a Ray dataset of conversations read by Ray itself
-  (``ray.data.read_parquet``...), ``ds.map_batches(KimiSamples, fn_constructor_kwargs={...}, concurrency=N,
+  (``ray.data.read_parquet``...), ``ds.map_batches(KimiSamples, fn_constructor_kwargs={...}, compute=ray.data.ActorPoolStrategy(size=N),
   batch_format="pyarrow")`` gives the samples. Ray Data has no global row number: give every row an ``id``
   (the ``sample_id``), as the local engine's row numbers are not known there.
 
@@ -94,14 +94,17 @@ class KimiSamples:
 
 
 def _ensure_ray(workers: int) -> None:
+    """Connect to the Ray cluster this process already uses or ``$RAY_ADDRESS`` names, else start a local one
+    on the loopback interface only, with ``workers`` CPUs, no dashboard and no usage statistics sent."""
     import ray
 
-    if ray.is_initialized() or os.environ.get("RAY_ADDRESS"):
-        if not ray.is_initialized():
-            ray.init()
+    if ray.is_initialized():
         return
-    ray.init(num_cpus=workers, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
-             configure_logging=False)
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init()
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=workers, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
 
 
 def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, workers: int | None = None,
@@ -118,8 +121,9 @@ def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, worke
         raise parquet.OutputError(f"{out}: not empty: Ray Data writes into an empty directory (remove it, or "
                                   "choose another)")
     out.mkdir(parents=True, exist_ok=True)
-    _ensure_ray(workers or default_workers())
-    workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
+    _ensure_ray((workers or default_workers()) + 1)  # a CPU more than actors: see below
+    # the actors, and a CPU left for Ray Data's own tasks (the write): all CPUs held by actors would deadlock it
+    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
     fingerprint = options.fingerprint(f"chunk_rows={source.chunk_rows}")
@@ -134,10 +138,11 @@ def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, worke
             fn_constructor_args=(options, str(source.path), source.kind, source.chunk_rows, str(out), fingerprint),
             batch_size=1,
             batch_format="pyarrow",
-            concurrency=min(workers, len(plan)),
+            compute=ray.data.ActorPoolStrategy(size=min(workers, len(plan))),
             num_cpus=1,
         )
-        ds.write_parquet(str(out))
+        # writing is I/O: its tasks take no CPU, so the actors still held when they start cannot starve them
+        ds.write_parquet(str(out), ray_remote_args={"num_cpus": 0})
     result = RunResult()
     records = []
     findings = []
