@@ -153,14 +153,45 @@ def bench_memory(sizes: list[int]) -> None:
 
 
 def bench_renderers(n: int, turns: int) -> None:
+    """renderers 0.1.12 (its K2.5 renderer, build_training_sample: one full render per conversation) against
+    kimi_chat's samples as generated on the same conversations."""
+    from kimi_chat.tokens.tokenizer import PAT_STR
+
     venv = Path("/work/venv-renderers/bin/python")
     script = Path(__file__).with_name("data_renderers.py")
-    if not venv.exists() or not script.exists():
+    if not venv.exists():
         print("renderers 0.1.12: not run (no /work/venv-renderers: python -m venv /work/venv-renderers && "
               "/work/venv-renderers/bin/pip install renderers==0.1.12)")
         return
-    p = subprocess.run([str(venv), str(script), str(n), str(turns)], capture_output=True, text=True)
-    print((p.stdout or p.stderr).strip())
+    rows = [agent_loop(i, turns) for i in range(n)]
+    options = RenderOptions.make("kimi-k2.5")
+    tok = options.tokenizer.load()
+    options.render(rows[:2])
+    t_ours = _best(lambda: [options.render([r]) for r in rows]) / n
+    ours_tokens = sum(sum(options.render([r]).batch.column("length").to_pylist()) for r in rows[:20]) / 20
+    official = RenderOptions.make("kimi-k2.5", reasoning="official")
+    t_official = _best(lambda: [official.render([r]) for r in rows]) / n
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"rows": rows, "model": str(tok.model_path), "config": str(tok.config_path), "pattern": PAT_STR}, f)
+    try:
+        p = subprocess.run([str(venv), str(script), f.name], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    try:
+        theirs = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        print(f"renderers 0.1.12: failed: {(p.stderr or p.stdout).strip()[-400:]}")
+        return
+    if "error" in theirs:
+        print(f"renderers 0.1.12: {theirs['error']}")
+        return
+    t_theirs = theirs["seconds_per_conversation"]
+    print(f"renderers 0.1.12 (KimiK25Renderer, build_training_sample: one full render per conversation, "
+          f"{theirs['tokens_per_conversation']:.0f} tokens) {t_theirs * 1e3:.2f} ms per conversation; kimi_chat "
+          f"samples as generated on kimi-k2.5 ({ours_tokens:.0f} tokens over its samples) {t_ours * 1e3:.2f} ms: "
+          f"kimi_chat {t_theirs / t_ours:.2f}x its speed; kimi_chat reasoning='official' (the same work: one full "
+          f"render) {t_official * 1e3:.2f} ms: {t_theirs / t_official:.2f}x (tokenizer: tiktoken over the reference "
+          "files, as the hub is not reachable offline)")
 
 
 def main() -> None:
