@@ -179,7 +179,7 @@ def conversations_to_batch(
         try:
             messages, tools = row_conversation(row)
             result = conversation_samples(messages, dialect=d, tokenizer=tokenizer, tools=tools,
-                                          reasoning=reasoning, **opts)  # type: ignore[arg-type]
+                                          reasoning=reasoning, warn=False, **opts)  # type: ignore[arg-type]
             row_findings = (conversation_findings(messages, dialect=d, tools=tools, row=index, sample_id=sid, **opts)
                             if findings else [])
         except (KimiChatError, TypeError, ValueError) as e:

@@ -30,6 +30,7 @@ KINDS: dict[str, str] = {
     "over_max_length": "samples longer than max_length (dropped, or truncated at a turn boundary)",
     "no_final_assistant": "conversations that do not end with an assistant message (the end is not trained)",
     "no_trained_turn": "conversations with no assistant message to train (no sample)",
+    "leading_assistant": "an assistant message first in the conversation: no request before it, not trained",
 }
 """Every finding kind, with what it counts."""
 
@@ -122,6 +123,12 @@ def conversation_findings(
             path = None if w.message_index is None else f"messages[{w.message_index}]" + (
                 f".{where}" if where else "")
             out.append(Finding(kind, row, sample_id, w.text, path))
+    first = messages[0] if messages else None
+    if isinstance(first, Mapping) and first.get("role") == "assistant":
+        out.append(Finding(
+            "leading_assistant", row, sample_id,
+            "the conversation starts with an assistant message: no request comes before it (the official "
+            "tokenizer refuses an empty prompt), so it is context only, not trained", "messages[0]"))
     last = messages[-1] if messages else None
     if not (isinstance(last, Mapping) and last.get("role") == "assistant"):
         role = last.get("role") if isinstance(last, Mapping) else None

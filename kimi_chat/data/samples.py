@@ -3,8 +3,9 @@ after the exact prompt a server rendered for that request (the semantics: :mod:`
 
 Built on the public token API (:func:`kimi_chat.render_tokens`, :func:`kimi_chat.extend_tokens`): one
 sample per stretch of turns the dialect's official rendering keeps as generated, the boundaries found by
-prefix stability (``extend_tokens`` answers ``None`` where a later prompt re-renders an earlier turn), never
-from a table of dialect names.
+prefix stability (a request whose official prompt does not extend the sample so far starts a new one), never
+from a table of dialect names. What the rendering does is learnt from it by probes, once per dialect, options
+and tokenizer (:data:`_FACTS`); every stretch built from one rendering is checked turn by turn.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import markers as M
+from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
-from ..errors import KimiChatError, UnsupportedOptionError
-from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
+from ..errors import KimiChatError, RenderError, UnsupportedOptionError
+from ..prompt import render_segments
+from ..tokens.rendered import RenderedTokens, carried_reasoning, dropped_reasoning, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = [
@@ -31,7 +34,6 @@ IGNORE_INDEX = -100
 ReasoningPolicy = Literal["as-sampled", "keep", "official"]
 REASONING_POLICIES: tuple[str, ...] = ("as-sampled", "keep", "official")
 
-_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 # a call added to a final answer so that a template that drops the reasoning of final answers writes the turn
 # as it writes a turn it keeps (its tool-call section is then taken out again)
 _PROBE_CALL = {"id": "functions.probe:0", "type": "function", "function": {"name": "probe", "arguments": "{}"}}
@@ -74,12 +76,12 @@ class Sample:
 class ConversationSamples:
     """The samples of one conversation and what was seen building them: ``reasoning_dropped`` (assistant
     turns whose reasoning the official rendering of the whole conversation drops), ``untrained`` (assistant
-    messages marked ``"train": false`` or ``"weight": 0``)."""
+    messages not trained: marked ``"train": false`` or ``"weight": 0``, or first in the conversation)."""
 
     samples: list[Sample]
     reasoning_dropped: int = 0
+    """Assistant turns whose reasoning the official rendering of the whole conversation drops."""
     untrained: list[int] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 def _is_trained(m: Mapping[str, Any]) -> bool:
@@ -88,24 +90,26 @@ def _is_trained(m: Mapping[str, Any]) -> bool:
 
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
-    ``"weight": 0``."""
-    return [i for i, m in enumerate(messages) if isinstance(m, Mapping) and m.get("role") == "assistant"
+    ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
+    return [i for i, m in enumerate(messages) if i and isinstance(m, Mapping) and m.get("role") == "assistant"
             and _is_trained(m)]
-
-
-def _has_reasoning(m: Mapping[str, Any]) -> bool:
-    return any(isinstance(m.get(k), str) and m.get(k) for k in _REASONING_KEYS)
 
 
 # --------------------------------------------------------------------------------------------------
 # Per dialect facts, learnt from the rendering itself (probes, cached)
 # --------------------------------------------------------------------------------------------------
 
-_PROBES: dict[tuple[str, tuple[tuple[str, Any], ...], int], bool] = {}
-
 
 def _options_key(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, v) for k, v in options.items() if isinstance(v, (bool, int, str, type(None)))))
+    return tuple(sorted((k, repr(v)) for k, v in options.items()))
+
+
+_FACTS: PerTokenizer[dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any]] = PerTokenizer("data.dialect_facts")
+"""Per tokenizer: what the probes learnt of a dialect's rendering, by (fact, dialect, options)."""
+
+
+def _facts(tok: KimiTokenizer) -> dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any]:
+    return _FACTS.get(tok, lambda _: {})
 
 
 def _section_ids(tok: KimiTokenizer) -> tuple[int, int] | None:
@@ -145,29 +149,48 @@ def _isolated(message: Mapping[str, Any], d: Dialect, tok: KimiTokenizer, option
 def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
     """Whether the dialect, alone, writes a final answer (no tool calls) with its reasoning: the probe of
     :func:`generated_turn` (False: it writes it as a history turn, reasoning dropped)."""
-    key = (d.name, _options_key(options), id(tok))
-    hit = _PROBES.get(key)
+    facts, key = _facts(tok), ("keeps_final", d.name, _options_key(options))
+    hit = facts.get(key)
     if hit is None:
         probe = {"role": "assistant", "content": "a", "reasoning_content": "r"}
         _, plain, _ = _isolated(probe, d, tok, options, "text")
         _, called, _ = _isolated({**probe, "tool_calls": [_PROBE_CALL]}, d, tok, options, "text")
         kept = _without_section(called, tok)
-        hit = _PROBES[key] = kept is None or kept == plain
+        hit = facts[key] = kept is None or kept == plain
+    return hit
+
+
+def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str, list[int]]:
+    """``(ids, text, generation prompt)``: what the generation prompt writes after an assistant turn's header
+    (K2.5 / K2.6: ``<think>``; ``<think></think>`` with ``thinking=False``), the generation prompt less the
+    untrained head of a probe turn, and the generation prompt's ids; learnt from the rendering once per
+    dialect and options."""
+    facts, key = _facts(tok), ("prefill", d.name, _options_key(options))
+    hit = facts.get(key)
+    if hit is None:
+        # a turn with tool calls: kept in every template (a final answer may be written as history)
+        header, _, gp = _isolated({"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]}, d, tok,
+                                  options, "text")
+        ids = gp[len(header):] if gp[: len(header)] == header else []
+        hit = facts[key] = (ids, tok.decode(ids), gp)
     return hit
 
 
 def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokenizer: KimiTokenizer,
-                   generation_prompt: Sequence[int], special_tokens: str = "text",
-                   **options: Any) -> list[int]:
-    """The ids an assistant ``message`` is generated as after ``generation_prompt`` (the ids a server's
-    generation prompt ends with): the turn as the dialect's template writes a turn whose reasoning it keeps
-    (reasoning, content, tool calls, through its end-of-turn marker), less what the generation prompt
-    already wrote (K2.5 / K2.6 / K3 open the reasoning there).
+                   special_tokens: str = "text", index: int | None = None, **options: Any) -> list[int]:
+    """The ids an assistant ``message`` is generated as after the dialect's generation prompt: the turn as the
+    template writes a turn whose reasoning it keeps (reasoning, content, tool calls, through its end-of-turn
+    marker), less what the generation prompt already wrote (K2.5 / K2.6 open ``<think>`` there).
 
     The turn is rendered on its own (an assistant turn's text depends on the message alone). A template
     that writes a final answer (no tool calls) as history, its reasoning dropped (K2-Thinking, K2.5, K2.6
     without ``preserve_thinking``), is asked for it as it writes a turn with tool calls, whose reasoning it
-    keeps, and the tool-call section is taken out: the same turn with its reasoning."""
+    keeps, and the tool-call section is taken out: the same turn with its reasoning.
+
+    Raises :class:`~kimi_chat.errors.RenderError` (naming ``messages[index]``) when the turn does not begin
+    with what the generation prompt wrote: reasoning under ``thinking=False`` with ``preserve_thinking`` (the
+    prompt closed the think block: the model cannot have written it), or a tokenizer that encodes the opened
+    ``<think>`` as text (not the model's own)."""
     d = get_dialect(dialect)
     if not message.get("tool_calls") and not _keeps_final_reasoning(d, tokenizer, options):
         _, called, _ = _isolated({**message, "tool_calls": [_PROBE_CALL]}, d, tokenizer, options, special_tokens)
@@ -176,30 +199,24 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
             raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
     else:
         _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
-    return body[_overlap(generation_prompt, body):]
-
-
-def _overlap(prompt: Sequence[int], body: Sequence[int]) -> int:
-    """The longest ``k`` such that the prompt ends with ``body[:k]`` (what the generation prompt wrote of
-    the turn: ``<think>``), shorter than the prompt."""
-    for k in range(min(len(prompt) - 1, len(body), 8), 0, -1):
-        if list(prompt[-k:]) == list(body[:k]):
-            return k
-    return 0
-
-
-def _generation_prompt(r: RenderedTokens) -> list[int]:
-    spans = r.spans
-    if spans and spans[-1].message_index == -1:
-        return r.ids[spans[-1].start:]
-    return []  # pragma: no cover - every prompt rendered with add_generation_prompt ends with one
+    prefill, text, _ = _prefill(d, tokenizer, options)
+    if body[: len(prefill)] != prefill:
+        where = f"messages[{index}]" if index is not None else "the assistant message"
+        if tokenizer.decode(body).startswith(text):
+            raise RenderError(
+                f"{where}: the {d.name} generation prompt ends with {text!r}, which this tokenizer does not encode "
+                "as its own token, so the turn cannot be cut after it: use the model's tokenizer "
+                "(KimiTokenizer.from_reference('k2.6') for K2.5 / K2.6)")
+        raise RenderError(
+            f"{where}: the {d.name} generation prompt writes {text!r} (options {dict(options)}), but the turn as "
+            "kept does not begin with it (reasoning with thinking=False?): the model cannot have generated it "
+            "after that prompt; drop its reasoning or render with the options it was generated with")
+    return body[len(prefill):]
 
 
 # --------------------------------------------------------------------------------------------------
 # Policies
 # --------------------------------------------------------------------------------------------------
-
-_KEEP: dict[tuple[str, tuple[tuple[str, Any], ...], int], bool] = {}
 
 
 def reasoning_options(dialect: str | Dialect, reasoning: str, options: Mapping[str, Any] | None = None,
@@ -229,12 +246,16 @@ def reasoning_options(dialect: str | Dialect, reasoning: str, options: Mapping[s
 def _keeps_everything(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
     """Whether one rendering keeps every assistant turn as generated: a probe conversation (an answer with
     reasoning, then a second request) is one sample."""
-    key = (d.name, _options_key(options), id(tok))
-    hit = _KEEP.get(key)
+    facts, key = _facts(tok), ("keeps_all", d.name, _options_key(options))
+    hit = facts.get(key)
     if hit is None:
         probe = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning_content": "r"},
                  {"role": "user", "content": "q"}, {"role": "assistant", "content": "b", "reasoning_content": "s"}]
-        hit = _KEEP[key] = len(_as_sampled(probe, None, d, tok, options, "text", [1, 3])) == 1
+        try:
+            _as_sampled(probe, None, d, tok, options, "text", [1, 3])
+        except RenderError:  # turns with reasoning cannot follow this generation prompt (thinking=False): none
+            probe = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in probe]
+        hit = facts[key] = len(_as_sampled(probe, None, d, tok, options, "text", [1, 3])) == 1
     return hit
 
 
@@ -246,6 +267,7 @@ def conversation_samples(
     tools: Sequence[Any] | None = None,
     reasoning: ReasoningPolicy = "as-sampled",
     special_tokens: str = "text",
+    warn: bool = True,
     **options: Any,
 ) -> ConversationSamples:
     """The training samples of one conversation (:mod:`kimi_chat.data`: samples as generated).
@@ -255,7 +277,9 @@ def conversation_samples(
     ``preserve_thinking`` where the dialect reads it: one sample; refused where the dialect cannot),
     ``"official"`` (one official rendering of the whole conversation, reasoning dropped where the template
     drops it). ``options`` are the dialect's render options (``thinking``...); ``special_tokens`` is
-    :func:`~kimi_chat.render_tokens`'s policy for marker text typed in the input.
+    :func:`~kimi_chat.render_tokens`'s policy for marker text typed in the input. With ``"official"``, a
+    ``UserWarning`` names how many reasoning blocks the rendering drops (``warn=False``: only counted, in
+    ``reasoning_dropped``, as the batch core reports it).
 
     Raises the :class:`~kimi_chat.errors.KimiChatError` of a message or option the dialect refuses.
     """
@@ -264,66 +288,225 @@ def conversation_samples(
     msgs = list(messages)
     turns = trained_turns(msgs)
     untrained = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
-                 and not _is_trained(m)]
-    dropped = _dropped_reasoning(msgs, tools, d, tokenizer, opts, special_tokens)
+                 and i not in turns]
     if reasoning == "official":
-        samples = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        if dropped and warn:
+            warnings.warn(
+                f"reasoning='official': the {d.name} rendering drops the reasoning of {dropped} assistant message(s) "
+                "of this conversation, so these samples train answers without it; reasoning='as-sampled' keeps it",
+                UserWarning, stacklevel=2)
+        return ConversationSamples(samples, dropped, untrained)
+    bodies: dict[int, list[int]] = {}
+    samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)
+    if (len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts)
+            and all(j in bodies for j, m in enumerate(msgs) if carried_reasoning(m))):
+        # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
+        # is in the sample (each checked there)
+        dropped = dropped_reasoning(msgs, lambda j: tokenizer.encoding.decode(bodies[j]))  # C-speed decode
     else:
-        samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        dropped = _dropped_reasoning(msgs, tools, d, opts)
     return ConversationSamples(samples, dropped, untrained)
 
 
-def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                       special_tokens: str) -> int:
-    """How many assistant turns' reasoning the official rendering of the whole conversation drops."""
-    with_reasoning = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
-                      and _has_reasoning(m)]
-    if not with_reasoning:
+def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[str, Any]) -> int:
+    """How many assistant messages carry reasoning the official rendering of the whole conversation (no
+    generation prompt) does not write in their turn."""
+    if not any(carried_reasoning(m) for m in msgs):
         return 0
-    from ..prompt import render_segments
-
-    segments = render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts)
     text: dict[int, list[str]] = {}
-    for s in segments:
-        text.setdefault(s.message_index, []).append(s.text)
-    n = 0
-    for i in with_reasoning:
-        m = msgs[i]
-        reasoning = next(m[k] for k in _REASONING_KEYS if isinstance(m.get(k), str) and m.get(k))
-        if reasoning not in "".join(text.get(i, ())):
-            n += 1
-    return n
+    for seg in render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts):
+        if seg.trainable:
+            text.setdefault(seg.message_index, []).append(seg.text)
+    return dropped_reasoning(msgs, lambda i: "".join(text.get(i, ())))
 
 
 def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-              special_tokens: str, turns: list[int]) -> list[Sample]:
+              special_tokens: str, turns: list[int]) -> tuple[list[Sample], int]:
+    """One official rendering of the conversation up to its last trained turn, no generation prompt; and how
+    many assistant messages' reasoning it drops."""
     if not turns:
-        return []
+        return [], 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the dropped reasoning is counted, the open last turn is lint's finding
         r = render_tokens(msgs[: turns[-1] + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=False,
                           special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     trained = set(turns)
-    mask = r.assistant_mask
-    labels = [t if m and j in trained else IGNORE_INDEX for t, m, j in zip(r.ids, mask, r.message_index)]
-    spans = []
-    for i in turns:
-        pos = [k for k in range(*r.span_of(i)) if mask[k]] if any(s.message_index == i for s in r.spans) else []
-        spans.append((pos[0], pos[-1] + 1) if pos else (0, 0))
-    return [Sample(list(r.ids), labels, list(turns), spans)]
+    ids, mask = r.ids, r.assistant_mask
+    labels = [IGNORE_INDEX] * len(ids)
+    runs: dict[int, tuple[int, int]] = {}
+    kept: dict[int, list[int]] = {}
+    for sp in r.spans:
+        j = sp.message_index
+        pos = [k for k in range(sp.start, sp.end) if mask[k]]
+        if j in trained and pos:
+            runs[j] = (pos[0], pos[-1] + 1)
+            for k in pos:
+                labels[k] = ids[k]
+        if pos and carried_reasoning(msgs[j]):
+            kept[j] = [ids[k] for k in pos]
+    dropped = dropped_reasoning(msgs[: turns[-1] + 1], lambda j: tok.encoding.decode(kept.get(j, [])))
+    return [Sample(list(ids), labels, list(turns), [runs.get(i, (0, 0)) for i in turns])], dropped
+
+
+def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
+    """The trained ids of each of the ``n`` messages of ``r`` (one run each), or ``None``."""
+    out: list[list[int]] = [[] for _ in range(n)]
+    ids, mask = r.ids, r.assistant_mask
+    for sp in r.spans:
+        if sp.message_index >= 0:
+            out[sp.message_index] += [ids[k] for k in range(sp.start, sp.end) if mask[k]]
+    return out
+
+
+def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
+    """Whether assistant turns rendered one after the other are each written as when rendered alone (no
+    history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect."""
+    facts, key = _facts(tok), ("batch", d.name, _options_key(options))
+    hit = facts.get(key)
+    if hit is None:
+        probe = [{"role": "assistant", "content": "a", "reasoning_content": "r"},
+                 {"role": "assistant", "content": "b", "reasoning_content": "s", "tool_calls": [_PROBE_CALL]},
+                 {"role": "assistant", "content": "c", "reasoning_content": "t"}]
+        try:
+            r = render_tokens(probe, tokenizer=tok, dialect=d, add_generation_prompt=True, **options)
+            together = _turn_bodies(r, len(probe))
+        except KimiChatError:
+            together = None
+        alone = [_isolated(m, d, tok, options, "text")[1] for m in probe]
+        hit = facts[key] = together == alone
+    return hit
+
+
+def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                  special_tokens: str) -> dict[int, list[int]] | None:
+    """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
+    assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
+    rendering is refused."""
+    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    try:
+        r = render_tokens([msgs[j] for j in index], tokenizer=tok, dialect=d, add_generation_prompt=True,
+                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    except KimiChatError:
+        return None
+    bodies = _turn_bodies(r, len(index))
+    prefill = _prefill(d, tok, opts)[0]
+    if bodies is None or any(b[: len(prefill)] != prefill for b in bodies):
+        return None
+    return {j: b[len(prefill):] for j, b in zip(index, bodies)}
 
 
 def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                special_tokens: str, turns: list[int]) -> list[Sample]:
+                special_tokens: str, turns: list[int], bodies: dict[int, list[int]] | None = None) -> list[Sample]:
+    """The samples of ``turns``, stretch by stretch: a stretch (every turn, or, in a dialect that writes a final
+    answer as history, the turns up to each final answer) is first tried as one sample from one rendering
+    (:func:`_stretch`, verified turn by turn); where that fails, turn by turn (:func:`_turn_by_turn`)."""
+    if not turns:
+        return []
+    if bodies is None:
+        bodies = {}
+
+    def body(j: int) -> list[int]:
+        if j not in bodies:
+            bodies[j] = generated_turn(msgs[j], dialect=d, tokenizer=tok, special_tokens=special_tokens, index=j,
+                                       **opts)
+        return bodies[j]
+
+    if _keeps_final_reasoning(d, tok, opts):
+        stretches = [turns]
+        if len(turns) > 1 and _batch_keeps(d, tok, opts):
+            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
+    else:  # a final answer is re-rendered by the next request: try a stretch per final answer
+        stretches, cur = [], []
+        for i in turns:
+            cur.append(i)
+            m = msgs[i]
+            if not (isinstance(m, Mapping) and m.get("tool_calls")):
+                stretches.append(cur)
+                cur = []
+        if cur:
+            stretches.append(cur)
+    samples: list[Sample] = []
+    for stretch in stretches:
+        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body)
+        for sample in [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens,
+                                                                  stretch, body):
+            prev = samples[-1] if samples else None
+            if prev is not None and sample.input_ids[: len(prev.input_ids)] == prev.input_ids:
+                # the next request did not re-render the sample before (a final answer without reasoning): one
+                n = len(prev.input_ids)
+                prev.input_ids = sample.input_ids
+                prev.labels = prev.labels + sample.labels[n:]
+                prev.turns += sample.turns
+                prev.spans += sample.spans
+            else:
+                samples.append(sample)
+    return samples
+
+
+def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+             special_tokens: str, turns: list[int], body: Any) -> Sample | None:
+    """``turns`` as one sample from one rendering of the last turn's prompt, or ``None`` when that rendering is
+    not every turn's request as generated. Checked: it begins with the first turn's prompt (rendered too), every
+    assistant message from the first turn on is written as the generation prompt then its turn as generated,
+    nothing but messages follows the first turn (a request-level block written before the generation prompt
+    would move), and it ends with the generation prompt."""
+    s, e = turns[0], turns[-1]
+    gp = _prefill(d, tok, opts)[2]
+    r = render_tokens(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                      special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    ids, last = r.ids, body(e)
+    if s == e:  # the rendering is the turn's request
+        return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
+    spans = r.spans
+    if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
+        return None
+    first = render_tokens(msgs[:s], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    head = len(first.ids) - len(gp)
+    if ids[: len(first.ids)] != first.ids:
+        return None
+    labels = [IGNORE_INDEX] * len(ids)
+    out_spans = []
+    trained = set(turns)
+    for sp in spans[:-1]:
+        j = sp.message_index
+        if sp.end <= head:
+            continue
+        if j < 0:
+            return None
+        m = msgs[j]
+        if isinstance(m, Mapping) and m.get("role") == "assistant":
+            try:
+                want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
+                                                                   special_tokens=special_tokens, index=j, **opts)
+            except RenderError:
+                if j in trained:
+                    raise
+                return None  # a context-only turn the model cannot have generated: checked request by request
+            a = sp.start + len(gp)
+            if ids[sp.start:a] != gp or ids[a:sp.end] != want:
+                return None
+            if j in trained:
+                labels[a:sp.end] = want
+                out_spans.append((a, sp.end))
+    start = len(ids)
+    return Sample(ids + last, labels + last, list(turns), out_spans + [(start, start + len(last))])
+
+
+def _turn_by_turn(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                  special_tokens: str, turns: list[int], body: Any) -> list[Sample]:
+    """The samples of ``turns`` one turn after the other: each next request's prompt extends the sample
+    (:func:`~kimi_chat.extend_tokens`: only the new messages tokenized) or starts a new one."""
     samples: list[Sample] = []
     cur: Sample | None = None
     prompt: RenderedTokens | None = None
-    body: list[int] = []
+    last: list[int] = []
     prev = -1
     for i in turns:
         nxt = None
         if prompt is not None:
-            nxt = extend_tokens(prompt, body, msgs[prev:i], tools=tools, add_generation_prompt=True)
+            nxt = extend_tokens(prompt, last, msgs[prev:i], tools=tools, add_generation_prompt=True)
         if nxt is None or cur is None:
             if cur is not None:
                 samples.append(cur)
@@ -334,11 +517,10 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             gap = nxt.ids[len(cur.input_ids):]
             cur.input_ids += gap
             cur.labels += [IGNORE_INDEX] * len(gap)
-        body = generated_turn(msgs[i], dialect=d, tokenizer=tok, generation_prompt=_generation_prompt(nxt),
-                              special_tokens=special_tokens, **opts)
+        last = body(i)
         start = len(cur.input_ids)
-        cur.input_ids += body
-        cur.labels += body
+        cur.input_ids += last
+        cur.labels += last
         cur.turns.append(i)
         cur.spans.append((start, len(cur.input_ids)))
         prompt, prev = nxt, i

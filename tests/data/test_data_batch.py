@@ -130,3 +130,34 @@ def test_keep_is_refused_where_the_dialect_cannot(tok):
         conversations_to_batch([{"messages": LOOP}], dialect="kimi-k2.5", tokenizer=tok, reasoning="keep")
     with pytest.raises(UnsupportedOptionError, match="not a policy"):
         conversations_to_batch([{"messages": LOOP}], dialect="kimi-k2.6", tokenizer=tok, reasoning="all")
+
+
+def test_a_leading_assistant_message_is_context_only(tok):
+    messages = [{"role": "assistant", "content": "Hello, how can I help?"}, *LOOP[:4]]
+    res = conversations_to_batch([{"messages": messages}], dialect="kimi-k2.6", tokenizer=tok)
+    assert res.batch.to_pydict()["turns"] == [[2, 4]]  # LOOP's turns 1 and 3, shifted by one
+    assert [(f.kind, f.path) for f in res.findings if f.kind == "leading_assistant"] == [
+        ("leading_assistant", "messages[0]")]
+
+
+def test_pyarrow_is_imported_only_by_the_batch_functions():
+    import subprocess
+    import sys
+
+    code = ("import sys, kimi_chat.data\n"
+            "if 'pyarrow' in sys.modules: sys.exit('imported by kimi_chat.data')\n"
+            "from kimi_chat.data import batch\nbatch.SCHEMA\n"
+            "if 'pyarrow' not in sys.modules: sys.exit('SCHEMA without pyarrow?')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_official_policy_warns_with_the_count(tok):
+    from kimi_chat.data import conversation_samples
+
+    with pytest.warns(UserWarning, match=r"drops the reasoning of 3 assistant message\(s\)"):
+        res = conversation_samples(LOOP, dialect="kimi-k2.6", tokenizer=tok, reasoning="official")
+    assert res.reasoning_dropped == 3 and [s.turns for s in res.samples] == [[1, 3, 5]]
+    # the official rendering writes the earlier turns as <think></think>: the trained ids hold no reasoning
+    trained = tok.decode([x for x in res.samples[0].labels if x != IGNORE_INDEX])
+    assert "Answer it." not in trained and "18C." in trained

@@ -1,0 +1,128 @@
+"""Samples as generated: the cost of ids + labels per conversation against the BPE floor, same process.
+
+    python benchmarks/data_core.py [--dialects kimi-k2.6,kimi-k3] [--sizes 4,10,30,100] [--repeat 5]
+
+Per dialect, reasoning policy and conversation length (the tool conversation of ``render_tokens.py``: user,
+assistant tool call with reasoning, tool result, assistant answer with reasoning, repeated):
+
+* ``floor``: tiktoken encoding the same emitted text (every sample's text, ``Encoding.encode`` with the
+  special tokens allowed): what the ids alone cost, with no rendering, attribution or sample logic;
+* ``new``: :func:`kimi_chat.data.conversation_samples` on conversations it has not seen (a pool of 64 with no
+  message text in common beyond the system prompt: kimi_chat's caches of text ids and prompts miss), and its
+  ratio to the floor (goal <= 1.3x);
+* ``repeat``: the same conversation again and again (the caches warm), and its ratio;
+* ``render_tokens``: for reference, one :func:`kimi_chat.render_tokens` of the whole conversation (no generation
+  prompt) on the same new conversations, as a ratio to the floor: what a single official rendering costs;
+* ``x/doubling``: how ``new`` grows per doubling of the conversation's length, between consecutive sizes
+  (goal <= 2.2x: linear is 2.0x; the floor's own growth is printed beside it: the K2-Thinking-style policies
+  emit more text per turn as the history grows, one sample per final answer, each holding the history).
+
+Samples / ids: how many samples and emitted ids one conversation gives. Then the batch core
+(:func:`kimi_chat.data.conversations_to_batch`, Arrow batch included) on 200 new 30-message conversations per
+dialect: conversations/s and ids/s in one process, with and without the per-conversation findings (lint).
+No asserts: the figures are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import warnings
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import per_call  # noqa: E402
+from render_tokens import conversation  # noqa: E402
+
+from kimi_chat.data import conversation_samples  # noqa: E402
+from kimi_chat.data.samples import reasoning_options  # noqa: E402
+from kimi_chat.dialects import get_dialect  # noqa: E402
+from kimi_chat.errors import UnsupportedOptionError  # noqa: E402
+from kimi_chat.tokens.rendered import render_tokens  # noqa: E402
+from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
+
+POOL = 64
+
+
+def _tokenizer(name: str) -> KimiTokenizer:
+    d = get_dialect(name)
+    return KimiTokenizer.from_reference("k3" if d.family == "k3" else "k2.6")
+
+
+def main() -> list[str]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dialects", default="kimi-k2-instruct-0905,kimi-k2-thinking@rev1,kimi-k2.6,kimi-k3")
+    ap.add_argument("--sizes", default="4,10,30,100")
+    ap.add_argument("--policies", default="as-sampled,keep,official")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    print(f"{'dialect':24} {'policy':10} {'msgs':>4} {'samples':>7} {'ids':>6} {'floor us':>9} {'new us':>9} "
+          f"{'new/floor':>9} {'repeat us':>9} {'rep/floor':>9} {'render_tokens':>13} {'x/doubling':>10} "
+          f"{'floor x/dbl':>11}")
+    for name in args.dialects.split(","):
+        tok = _tokenizer(name)
+        enc = tok.encoding
+        for policy in args.policies.split(","):
+            try:
+                reasoning_options(name, policy, tokenizer=tok)
+            except UnsupportedOptionError:
+                print(f"{name:24} {policy:10} (refused: the dialect cannot keep earlier reasoning)")
+                continue
+            prev = None
+            for n in sizes:
+                pool = [conversation(n, salt=f"~{k}") for k in range(POOL)]
+                one = pool[0]
+                res = conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy, warn=False)
+                texts = [tok.decode(s.input_ids) for s in res.samples]
+                ids = sum(len(s.input_ids) for s in res.samples)
+                floor = per_call(lambda: [enc.encode(t, allowed_special="all") for t in texts], args.repeat)
+                it = iter(range(10**9))
+                new = per_call(lambda: conversation_samples(pool[next(it) % POOL], dialect=name, tokenizer=tok,
+                                                            reasoning=policy, warn=False), args.repeat)
+                rep = per_call(lambda: conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy,
+                                                            warn=False), args.repeat)
+                it2 = iter(range(10**9))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the dropped-reasoning warning, on every call
+                    one_render = per_call(lambda: render_tokens(pool[next(it2) % POOL], tokenizer=tok, dialect=name,
+                                                                add_generation_prompt=False), args.repeat)
+                growth = floor_growth = ""
+                if prev is not None:
+                    p_n, p_new, p_floor = prev
+                    k = math.log2(n / p_n)
+                    growth = f"{(new / p_new) ** (1 / k):.2f}x"
+                    floor_growth = f"{(floor / p_floor) ** (1 / k):.2f}x"
+                prev = (n, new, floor)
+                print(f"{name:24} {policy:10} {n:>4} {len(res.samples):>7} {ids:>6} {floor * 1e6:>9.0f} "
+                      f"{new * 1e6:>9.0f} {new / floor:>8.2f}x {rep * 1e6:>9.0f} {rep / floor:>8.2f}x "
+                      f"{one_render / floor:>12.2f}x {growth:>10} {floor_growth:>11}", flush=True)
+    return args.dialects.split(",")
+
+
+def batch_core(dialects: list[str]) -> None:
+    import time
+
+    from render_tokens import TOOLS
+
+    from kimi_chat.data import conversations_to_batch
+
+    print(f"\n{'batch core (200 x 30 messages)':34} {'findings':>8} {'conv/s':>8} {'ids/s':>10} {'samples':>7}")
+    for name in dialects:
+        tok = _tokenizer(name)
+        rows = [{"messages": conversation(30, salt=f"#{k}"), "tools": TOOLS} for k in range(200)]
+        for findings in (False, True):
+            conversations_to_batch(rows[:4], dialect=name, tokenizer=tok, findings=findings)
+            t = time.process_time()
+            res = conversations_to_batch(rows, dialect=name, tokenizer=tok, findings=findings)
+            t = time.process_time() - t
+            ids = sum(res.batch.column("length").to_pylist())
+            print(f"{name:34} {str(findings):>8} {len(rows) / t:>8.0f} {ids / t:>10.0f} {res.batch.num_rows:>7}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    batch_core(main())

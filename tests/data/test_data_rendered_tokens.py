@@ -1,0 +1,93 @@
+"""RenderedTokens for trainers: pickled without its tokenizer (taken back from the live one, or the files), and
+render_tokens warning once when the rendering drops reasoning the messages carry."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import pytest
+from conftest import needs_reference
+
+from kimi_chat import KimiTokenizer, extend_tokens, render_tokens
+
+pytestmark = needs_reference  # the reference tokenizers
+
+CONVERSATION = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Call the tool.", "tool_calls": [
+        {"id": "functions.get_weather:0", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18C"},
+    {"role": "assistant", "content": "18C.", "reasoning_content": "Answer it."},
+    {"role": "user", "content": "Thanks"},
+    {"role": "assistant", "content": "You're welcome.", "reasoning": "Be polite."},
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return KimiTokenizer.from_reference("k2.6")
+
+
+def test_pickles_without_the_tokenizer(tok):
+    r = render_tokens(CONVERSATION[:5], tokenizer=tok, dialect="kimi-k2.6")
+    blob = pickle.dumps(r)
+    # the tokenizer's ranks alone are megabytes; the result is its ids, pieces and messages
+    assert len(blob) < 20 * len(pickle.dumps(r.ids)) and b"mergeable" not in blob
+    back = pickle.loads(blob)
+    assert (back.ids, back.assistant_mask, back.message_index, back.spans, back.text) == (
+        r.ids, r.assistant_mask, r.message_index, r.spans, r.text)
+    assert back.tokenizer is tok  # the live tokenizer of this process, by its files
+    assert back.dialect == "kimi-k2.6"
+    # extend_tokens works from the unpickled prompt (it tokenizes with the taken-back tokenizer)
+    nxt = extend_tokens(back, [], [{"role": "assistant", "content": "You're welcome."}])
+    assert nxt is not None and nxt.ids[: len(r.ids)] == r.ids
+
+
+def test_unpickled_elsewhere_loads_the_tokenizer_from_its_files(tok, monkeypatch):
+    from kimi_chat.tokens import rendered
+
+    r = render_tokens(CONVERSATION[:1], tokenizer=tok, dialect="kimi-k2.6")
+    back = pickle.loads(pickle.dumps(r))
+    monkeypatch.setattr(rendered, "_LIVE", {})  # a process that never used this tokenizer
+    monkeypatch.setattr(rendered, "_LOADED", {})
+    other = back.tokenizer
+    assert other is not tok
+    assert (other.model_path, other.config_path, other.eos_id, other.vocab_size) == (
+        tok.model_path, tok.config_path, tok.eos_id, tok.vocab_size)
+
+
+@pytest.mark.parametrize("dialect, dropped", [
+    # the official K2-Thinking / K2.6 templates write every assistant turn up to the last one without tool calls
+    # (messages[5], the last message) as <think></think>: all three reasoning blocks
+    ("kimi-k2-thinking@rev1", 3), ("kimi-k2.6", 3),
+    # K2-Instruct has no reasoning block at all
+    ("kimi-k2-instruct-0905", 3),
+])
+def test_warns_once_when_the_rendering_drops_reasoning(tok, dialect, dropped):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        render_tokens(CONVERSATION, tokenizer=tok, dialect=dialect, add_generation_prompt=False)
+    mine = [w for w in caught if "carry reasoning" in str(w.message)]
+    assert len(mine) == 1
+    assert f"{dropped} assistant message(s)" in str(mine[0].message)
+    assert "kimi_chat.data" in str(mine[0].message) and "preserve_thinking" in str(mine[0].message)
+
+
+def test_no_warning_where_the_reasoning_is_kept(tok):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # preserve_thinking keeps every turn's reasoning; a generation prompt is a request, not training data
+        render_tokens(CONVERSATION, tokenizer=tok, dialect="kimi-k2.6", add_generation_prompt=False,
+                      preserve_thinking=True)
+        render_tokens(CONVERSATION[:5], tokenizer=tok, dialect="kimi-k2.6", add_generation_prompt=True)
+        # the tool-loop turn after the last final answer keeps its reasoning in K2-Thinking
+        render_tokens(CONVERSATION[:3], tokenizer=tok, dialect="kimi-k2-thinking@rev1", add_generation_prompt=False)
+
+
+def test_k3_keeps_reasoning_no_warning():
+    k3 = KimiTokenizer.from_reference("k3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render_tokens(CONVERSATION, tokenizer=k3, dialect="kimi-k3", add_generation_prompt=False)
