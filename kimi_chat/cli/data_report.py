@@ -6,7 +6,6 @@ official template drops, bad rows, overlong samples and what was done, suspiciou
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from ._io import fail
@@ -29,14 +28,15 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def run(args: argparse.Namespace) -> int:
     from ..data.parquet import OutputError
-    from ..data.report import load_report, summary_text
+    from ..data.report import DatasetReport, summary_text, write_json
 
+    examples = max(args.examples, 0)
     try:
-        rep = load_report(args.outdirs)
+        reports = [DatasetReport.load(o, examples) for o in args.outdirs]
     except (OutputError, ValueError, OSError) as e:
         return fail(str(e))
     if args.json:
-        sys.stdout.write(json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
+        write_json(reports, sys.stdout)
     else:
-        sys.stdout.write(summary_text(rep, examples=max(args.examples, 0)))
+        sys.stdout.write(summary_text(reports, examples))
     return 0

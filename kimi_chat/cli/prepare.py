@@ -11,9 +11,7 @@ for ``--engine ray``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..errors import KimiChatError
@@ -120,14 +118,15 @@ def run(args: argparse.Namespace) -> int:
                                progress=progress)
     except (SourceError, parquet.OutputError, PipelineError, ValueError) as e:
         return fail(str(e))
-    rep = report.build_report([report.dataset_report(result.manifest, result.findings, outdir=args.output)])
+    reports = [report.DatasetReport(result.manifest, args.output)]
     if args.report:
         try:
-            Path(args.report).write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            with open(args.report, "w", encoding="utf-8") as f:
+                report.write_json(reports, f)
         except OSError as e:
             return fail(f"--report {args.report}: cannot write: {e.strerror or e}")
     if not args.quiet:
-        sys.stderr.write(report.summary_text(rep))
+        sys.stderr.write(report.summary_text(reports))
         sys.stderr.write(f"wrote {len(result.shards)} shard(s) to {args.output} in {result.seconds:.1f} s "
                          f"({result.rows / max(result.seconds, 1e-9):,.0f} conversations/s, "
                          f"{result.tokens / max(result.seconds, 1e-9):,.0f} tokens/s)\n")

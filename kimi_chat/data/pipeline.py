@@ -22,6 +22,7 @@ from typing import Any
 
 from . import parquet
 from .options import RenderOptions, default_workers
+from .report import totals_by_kind
 from .sources import Chunk, Source
 
 __all__ = ["PipelineError", "RunResult", "run_local", "render_chunk", "render_chunk_data", "finding_dicts", "manifest",
@@ -38,8 +39,9 @@ class PipelineError(RuntimeError):
 
 @dataclass
 class RunResult:
-    """What a run did: totals over every shard (resumed ones included), the findings as plain dicts, and the
-    manifest it wrote."""
+    """What a run did: totals over every shard (resumed ones included), the findings' totals per kind (the
+    findings themselves stay in OUTDIR: :class:`kimi_chat.data.report.DatasetReport` reads them), and the manifest
+    it wrote."""
 
     rows: int = 0
     samples: int = 0
@@ -47,7 +49,7 @@ class RunResult:
     trained_tokens: int = 0
     errors: int = 0
     shards: list[dict[str, Any]] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -251,7 +253,7 @@ def run_local(
         bar.close()
     result.seconds = time.perf_counter() - started
     result.shards = [records[i] for i in sorted(records)]
-    result.findings = list(parquet.read_findings(out, records))
+    result.totals = totals_by_kind(parquet.read_findings(out, records))
     for rec in result.shards:
         result.rows += rec["rows"]
         result.samples += rec["samples"]
@@ -327,8 +329,6 @@ def manifest(input_name: str, options: RenderOptions, fingerprint: str, result: 
              workers: int) -> dict[str, Any]:
     """The manifest of a run (what ``kimi-chat data-report`` reads back)."""
     from .. import __version__
-    from .report import totals_by_kind
-
     return {
         "format": "kimi-chat samples",
         "kimi_chat": __version__,
@@ -342,6 +342,6 @@ def manifest(input_name: str, options: RenderOptions, fingerprint: str, result: 
         "tokens": result.tokens,
         "trained_tokens": result.trained_tokens,
         "errors": result.errors,
-        "findings": totals_by_kind(result.findings),
+        "findings": result.totals,
         "shards": result.shards,
     }

@@ -27,6 +27,7 @@ from typing import Any
 from . import parquet
 from .options import RenderOptions, TokenizerSpec
 from .pipeline import RunResult, manifest, render_chunk_data
+from .report import totals_by_kind
 from .sources import Source, normalize_row
 
 __all__ = ["ChunkRenderer", "KimiSamples", "run_ray"]
@@ -144,14 +145,9 @@ def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, worke
         # writing is I/O: its tasks take no CPU, so the actors still held when they start cannot starve them
         ds.write_parquet(str(out), ray_remote_args={"num_cpus": 0})
     result = RunResult()
-    records = []
-    findings = []
-    for f in parquet.read_findings(out, internal=True):
-        if f.get("kind") == "_chunk":
-            records.append({k: v for k, v in f.items() if k != "kind"})
-        else:
-            findings.append(f)
-    result.findings = findings
+    records = [{k: v for k, v in f.items() if k != "kind"}
+               for f in parquet.read_findings(out, internal=True) if f.get("kind") == "_chunk"]
+    result.totals = totals_by_kind(parquet.read_findings(out))
     for rec in sorted(records, key=lambda r: r["index"]):
         result.rows += rec["rows"]
         result.errors += rec["errors"]
