@@ -67,6 +67,7 @@ def bench_per_conversation(n: int, turns: int) -> None:
             options.render([r])
 
     official_rows = rows[: max(1, n // 4)]  # the official route is slow: a quarter of the rows, per conversation
+    render_official(rows[0]["messages"], tools=rows[0]["tools"], dialect=DIALECT)  # warm: the template compiled
     t_ours = _best(ours) / n
     t = time.perf_counter()
     for r in official_rows:
@@ -98,15 +99,18 @@ def bench_parallel(n: int, turns: int, with_ray: bool) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kimi-data-bench-"))
     try:
         src = _write_input(tmp / "in.jsonl", n, turns)
-        rates = {}
+        rates, cpu = {}, {}
         for workers in (1, 2):
             out = tmp / f"out{workers}"
             r = run_local(open_source(src, max(50, n // 16)), out, options, workers=workers, progress=False)
+            cpu[workers] = sum(s["cpu_seconds"] for s in r.shards)
             rates[workers] = r.rows / r.seconds
             print(f"local engine, {workers} worker(s): {n} conversations in {r.seconds:.2f} s = "
-                  f"{rates[workers]:,.0f} conversations/s, {r.tokens / r.seconds:,.0f} tokens/s")
-        print(f"parallel efficiency at 2 workers: {rates[2] / (2 * rates[1]):.2f} (goal >= 0.8; process start "
-              "and the shared machine's load included)")
+                  f"{rates[workers]:,.0f} conversations/s, {r.tokens / r.seconds:,.0f} tokens/s; "
+                  f"{cpu[workers]:.1f} CPU s rendering")
+        print(f"parallel efficiency at 2 workers: {rates[2] / (2 * rates[1]):.2f} by the clock (goal >= 0.8; worker "
+              f"start and the machine's other load included: load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores); by the workers' CPU time {cpu[1] / cpu[2]:.2f} (1.0: the pool adds no work)")
         if with_ray:
             import ray
 

@@ -154,7 +154,9 @@ def render_chunk(options: RenderOptions, chunk: Chunk, outdir: str, fingerprint:
     """Render one chunk and write it as a shard of ``outdir`` (findings first, then the shard); returns the
     shard's record."""
     out = Path(outdir)
+    cpu = time.process_time()
     batches, findings, record = render_chunk_data(options, chunk)
+    record["cpu_seconds"] = round(time.process_time() - cpu, 3)  # this worker's CPU time on the chunk
     parquet.write_findings(out, chunk.index, findings)
     parquet.write_shard(out, chunk.index, batches, fingerprint, record)
     return record
