@@ -34,7 +34,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("-d", "--dialect", required=True, help="the dialect (or published model name) of the data")
     p.add_argument("-o", "--output", metavar="OUTDIR", required=True, help="output directory of the shards")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="worker processes (default: the cores; 1 renders in this process)")
+                   help="worker processes (default: the cores; 1 renders in this process); with --engine ray, the "
+                   "actors (default: the cluster's CPUs less one)")
     p.add_argument("--reasoning", choices=("as-sampled", "keep", "official"), default="as-sampled",
                    help="as-sampled (default): every assistant message as generated, its reasoning kept; keep: one "
                    "render with every turn's reasoning (dialects that can: K2.6 preserve_thinking, K3); official: one "
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 from ..data.ray_engine import run_ray
             except ImportError as e:
                 raise InputError(f"--engine ray needs Ray Data: pip install 'kimi-chat[ray]' ({e})") from e
-            result = run_ray(source, args.output, options, progress=progress)
+            result = run_ray(source, args.output, options, workers=args.workers, progress=progress)
         else:
             result = run_local(source, args.output, options, workers=args.workers, resume=args.resume,
                                progress=progress)

@@ -124,7 +124,8 @@ def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, worke
     out.mkdir(parents=True, exist_ok=True)
     _ensure_ray((workers or default_workers()) + 1)  # a CPU more than actors: see below
     # the actors, and a CPU left for Ray Data's own tasks (the write): all CPUs held by actors would deadlock it
-    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
+    spare = max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
+    workers = min(workers, spare) if workers else spare
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = progress
     fingerprint = options.fingerprint(f"chunk_rows={source.chunk_rows}")
