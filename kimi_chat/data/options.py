@@ -58,15 +58,23 @@ class TokenizerSpec:
     num_special: int = 0
     eos_id: int | None = None
     pickled: bytes | None = field(default=None, repr=False)
+    live: Any = field(default=None, repr=False, compare=False)
+    """The tokenizer itself in the process that made this spec (not pickled: another process loads its own)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "live": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     @classmethod
     def of(cls, tok: "KimiTokenizer") -> "TokenizerSpec":
         """The spec of a loaded tokenizer."""
         num_special = tok.vocab_size - tok.num_base_tokens
         if tok.model_path is not None and tok.config_path is not None:
-            return cls(str(tok.model_path), str(tok.config_path), num_special, tok.eos_id)
+            return cls(str(tok.model_path), str(tok.config_path), num_special, tok.eos_id, live=tok)
         return cls(str(tok.model_path) if tok.model_path else None, None, num_special, tok.eos_id,
-                   pickled=pickle.dumps(tok))
+                   pickled=pickle.dumps(tok), live=tok)
 
     @property
     def key(self) -> str:
@@ -76,7 +84,9 @@ class TokenizerSpec:
         return json.dumps([self.model_path, self.config_path, self.num_special, self.eos_id])
 
     def load(self) -> "KimiTokenizer":
-        """The tokenizer, loaded once per process."""
+        """The tokenizer: the one this spec was made of, in its process; elsewhere loaded once per process."""
+        if self.live is not None:
+            return self.live
         tok = _LOADED.get(self.key)
         if tok is None:
             if self.pickled is not None:
