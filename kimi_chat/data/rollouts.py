@@ -14,12 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import RenderError
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
-from .samples import IGNORE_INDEX
+from .samples import _PROBE_CALL, IGNORE_INDEX, generated_turn
 
 __all__ = ["Divergence", "Rollout", "start_rollout", "extend_rollout", "end_marker"]
 
@@ -53,14 +52,21 @@ class Rollout:
     """The official rendering the ids are, while they are (None once they diverged)."""
 
 
-def end_marker(dialect: str | Dialect, tokenizer: KimiTokenizer) -> list[int]:
-    """The ids that end an assistant turn: ``<|im_end|>`` (K2), ``<|close|>message<|sep|><|end_of_msg|>`` (K3)."""
+def end_marker(dialect: str | Dialect, tokenizer: KimiTokenizer, **options: Any) -> list[int]:
+    """The ids that close an assistant turn (``<|im_end|>``; Kimi-K3's ``<|close|>message<|sep|><|end_of_msg|>``),
+    learnt from the rendering: what a turn with content and a turn with tool calls both end with, less the
+    separator of the channel closed before it when both end with one (K3 closes its last channel first)."""
     d = get_dialect(dialect)
-    if d.family == "k3":
-        text = M.K3_CLOSE.text + "message" + M.K3_SEP.text + M.K3_END_OF_MSG.text
-    else:
-        text = M.IM_END.text
-    return tokenizer.encode(text, allow_special=True)
+    ends = [generated_turn(m, dialect=d, tokenizer=tokenizer, **options) for m in (
+        {"role": "assistant", "content": "a"}, {"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]})]
+    common: list[int] = []
+    for x, y in zip(reversed(ends[0]), reversed(ends[1])):
+        if x != y:
+            break
+        common.insert(0, x)
+    if len(common) > 2 and common[0] == common[-2]:
+        common = common[1:]
+    return common
 
 
 def start_rollout(messages: Sequence[Any], *, dialect: str | Dialect, tokenizer: KimiTokenizer,
@@ -84,7 +90,7 @@ def extend_rollout(rollout: Rollout, completion_ids: Sequence[int], new_messages
         raise RenderError("new_messages[0] must be the assistant message the completion stands for")
     tok = rollout.tokenizer
     d = get_dialect(rollout.dialect)
-    end = end_marker(d, tok)
+    end = end_marker(d, tok, **rollout.options)
     sampled = list(completion_ids)
     if sampled[-len(end):] != end:
         sampled += end  # a cut completion (max_tokens): closed, so the next message starts a new turn

@@ -20,7 +20,8 @@ from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..prompt import render_segments
-from ..tokens.rendered import RenderedTokens, carried_reasoning, dropped_reasoning, extend_tokens, render_tokens
+from ..tokens.reasoning import carried_reasoning, dropped_reasoning
+from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = [

@@ -44,7 +44,6 @@ special tokens is refused with a :class:`~kimi_chat.errors.RenderError` (:mod:`k
 from __future__ import annotations
 
 import warnings
-import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, repeat
@@ -53,7 +52,7 @@ from typing import Any, Literal, NamedTuple, Optional
 
 from ..caches import PerTokenizer
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..errors import ReferenceDataError, RenderError
+from ..errors import RenderError
 from ..checks.lint import unterminated_last_turn
 from ..messages import normalize_messages, string_paths, to_plain
 from ..families import family_of
@@ -61,6 +60,8 @@ from ..prompt import Layout, render_layout, write_prompt
 from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .segments import encode_items, raise_typed, typed_special
+from .live import PickledWithoutTokenizer, register_live
+from .reasoning import warn_dropped_reasoning
 from .text_ids import text_ids
 from .tokenizer import KimiTokenizer, cut_points
 from .prompt_ids import encode_whole as _encode_whole
@@ -83,7 +84,7 @@ class Span(NamedTuple):
 _ONES = [1] * 4096
 
 
-class RenderedTokens:
+class RenderedTokens(PickledWithoutTokenizer):
     """A prompt as tokens.
 
     * ``ids``: the token ids;
@@ -143,33 +144,6 @@ class RenderedTokens:
         self._spans: list[Span] | None = None
         self._clean_end = clean_end
         self.continue_final_message = continue_final_message
-
-    @property
-    def tokenizer(self) -> KimiTokenizer:
-        """The tokenizer it was rendered with. A pickled result does not carry it (2.3 MB): unpickled, it is the
-        live tokenizer of this process loaded from the same files (the one a render used here, else loaded
-        once from them); :class:`~kimi_chat.errors.ReferenceDataError` when its files cannot be found."""
-        tok = self._tokenizer
-        if tok is None:
-            tok = self._tokenizer = _tokenizer_from_ref(self._tokenizer_ref)
-        return tok
-
-    @tokenizer.setter
-    def tokenizer(self, value: KimiTokenizer) -> None:
-        self._tokenizer = value
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Everything but the tokenizer (named by its files instead: see :attr:`tokenizer`) and the
-        dialect object (by name)."""
-        state = {k: getattr(self, k) for k in self.__slots__ if k not in ("_tokenizer", "_dialect")}
-        state["_tokenizer_ref"] = self._tokenizer_ref if self._tokenizer is None else _tokenizer_ref(self._tokenizer)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            object.__setattr__(self, k, v)
-        self._tokenizer = None
-        self._dialect = get_dialect(self.dialect)
 
     @property
     def assistant_mask(self) -> list[int]:
@@ -541,41 +515,7 @@ def _check_tokenizer(tokenizer: Any) -> None:
         raise TypeError(
             f"tokenizer must be a KimiTokenizer (e.g. KimiTokenizer.from_reference('k2')), got {type(tokenizer).__name__}"
         )
-    _SEEN.get(tokenizer, _register)  # a live tokenizer an unpickled result can take back (by its files)
-
-
-def _register(tok: KimiTokenizer) -> bool:
-    ref = _tokenizer_ref(tok)
-    if ref is not None:
-        _LIVE.setdefault(ref, tok)
-    return True
-
-
-_SEEN: PerTokenizer[bool] = PerTokenizer("tokens.live_tokenizers")
-_LIVE: "weakref.WeakValueDictionary[tuple[str, str, int, int | None], KimiTokenizer]" = weakref.WeakValueDictionary()
-_LOADED: dict[tuple[str, str, int, int | None], KimiTokenizer] = {}
-
-
-def _tokenizer_ref(tok: KimiTokenizer) -> tuple[str, str, int, int | None] | None:
-    """What names a tokenizer across processes: its files, special range and eos (``None``: built from a
-    mapping, not files)."""
-    if tok.model_path is None or tok.config_path is None:
-        return None
-    return (str(tok.model_path), str(tok.config_path), tok.vocab_size - tok.num_base_tokens, tok.eos_id)
-
-
-def _tokenizer_from_ref(ref: tuple[str, str, int, int | None] | None) -> KimiTokenizer:
-    if ref is None:
-        raise ReferenceDataError(
-            "this RenderedTokens was unpickled without its tokenizer (built from a config mapping, not files): "
-            "set .tokenizer to the KimiTokenizer it was rendered with")
-    tok = _LIVE.get(ref) or _LOADED.get(ref)
-    if tok is None:
-        model, config, num_special, eos = ref
-        tok = KimiTokenizer.from_files(model, config, num_special=num_special)
-        tok.eos_id = eos
-        _LOADED[ref] = tok
-    return tok
+    register_live(tokenizer)  # a live tokenizer an unpickled result can take back (by its files)
 
 
 def render_tokens(
@@ -617,8 +557,7 @@ def render_tokens(
     if family_of(d).segment_wise:
         r = _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
                             special_tokens, options, strict)
-        if not r.add_generation_prompt and not continue_final_message:
-            _warn_dropped_reasoning(messages, d, stacklevel=3, text=r.text)
+        warn_dropped_reasoning(messages, d, r, stacklevel=3)
         return r
     lay, info, structural, ids = _k2_ids(messages, tokenizer, tools, d, add_generation_prompt,
                                          continue_final_message, special_tokens, strict, options)
@@ -631,67 +570,8 @@ def render_tokens(
             warnings.warn(str(finding), UserWarning, stacklevel=2)
     r = _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
                continue_final_message, dict(options), special_tokens)
-    if not add_generation_prompt and not continue_final_message:
-        _warn_dropped_reasoning(messages, d, stacklevel=3, lay=lay)
+    warn_dropped_reasoning(messages, d, r, stacklevel=3, lay=lay)
     return r
-
-
-_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
-
-
-def carried_reasoning(m: Any) -> list[str]:
-    """The non-empty reasoning texts an assistant message carries (any key a template reads it from)."""
-    if isinstance(m, dict):
-        get = m.get
-    else:
-        def get(k: str, _m: Any = m) -> Any:
-            return getattr(_m, k, None)
-    if get("role") != "assistant":
-        return []
-    return [v for v in map(get, _REASONING_KEYS) if isinstance(v, str) and v]
-
-
-def dropped_reasoning(messages: Sequence[Any], trained_text: Any) -> int:
-    """How many assistant messages carry reasoning that ``trained_text(i)`` (the trainable text of message
-    ``i`` in a rendering) does not hold."""
-    n = 0
-    for i, m in enumerate(messages):
-        carried = carried_reasoning(m)
-        if carried:
-            text = trained_text(i)
-            if not any(r in text for r in carried):
-                n += 1
-    return n
-
-
-def _warn_dropped_reasoning(messages: Sequence[Any], d: Dialect, *, stacklevel: int, lay: Layout | None = None,
-                            text: str = "") -> None:
-    """The training-data trap, as a warning: a rendering without a generation prompt whose assistant turns
-    lose the reasoning their messages carry (once per call, with the count and how to keep it). K2: by the
-    trainable text of each message in the layout; segment-wise (K3, whose turns keep their reasoning): by the
-    prompt ``text``."""
-    if not any(carried_reasoning(m) for m in messages):
-        return
-    if lay is None:
-        n = dropped_reasoning(messages, lambda i: text)
-    else:
-        parts, marks = lay.parts, lay.marks
-        bounds = [mk[0] for mk in marks[1:]] + [len(parts)]
-
-        def trained_text(i: int) -> str:
-            return "".join("".join(parts[mk[0]:b]) for mk, b in zip(marks, bounds) if mk[1] == i and mk[2])
-        n = dropped_reasoning(messages, trained_text)
-    _warn_count(n, d, stacklevel + 1)
-
-
-def _warn_count(n: int, d: Dialect, stacklevel: int) -> None:
-    if n:
-        warnings.warn(
-            f"render_tokens: {n} assistant message(s) carry reasoning that the {d.name} rendering drops (written "
-            "without it, as the official template does for earlier turns): trained on as is, the model learns to "
-            "answer without reasoning. Keep it with kimi_chat.data (samples as generated: each turn after its own "
-            "request, reasoning kept), or render with preserve_thinking=True where the dialect reads it "
-            "(kimi_chat.data's reasoning='keep')", UserWarning, stacklevel=stacklevel)
 
 
 def _segment_tokens(

@@ -86,3 +86,14 @@ def test_rollout_without_divergence_is_the_official_rendering(dialect, config):
     assert r.input_ids == full.ids and not r.divergences
     assert [i for i, x in zip(r.input_ids, r.labels) if x != IGNORE_INDEX] == turn
     assert r.input_ids[: len(first.ids)] == first.ids
+
+
+@pytest.mark.parametrize("dialect, config, marker", [
+    ("kimi-k2.6", "k2.6", "<|im_end|>"), ("kimi-k2-instruct@rev2", "k2", "<|im_end|>"),
+    ("kimi-k3", "k3", "<|close|>message<|sep|><|end_of_msg|>"),
+])
+def test_end_marker_closes_a_turn(dialect, config, marker):
+    from kimi_chat.data import end_marker
+
+    tok = KimiTokenizer.from_reference(config)
+    assert end_marker(dialect, tok) == tok.encode(marker)

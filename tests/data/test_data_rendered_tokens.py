@@ -46,7 +46,7 @@ def test_pickles_without_the_tokenizer(tok):
 
 
 def test_unpickled_elsewhere_loads_the_tokenizer_from_its_files(tok, monkeypatch):
-    from kimi_chat.tokens import rendered
+    from kimi_chat.tokens import live as rendered
 
     r = render_tokens(CONVERSATION[:1], tokenizer=tok, dialect="kimi-k2.6")
     back = pickle.loads(pickle.dumps(r))

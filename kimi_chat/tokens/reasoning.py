@@ -1,0 +1,71 @@
+"""Reasoning the rendering drops: which assistant messages carry reasoning their rendered turn does not hold, and
+the warning :func:`~kimi_chat.tokens.rendered.render_tokens` gives for it (the training-data trap)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from ..dialects import Dialect
+from ..prompt import Layout
+
+__all__ = ["carried_reasoning", "dropped_reasoning", "warn_dropped_reasoning"]
+
+
+_REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
+
+def carried_reasoning(m: Any) -> list[str]:
+    """The non-empty reasoning texts an assistant message carries (any key a template reads it from)."""
+    if isinstance(m, dict):
+        get = m.get
+    else:
+        def get(k: str, _m: Any = m) -> Any:
+            return getattr(_m, k, None)
+    if get("role") != "assistant":
+        return []
+    return [v for v in map(get, _REASONING_KEYS) if isinstance(v, str) and v]
+
+
+def dropped_reasoning(messages: Sequence[Any], trained_text: Any) -> int:
+    """How many assistant messages carry reasoning that ``trained_text(i)`` (the trainable text of message
+    ``i`` in a rendering) does not hold."""
+    n = 0
+    for i, m in enumerate(messages):
+        carried = carried_reasoning(m)
+        if carried:
+            text = trained_text(i)
+            if not any(r in text for r in carried):
+                n += 1
+    return n
+
+
+def warn_dropped_reasoning(messages: Sequence[Any], d: Dialect, r: Any, *, stacklevel: int,
+                           lay: Layout | None = None) -> None:
+    """The training-data trap, as a warning: a rendering ``r`` (a RenderedTokens) without a generation prompt whose
+    assistant turns lose the reasoning their messages carry (once per call, with the count and how to keep it).
+    K2: by the trainable text of each message in the layout; segment-wise (K3, whose turns keep their
+    reasoning): by the prompt text."""
+    if r.add_generation_prompt or r.continue_final_message or not any(carried_reasoning(m) for m in messages):
+        return
+    if lay is None:
+        n = dropped_reasoning(messages, lambda i: r.text)
+    else:
+        parts, marks = lay.parts, lay.marks
+        bounds = [mk[0] for mk in marks[1:]] + [len(parts)]
+
+        def trained_text(i: int) -> str:
+            return "".join("".join(parts[mk[0]:b]) for mk, b in zip(marks, bounds) if mk[1] == i and mk[2])
+        n = dropped_reasoning(messages, trained_text)
+    _warn_count(n, d, stacklevel + 1)
+
+
+def _warn_count(n: int, d: Dialect, stacklevel: int) -> None:
+    if n:
+        warnings.warn(
+            f"render_tokens: {n} assistant message(s) carry reasoning that the {d.name} rendering drops (written "
+            "without it, as the official template does for earlier turns): trained on as is, the model learns to "
+            "answer without reasoning. Keep it with kimi_chat.data (samples as generated: each turn after its own "
+            "request, reasoning kept), or render with preserve_thinking=True where the dialect reads it "
+            "(kimi_chat.data's reasoning='keep')", UserWarning, stacklevel=stacklevel)
