@@ -23,7 +23,7 @@ from ._io import InputError, fail, set_prog, source_name, surrogate_message
 __all__ = ["main", "COMMANDS"]
 
 COMMANDS: tuple[str, ...] = ("render", "count", "lint", "parse", "dialects", "inspect", "verify", "run",
-                             "serve", "tiny_model", "conformance")
+                             "serve", "tiny_model", "conformance", "prepare", "data_report")
 """Subcommand modules of this package, in the order ``--help`` lists them."""
 
 _INPUT_ARGS = ("file", "request", "tools", "template", "path")

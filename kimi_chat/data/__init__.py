@@ -87,3 +87,9 @@ __all__ = [
     "end_marker", "extend_rollout", "generated_turn", "preference_batch", "preference_pair", "preference_schema",
     "reasoning_options", "row_conversation", "samples_to_batch", "start_rollout", "trained_turns",
 ]
+
+# The pipeline on the batch core (kimi_chat.data.dataset, .pipeline, .ray_engine; docs/training-data.md):
+# render_dataset runs it over a Hugging Face datasets.Dataset (datasets imported when called).
+from .dataset import render_dataset  # noqa: E402
+
+__all__ += ["render_dataset"]

@@ -157,7 +157,8 @@ def test_safety_net_lets_other_encode_errors_through(monkeypatch):
 
 
 _POSITIONALS = {"inspect": ["x.gguf"], "verify": ["t.jinja"], "run": ["m.gguf"], "tiny-model": ["o.gguf"],
-                "conformance": ["m.gguf"], "serve": ["m.gguf"]}
+                "conformance": ["m.gguf"], "serve": ["m.gguf"],
+                "prepare": ["in.jsonl", "-d", "kimi-k2.6", "-o", "out"], "data-report": ["out"]}
 
 
 @pytest.mark.parametrize("cmd", sorted(build_parser()._subparsers._group_actions[0].choices))  # type: ignore[union-attr]

@@ -1,0 +1,234 @@
+"""Training-data speed and memory: kimi_chat's data path against what a trainer would do instead, same process.
+
+    python benchmarks/data.py [--conversations N] [--parallel N] [--ray] [--memory 10000,200000] [--renderers]
+
+On synthetic K2.6 agent loops (system prompt; rounds of a user question, an assistant turn with reasoning and a
+tool call, the tool result, an assistant answer with reasoning; one tool declared):
+
+1. **Samples as generated, per conversation**: ``conversations_to_batch`` (ids, labels, masks, Arrow batch, the
+   report's findings) against the only exact route today, the official template per sample: for every trained
+   assistant turn the official prompt of ``messages[:i]`` (transformers rendering the reference template, as
+   ``apply_chat_template`` does; then the official encode), as kimi_chat.reference.oracle renders it. Goal >= 10x.
+2. **Parallel**: ``kimi-chat prepare``'s local engine at 1 and 2 workers (conversations/s; efficiency =
+   rate(2) / (2 * rate(1)), goal >= 0.8 on an idle 2-core machine), and the Ray engine on a local cluster
+   (``--ray``).
+3. **Memory**: the peak RSS of ``kimi-chat prepare --workers 1`` (a child process, rendering in-process) on
+   ``--memory`` sizes of input: flat means streamed.
+4. ``--renderers``: PrimeIntellect's ``renderers`` 0.1.12 (run in ``/work/venv-renderers`` by
+   ``benchmarks/data_renderers.py`` when that venv exists; it loads its tokenizer from the Hugging Face hub,
+   which is not reachable offline: the script says so).
+
+Ratios are printed from one process; nothing asserts a timing. Needs the reference data, transformers,
+pyarrow, tqdm (and ray[data] for ``--ray``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "data"))
+
+from data_pipeline_support import agent_loop  # noqa: E402
+
+from kimi_chat.data.options import RenderOptions  # noqa: E402
+
+DIALECT = "kimi-k2.6"
+
+
+def _best(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def bench_per_conversation(n: int, turns: int) -> None:
+    from kimi_chat.reference.oracle import render_official
+
+    rows = [agent_loop(i, turns) for i in range(n)]
+    options = RenderOptions.make(DIALECT)
+    tok = options.tokenizer.load()
+    options.render(rows[:2])  # warm: templates compiled, caches filled
+
+    def ours() -> None:
+        for r in rows:
+            options.render([r])
+
+    from kimi_chat.data.batch import conversations_to_batch
+
+    def bare() -> None:  # the samples alone, without the report's per-conversation checks
+        for r in rows:
+            conversations_to_batch([r], dialect=DIALECT, tokenizer=tok, findings=False)
+
+    t_bare = _best(bare) / n
+    official_rows = rows[: max(1, n // 4)]  # the official route is slow: a quarter of the rows, per conversation
+    render_official(rows[0]["messages"], tools=rows[0]["tools"], dialect=DIALECT)  # warm: the template compiled
+    t_ours = _best(ours) / n
+    t = time.perf_counter()
+    for r in official_rows:
+        msgs = r["messages"]
+        for i, m in enumerate(msgs):
+            if m["role"] == "assistant":
+                tok.encode(render_official(msgs[:i], tools=r["tools"], dialect=DIALECT, add_generation_prompt=True))
+                tok.encode(render_official(msgs[: i + 1], tools=r["tools"], dialect=DIALECT,
+                                           add_generation_prompt=False))
+    t_off = (time.perf_counter() - t) / len(official_rows)
+    msgs = len(rows[0]["messages"])
+    print(f"per conversation ({msgs} messages, {turns} rounds, {DIALECT}): kimi_chat conversations_to_batch "
+          f"{t_ours * 1e3:.2f} ms, official template per sample (prompt + turn, render + encode) "
+          f"{t_off * 1e3:.2f} ms: {t_off / t_ours:.1f}x (goal >= 10x); without the report's checks "
+          f"(findings=False) {t_bare * 1e3:.2f} ms: {t_off / t_bare:.1f}x; kimi_chat {_compiled()}")
+
+
+def _compiled() -> str:
+    from kimi_chat import compiled
+
+    return compiled.describe()
+
+
+def _write_input(path: Path, n: int, turns: int) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(json.dumps(agent_loop(i, turns)) + "\n")
+    return path
+
+
+def bench_parallel(n: int, turns: int, with_ray: bool) -> None:
+    from kimi_chat.data.pipeline import run_local
+    from kimi_chat.data.sources import open_source
+
+    options = RenderOptions.make(DIALECT)
+    tmp = Path(tempfile.mkdtemp(prefix="kimi-data-bench-"))
+    try:
+        src = _write_input(tmp / "in.jsonl", n, turns)
+        rates, cpu = {}, {}
+        for workers in (1, 2):
+            out = tmp / f"out{workers}"
+            r = run_local(open_source(src, max(50, n // 16)), out, options, workers=workers, progress=False)
+            cpu[workers] = sum(s["cpu_seconds"] for s in r.shards)
+            rates[workers] = r.rows / r.seconds
+            print(f"local engine, {workers} worker(s): {n} conversations in {r.seconds:.2f} s = "
+                  f"{rates[workers]:,.0f} conversations/s, {r.tokens / r.seconds:,.0f} tokens/s; "
+                  f"{cpu[workers]:.1f} CPU s rendering")
+        print(f"parallel efficiency at 2 workers: {rates[2] / (2 * rates[1]):.2f} by the clock (goal >= 0.8; worker "
+              f"start and the machine's other load included: load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores); by the workers' CPU time {cpu[1] / cpu[2]:.2f} (1.0: the pool adds no work)")
+        if with_ray:
+            import ray
+
+            from kimi_chat.data.ray_engine import run_ray
+
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            ray.init(num_cpus=3, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+            try:
+                t = time.perf_counter()
+                r = run_ray(open_source(src, max(50, n // 16)), tmp / "ray", options, workers=2, progress=False)
+                secs = time.perf_counter() - t
+                print(f"ray engine, 2 actors (local cluster): {n} conversations in {secs:.2f} s = "
+                      f"{r.rows / secs:,.0f} conversations/s (actor start included); "
+                      f"{r.rows / secs / rates[2]:.2f}x the local engine at 2 workers")
+            finally:
+                ray.shutdown()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_memory(sizes: list[int]) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="kimi-data-mem-"))
+    try:
+        for n in sizes:
+            src = _write_input(tmp / f"in{n}.jsonl", n, 1)
+            code = ("import resource, sys; from kimi_chat.cli import main; "
+                    f"s = main(['prepare', {str(src)!r}, '-d', {DIALECT!r}, '-o', {str(tmp / f'out{n}')!r}, "
+                    "'--workers', '1', '-q']); "
+                    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(s)")
+            t = time.perf_counter()
+            p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
+            secs = time.perf_counter() - t
+            if p.returncode:
+                print(f"memory at {n}: prepare failed: {p.stderr.strip()[-300:]}")
+                continue
+            peak_mb = int(p.stdout.strip().splitlines()[-1]) / 1024
+            size_mb = src.stat().st_size / 1e6
+            print(f"memory: {n:,} conversations ({size_mb:,.0f} MB of JSONL): peak RSS {peak_mb:,.0f} MB "
+                  f"({secs:.0f} s)")
+            shutil.rmtree(tmp / f"out{n}", ignore_errors=True)
+            src.unlink()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_renderers(n: int, turns: int) -> None:
+    """renderers 0.1.12 (its K2.5 renderer, build_training_sample: one full render per conversation) against
+    kimi_chat's samples as generated on the same conversations."""
+    from kimi_chat.tokens.tokenizer import PAT_STR
+
+    venv = Path("/work/venv-renderers/bin/python")
+    script = Path(__file__).with_name("data_renderers.py")
+    if not venv.exists():
+        print("renderers 0.1.12: not run (no /work/venv-renderers: python -m venv /work/venv-renderers && "
+              "/work/venv-renderers/bin/pip install renderers==0.1.12)")
+        return
+    rows = [agent_loop(i, turns) for i in range(n)]
+    options = RenderOptions.make("kimi-k2.5")
+    tok = options.tokenizer.load()
+    options.render(rows[:2])
+    t_ours = _best(lambda: [options.render([r]) for r in rows]) / n
+    ours_tokens = sum(sum(options.render([r]).batch.column("length").to_pylist()) for r in rows[:20]) / 20
+    official = RenderOptions.make("kimi-k2.5", reasoning="official")
+    t_official = _best(lambda: [official.render([r]) for r in rows]) / n
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"rows": rows, "model": str(tok.model_path), "config": str(tok.config_path), "pattern": PAT_STR}, f)
+    try:
+        p = subprocess.run([str(venv), str(script), f.name], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    try:
+        theirs = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        print(f"renderers 0.1.12: failed: {(p.stderr or p.stdout).strip()[-400:]}")
+        return
+    if "error" in theirs:
+        print(f"renderers 0.1.12: {theirs['error']}")
+        return
+    t_theirs = theirs["seconds_per_conversation"]
+    print(f"renderers 0.1.12 (KimiK25Renderer, build_training_sample: one full render per conversation, "
+          f"{theirs['tokens_per_conversation']:.0f} tokens) {t_theirs * 1e3:.2f} ms per conversation; kimi_chat "
+          f"samples as generated on kimi-k2.5 ({ours_tokens:.0f} tokens over its samples) {t_ours * 1e3:.2f} ms: "
+          f"kimi_chat {t_theirs / t_ours:.2f}x its speed; kimi_chat reasoning='official' (the same work: one full "
+          f"render) {t_official * 1e3:.2f} ms: {t_theirs / t_official:.2f}x (tokenizer: tiktoken over the reference "
+          "files, as the hub is not reachable offline)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--conversations", type=int, default=200)
+    ap.add_argument("--turns", type=int, default=3, help="rounds per conversation (4 messages each)")
+    ap.add_argument("--parallel", type=int, default=2000, help="conversations for the parallel runs (0: skip)")
+    ap.add_argument("--ray", action="store_true", help="also the Ray engine on a local cluster")
+    ap.add_argument("--memory", default="10000,200000", help="input sizes for the memory peak ('' to skip)")
+    ap.add_argument("--renderers", action="store_true", help="also PrimeIntellect's renderers 0.1.12")
+    args = ap.parse_args()
+    bench_per_conversation(args.conversations, args.turns)
+    if args.renderers:
+        bench_renderers(args.conversations, args.turns)
+    if args.parallel:
+        bench_parallel(args.parallel, args.turns, args.ray)
+    if args.memory:
+        bench_memory([int(x) for x in args.memory.split(",") if x])
+
+
+if __name__ == "__main__":
+    main()
