@@ -75,7 +75,7 @@ def test_oversized_body_is_a_413(tokenizer):
         r = httpx.post(s.url + "/v1/chat/completions", json=big, timeout=30)
         # a chunked body (no Content-Length) is cut at the limit too
         chunked = httpx.post(s.url + "/v1/chat/completions", content=iter([b'{"model": "x", ', b" " * 5000]),
-                             timeout=30)
+                             headers={"Content-Type": "application/json"}, timeout=30)
         small = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
     assert (r.status_code, chunked.status_code, small.status_code) == (413, 413, 200)
     assert r.json()["error"]["code"] == "request_too_large"
@@ -104,6 +104,8 @@ def test_a_full_queue_answers_429_at_once(tokenizer):
         waiting.join(60)
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "queue_full"
+    assert refused.json()["error"]["type"] == "server_busy_error"
+    assert int(refused.headers["Retry-After"]) >= 1
     assert sorted(results) == [200, 200]
 
 
@@ -143,22 +145,28 @@ def test_timeout_answers_504_and_stops_the_engine(tokenizer):
         assert ready
         streamed = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
     assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+    assert r.json()["error"]["type"] == "timeout_error"
     errors = [e for e in sse_events(iter(streamed.text.splitlines())) if "error" in e]
     assert [e["error"]["code"] for e in errors] == ["timeout"]
 
 
-def test_engine_failure_mid_stream_is_an_error_event(tokenizer):
+def test_engine_failure_mid_stream_is_an_error_event(tokenizer, caplog):
     engine = ScriptedEngine(tokenizer, text="one two three four", fail_after=2)
-    with serve(engine) as s:
+    with caplog.at_level(logging.INFO, logger="kimi_chat.serve"), serve(engine) as s:
         r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
         health = httpx.get(s.url + "/health", timeout=30)
         plain = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
     events = list(sse_events(iter(r.text.splitlines())))
     assert r.status_code == 200  # the stream had begun
     assert "error" in events[-1] and events[-1]["error"]["code"] == "engine_error"
-    assert "scripted engine died" in events[-1]["error"]["message"]
     assert health.status_code == 200
     assert plain.status_code == 502 and plain.json()["error"]["code"] == "engine_error"
+    assert plain.json()["error"]["type"] == "engine_error"
+    # the engine's own words go to the log, not to the client
+    for message in (events[-1]["error"]["message"], plain.json()["error"]["message"]):
+        assert "scripted engine died" not in message and "request id" in message
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(logged) == 2 and all("scripted engine died" in m for m in logged)
 
 
 def test_one_log_line_per_request(tokenizer, caplog):
@@ -166,7 +174,8 @@ def test_one_log_line_per_request(tokenizer, caplog):
     with caplog.at_level(logging.INFO, logger="kimi_chat.serve"), serve(engine, api_key="k") as s:
         httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer k"}, timeout=30)
         httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
-    lines = [r.getMessage() for r in caplog.records if r.name == "kimi_chat.serve"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "kimi_chat.serve"
+             and r.getMessage().startswith("chatcmpl-")]
     assert len(lines) == 2
     assert "dialect=kimi-k2-instruct-0905" in lines[0] and "outcome=stop" in lines[0]
     assert f"completion_tokens={len(engine.ids) + 1}" in lines[0]

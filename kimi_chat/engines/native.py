@@ -357,12 +357,21 @@ class NativeModel:
         top_p: float = 0.95,
         min_p: float = 0.05,
         mask: Any = None,
+        repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        logit_bias: Mapping[int, float] | None = None,
     ) -> Iterator[int]:
         """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
         end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
         the output; ``mask``: a logits processor applied before sampling (a
         :class:`kimi_chat.engines.constrain.TokenMask`: llguidance's token masks); ``seed``: sampling
-        seed (``None``: random); ``temperature`` 0 is greedy."""
+        seed (``None``: random); ``temperature`` 0 is greedy; ``repeat_penalty``, ``presence_penalty``,
+        ``frequency_penalty``: llama.cpp's penalties (1, 0, 0: none); ``logit_bias``: token id -> the
+        bias added to its logit before sampling (after the mask: a masked token stays masked).
+
+        The context keeps the previous generation's tokens: the longest common prefix of this prompt
+        with them is not evaluated again (llama.cpp's KV cache; :attr:`reused_tokens` says how many)."""
         if max_tokens < 1:
             return
         ids = list(ids)
@@ -378,9 +387,12 @@ class NativeModel:
             except ValueError as e:
                 raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
         self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
-        extra = {} if mask is None else {"logits_processor": [mask]}
+        processors = [p for p in (mask, _bias_processor(logit_bias, self.n_vocab)) if p is not None]
+        extra = {"logits_processor": processors} if processors else {}
+        self.reused_tokens = self._common_prefix(ids)
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=1.0, reset=True, grammar=g, **extra)
+                                   repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                   frequency_penalty=frequency_penalty, reset=True, grammar=g, **extra)
         try:
             for n, tid in enumerate(gen, 1):
                 yield int(tid)
@@ -388,6 +400,22 @@ class NativeModel:
                     break
         finally:
             gen.close()
+
+    reused_tokens: int = 0
+    """How many prompt tokens the last :meth:`generate` took from the KV cache (the longest common prefix
+    with the tokens the context held; llama-cpp-python's ``generate`` keeps them)."""
+
+    def _common_prefix(self, ids: Sequence[int]) -> int:
+        held = getattr(self._llama, "_input_ids", None)
+        n_held = int(getattr(self._llama, "n_tokens", 0) or 0)
+        if held is None or n_held == 0:
+            return 0
+        n = 0
+        for a, b in zip(list(held[:n_held]), ids[:-1]):  # (the last prompt id is evaluated for its logits)
+            if int(a) != int(b):
+                break
+            n += 1
+        return n
 
     # ------------------------------------------------------------------ chat
 
@@ -465,6 +493,24 @@ class NativeModel:
         ``create_chat_completion`` uses)."""
         return _chat.render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
 
+
+
+def _bias_processor(bias: Mapping[int, float] | None, n_vocab: int) -> Any:
+    """A llama-cpp-python logits processor adding ``bias`` (OpenAI ``logit_bias``) to the logits; ``None``
+    without one. An id outside the vocabulary is an error naming it."""
+    if not bias:
+        return None
+    for tid in bias:
+        if not 0 <= tid < n_vocab:
+            raise KimiChatError(f"logit_bias.{tid}: not a token id of this model (0..{n_vocab - 1})")
+    ids = list(bias)
+    values = [bias[i] for i in ids]
+
+    def apply(_input_ids: Any, scores: Any) -> Any:
+        scores[ids] += values
+        return scores
+
+    return apply
 
 
 def conformance(

@@ -28,20 +28,47 @@ from ...dialects import Dialect
 from ...errors import KimiChatError, RequestError
 from ...tokens.tokenizer import KimiTokenizer
 
-__all__ = ["Sampling", "Engine", "EngineError", "NativeEngine", "UpstreamEngine", "constraint_gbnf"]
+__all__ = ["Sampling", "Engine", "EngineError", "ConstraintFailure", "NativeEngine", "UpstreamEngine",
+           "constraint_gbnf", "STARTUP_TIMEOUT"]
+
+STARTUP_TIMEOUT = 5.0
+"""Seconds :meth:`UpstreamEngine.connect` waits for the llama-server's ``/props`` (a server that does not
+answer by then fails the start-up)."""
 
 
 class EngineError(KimiChatError):
-    """The engine failed while generating (an upstream server that died or answered an error)."""
+    """The engine failed while generating (an upstream server that died or answered an error). The
+    message is for the server's log (it may name the upstream's URL and quote its answer); the client
+    gets :attr:`public` (``None``: a generic message)."""
+
+    public: str | None = None
+
+
+class ConstraintFailure(EngineError):
+    """The output constraint failed while generating (llguidance refused the model's token, or a
+    vocabulary without a marker the constraint needs): the request fails, the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.public = message
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters of one generation (``temperature`` 0 is greedy; ``seed`` ``None``: random)."""
+    """Sampling parameters of one generation (``temperature`` 0 is greedy; ``seed`` ``None``: random), as
+    llama.cpp's sampler chain takes them: ``top_k`` 0 and ``min_p`` 0 are off, ``repetition_penalty`` 1 is
+    none, the OpenAI ``presence_penalty`` / ``frequency_penalty`` are llama.cpp's, ``logit_bias`` maps a
+    token id to the bias added to its logit."""
 
     temperature: float = 0.6
     top_p: float = 1.0
     seed: int | None = None
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 def constraint_gbnf(constraint: Any) -> str | None:
@@ -130,7 +157,11 @@ class NativeEngine:
         else:
             extra["grammar"] = constraint
         gen = self.native.generate(ids, max_tokens=max_tokens, seed=sampling.seed, temperature=sampling.temperature,
-                                   top_p=sampling.top_p, **extra)
+                                   top_p=sampling.top_p, top_k=sampling.top_k, min_p=sampling.min_p,
+                                   repeat_penalty=sampling.repetition_penalty,
+                                   presence_penalty=sampling.presence_penalty,
+                                   frequency_penalty=sampling.frequency_penalty,
+                                   logit_bias=dict(sampling.logit_bias), **extra)
         try:
             for tid in gen:
                 if cancel.is_set():
@@ -151,30 +182,37 @@ class UpstreamEngine:
     ``return_tokens``, streamed). ``vocabulary`` is the GGUF (loaded vocabulary-only, for the tokenizer,
     the dialect and the context size is asked of the server's ``/props``)."""
 
-    def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0,
+                 startup_timeout: float = STARTUP_TIMEOUT) -> None:
+        """``timeout``: seconds a generation may wait for the upstream's next bytes (the server's
+        ``--timeout``: a hung upstream holds the engine thread no longer than a request may take);
+        ``startup_timeout``: seconds ``/props`` may take."""
         import httpx
 
         self.url = url.rstrip("/")
         self.vocabulary = vocabulary
         self.model = name or Path(vocabulary.path).name
         self.dialect = vocabulary.dialect
-        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout, connect=10.0))
-        self.n_ctx = self._context_size()
+        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        self.n_ctx = self._context_size(startup_timeout)
 
     @classmethod
     def connect(cls, url: str, gguf: str | Path, *, dialect: str | Dialect | None = None,
-                name: str | None = None) -> "UpstreamEngine":
+                name: str | None = None, timeout: float = 600.0,
+                startup_timeout: float = STARTUP_TIMEOUT) -> "UpstreamEngine":
         """The llama-server at ``url``; ``gguf`` is the model file it serves (read vocabulary-only here)."""
         from ...engines.native import NativeModel
 
-        return cls(url, vocabulary=NativeModel.load(gguf, dialect=dialect, n_ctx=512, vocab_only=True), name=name)
+        vocabulary = NativeModel.load(gguf, dialect=dialect, n_ctx=512, vocab_only=True)
+        return cls(url, vocabulary=vocabulary, name=name, timeout=timeout, startup_timeout=startup_timeout)
 
-    def _context_size(self) -> int:
+    def _context_size(self, seconds: float) -> int:
         try:
-            props = self._client.get("/props").json()
+            props = self._client.get("/props", timeout=seconds).json()
             return int(props["default_generation_settings"]["n_ctx"])
         except Exception as e:  # noqa: BLE001 - any failure: the server is not a llama-server we can use
-            raise EngineError(f"{self.url}: not a reachable llama-server (GET /props: {e})") from e
+            raise EngineError(f"{self.url}: not a reachable llama-server (GET /props within {seconds:g}s: "
+                              f"{type(e).__name__}: {e})") from e
 
     def tokenizer(self) -> KimiTokenizer:
         return self.vocabulary.tokenizer()  # type: ignore[no-any-return]
@@ -211,8 +249,13 @@ class UpstreamEngine:
         import httpx
 
         body: dict[str, Any] = {"prompt": list(ids), "n_predict": max_tokens, "stream": True, "return_tokens": True,
-                                "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0,
-                                "min_p": 0.0, "repeat_penalty": 1.0, "cache_prompt": True}
+                                "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                "top_k": sampling.top_k, "min_p": sampling.min_p,
+                                "repeat_penalty": sampling.repetition_penalty,
+                                "presence_penalty": sampling.presence_penalty,
+                                "frequency_penalty": sampling.frequency_penalty, "cache_prompt": True}
+        if sampling.logit_bias:
+            body["logit_bias"] = [[tid, bias] for tid, bias in sampling.logit_bias]
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         gbnf = constraint_gbnf(constraint)
