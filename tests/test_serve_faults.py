@@ -238,3 +238,162 @@ def test_a_marker_spelled_by_ordinary_tokens_stays_text(tokenizer):
     assert plain["choices"][0]["finish_reason"] == "stop"
     events = list(sse_events(iter(r.text.splitlines())))
     assert "".join(c["delta"].get("content") or "" for e in events for c in e["choices"]) == text
+
+
+# --------------------------------------------------------------------------------------------------
+# faults: a hung upstream, abandoned waiters, start-up, /health
+
+
+def _held(s) -> int:
+    return s.server.config.app.state.server.scheduler.held
+
+
+def test_a_waiting_request_whose_client_left_leaves_the_queue_at_once(tokenizer):
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, queue=4) as s:
+        running = threading.Thread(target=lambda: httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60))
+        running.start()
+        assert wait_for(engine.started.is_set)
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=0.5)  # waits behind it, then gives up
+        freed = wait_for(lambda: _held(s) == 1)  # the gate is still closed: only the running one holds a place
+        gate.set()
+        running.join(60)
+    assert freed
+    assert engine.generations == 1 and engine.endings == []  # the abandoned request never reached the engine
+
+
+def test_a_full_server_answers_429_before_preparing_the_request(tokenizer, monkeypatch):
+    from kimi_chat.servers.serve import app as app_module
+
+    prepared: list[int] = []
+    real = app_module.prepare
+    monkeypatch.setattr(app_module, "prepare", lambda engine, chat: prepared.append(1) or real(engine, chat))
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, queue=0) as s:
+        running = threading.Thread(target=lambda: httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60))
+        running.start()
+        assert wait_for(engine.started.is_set)
+        refused = [httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30) for _ in range(3)]
+        gate.set()
+        running.join(60)
+    assert [r.status_code for r in refused] == [429, 429, 429]
+    assert len(prepared) == 1  # only the request that ran was rendered, tokenized and constrained
+
+
+def test_the_tokenizer_is_built_once_at_start_up_and_health_waits_for_it(tokenizer):
+    from serve_support import SlowStartEngine
+
+    engine = SlowStartEngine(tokenizer)
+    with serve(engine, queue=16) as s:
+        loading = httpx.get(s.url + "/health", timeout=30)
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60).status_code)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        engine.built.set()
+        for t in threads:
+            t.join(60)
+        ok = httpx.get(s.url + "/health", timeout=30)
+    assert loading.status_code == 503
+    assert loading.json()["status"] == "unavailable" and loading.json()["reason"].startswith("loading")
+    assert ok.status_code == 200 and ok.json()["status"] == "ok"
+    assert results == [200] * 8
+    assert engine.builds == 1  # (each first request built its own before)
+
+
+def test_health_is_503_while_the_engine_is_stuck(tokenizer):
+    gate = threading.Event()  # never set until the end: the engine does not return
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    engine_ignores_cancel = threading.Event()
+
+    def stuck_generate(ids, **kwargs):  # an engine that does not see the cancel (a blocked native call)
+        engine.started.set()
+        gate.wait(30)
+        engine_ignores_cancel.set()
+        yield from ()
+
+    engine.generate = stuck_generate
+    with serve(engine, timeout=0.3, api_key="k") as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer k"}, timeout=30)
+        stuck = wait_for(lambda: httpx.get(s.url + "/health", timeout=30).status_code == 503)
+        detail = httpx.get(s.url + "/health", headers={"Authorization": "Bearer k"}, timeout=30).json()
+        keyless = httpx.get(s.url + "/health", timeout=30).json()
+        gate.set()
+        recovered = wait_for(lambda: httpx.get(s.url + "/health", timeout=30).status_code == 200)
+    assert r.status_code == 504
+    assert stuck and recovered
+    assert detail["reason"].startswith("stuck")
+    assert keyless == {"status": "unavailable"}  # without the key: ok / not ok only
+
+
+def test_the_upstream_read_is_bounded_by_the_request_timeout(tokenizer):
+    from kimi_chat.servers.serve import UpstreamEngine
+    from serve_support import FakeVocabulary, HangingLlamaServer
+
+    with HangingLlamaServer(hang_props=False) as upstream:
+        engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"), timeout=0.5)
+        with serve(engine, timeout=0.5) as s:
+            r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+            # the engine thread is free again long before the upstream's 60 s (the read timed out)
+            freed = wait_for(lambda: _held(s) == 0, 20)
+        engine.close()
+    assert r.status_code == 504 and freed
+
+
+def test_an_upstream_whose_props_hang_fails_start_up_with_one_line(tokenizer, monkeypatch, capsys, tmp_path):
+    from kimi_chat.cli import main
+    from kimi_chat.engines import native
+    from serve_support import FakeVocabulary, HangingLlamaServer, free_port
+
+    monkeypatch.setattr(native.NativeModel, "load", classmethod(
+        lambda cls, *a, **k: FakeVocabulary(tokenizer, "kimi-k2-instruct-0905")))
+    with HangingLlamaServer(hang_props=True) as upstream:
+        codes: list[int] = []
+        t = threading.Thread(target=lambda: codes.append(main(
+            ["serve", str(tmp_path / "m.gguf"), "--upstream", upstream.url, "--port", str(free_port())])))
+        t.start()
+        t.join(30)  # (the /props deadline is 5 s; before, start-up waited 600 s)
+        hung = t.is_alive()
+    assert not hung and codes and codes[0] > 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([line for line in err if "error:" in line]) == 1 and "/props" in err[-1]
+
+
+def test_a_port_in_use_is_reported_before_serving(monkeypatch, capsys, caplog, tmp_path):
+    import socket
+
+    from kimi_chat.cli import main
+    from kimi_chat.engines import native
+
+    loads: list[str] = []
+    monkeypatch.setattr(native.NativeModel, "load", classmethod(lambda cls, *a, **k: loads.append("load")))
+    with socket.socket() as taken, caplog.at_level(logging.INFO, logger="kimi_chat.serve"):
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = main(["serve", str(tmp_path / "m.gguf"), "--port", str(port)])
+    assert code > 0
+    assert "in use" in capsys.readouterr().err
+    assert loads == []  # said before the model is loaded
+    assert not any("serving" in r.getMessage() for r in caplog.records)
+
+
+def test_the_cli_gives_its_timeout_to_the_upstream(monkeypatch, tmp_path):
+    from kimi_chat.cli import main
+    from kimi_chat.servers.serve import EngineError, UpstreamEngine
+    from serve_support import free_port
+
+    given: dict = {}
+
+    def connect(cls, url, gguf, **kwargs):
+        given.update(kwargs)
+        raise EngineError("stop here")
+
+    monkeypatch.setattr(UpstreamEngine, "connect", classmethod(connect))
+    code = main(["serve", str(tmp_path / "m.gguf"), "--upstream", "http://127.0.0.1:9", "--timeout", "7",
+                 "--port", str(free_port())])
+    assert code > 0 and given["timeout"] == 7.0
