@@ -44,6 +44,7 @@ from .chat import ChatResult
 from .conformance import Check, ConformanceReport, check_model
 
 __all__ = [
+    "TokenLogprob",
     "NativeUnavailable",
     "NativeModel",
     "ChatResult",
@@ -98,6 +99,50 @@ class TokenizationDiff:
                 return i
         return min(len(self.ours), len(self.engine))
 
+
+
+class TokenLogprob(int):
+    """A generated token id (an ``int``) with its log probability under the distribution it was sampled
+    from (after the constraint's mask and the logit bias, before temperature) and the ``top`` most likely
+    ``(id, logprob)`` pairs: what :meth:`NativeModel.generate` yields when asked for ``logprobs``."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+    def __new__(cls, token_id: int, logprob: float, top: tuple[tuple[int, float], ...] = ()) -> "TokenLogprob":
+        self = super().__new__(cls, token_id)
+        self.logprob = logprob
+        self.top = top
+        return self
+
+
+class _LogprobRecorder:
+    """A logits processor (the last of the chain) keeping the log-softmax of the scores it sees."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.logprobs: Any = None
+
+    def __call__(self, _input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+
+        finite = scores[np.isfinite(scores)]
+        peak = float(finite.max()) if finite.size else 0.0
+        shifted = scores - peak
+        self.logprobs = shifted - float(np.log(np.exp(shifted).sum()))
+        return scores
+
+    def token(self, tid: int) -> TokenLogprob:
+        import numpy as np
+
+        lp = self.logprobs
+        if lp is None:
+            return TokenLogprob(tid, 0.0)
+        top: tuple[tuple[int, float], ...] = ()
+        if self.top:
+            best = np.argpartition(-lp, self.top)[:self.top]
+            top = tuple(sorted(((int(i), float(lp[i])) for i in best), key=lambda p: -p[1]))
+        return TokenLogprob(tid, float(lp[tid]), top)
 
 
 # llama_token_attr bits (llama.h)
@@ -361,6 +406,7 @@ class NativeModel:
         presence_penalty: float = 0.0,
         frequency_penalty: float = 0.0,
         logit_bias: Mapping[int, float] | None = None,
+        logprobs: int | None = None,
     ) -> Iterator[int]:
         """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
         end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
@@ -368,7 +414,9 @@ class NativeModel:
         :class:`kimi_chat.engines.constrain.TokenMask`: llguidance's token masks); ``seed``: sampling
         seed (``None``: random); ``temperature`` 0 is greedy; ``repeat_penalty``, ``presence_penalty``,
         ``frequency_penalty``: llama.cpp's penalties (1, 0, 0: none); ``logit_bias``: token id -> the
-        bias added to its logit before sampling (after the mask: a masked token stays masked).
+        bias added to its logit before sampling (after the mask: a masked token stays masked);
+        ``logprobs``: yield :class:`TokenLogprob` ids with their log probability and that many most likely
+        alternatives (0: the chosen token's alone).
 
         The context keeps the previous generation's tokens: the longest common prefix of this prompt
         with them is not evaluated again (llama.cpp's KV cache; :attr:`reused_tokens` says how many)."""
@@ -387,7 +435,8 @@ class NativeModel:
             except ValueError as e:
                 raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
         self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
-        processors = [p for p in (mask, _bias_processor(logit_bias, self.n_vocab)) if p is not None]
+        recorder = None if logprobs is None else _LogprobRecorder(logprobs)
+        processors = [p for p in (mask, _bias_processor(logit_bias, self.n_vocab), recorder) if p is not None]
         extra = {"logits_processor": processors} if processors else {}
         self.reused_tokens = self._common_prefix(ids)
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -395,7 +444,7 @@ class NativeModel:
                                    frequency_penalty=frequency_penalty, reset=True, grammar=g, **extra)
         try:
             for n, tid in enumerate(gen, 1):
-                yield int(tid)
+                yield int(tid) if recorder is None else recorder.token(int(tid))
                 if self.is_eog(tid) or n >= max_tokens:
                     break
         finally:

@@ -313,8 +313,9 @@ class _Server:
         try:
             chat = read_chat_request(body, dialect=self.engine.dialect, contract=self.config.contract)
             check_honoured(body, chat.messages)
-            if chat.logprobs:
-                raise RequestError("token log probabilities are not returned by this server", param="logprobs",
+            if chat.logprobs and not getattr(self.engine, "supports_logprobs", False):
+                raise RequestError("token log probabilities are not returned by this engine (the embedded "
+                                   "engine returns them; --upstream does not yet)", param="logprobs",
                                    code="unsupported_parameter")
             self._unknown(rid, body)
             generated = chat.n * (chat.max_tokens or 1)
@@ -429,7 +430,8 @@ class _Server:
         self._log(rid, prompt, completion, t0, ",".join(o.finish_reason for o in outcomes.values()), 200)
         return JSONResponse({
             "id": response_id, "object": "chat.completion", "created": int(time.time()), "model": self.engine.model,
-            "choices": [{"index": i, "message": o.message, "finish_reason": o.finish_reason, "logprobs": None}
+            "choices": [{"index": i, "message": o.message, "finish_reason": o.finish_reason,
+                         "logprobs": None if o.logprobs is None else {"content": o.logprobs, "refusal": None}}
                         for i, o in sorted(outcomes.items())],
             "usage": self._usage(prompt, completion)})
 
@@ -438,10 +440,10 @@ class _Server:
         created = int(time.time())
         usage = job.prepared.request.include_usage
 
-        def chunk(index: int, delta: dict[str, Any], finish: str | None) -> str:
+        def chunk(index: int, delta: dict[str, Any], finish: str | None, logprobs: Any = None) -> str:
             obj = {"id": response_id, "object": "chat.completion.chunk", "created": created,
                    "model": self.engine.model,
-                   "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+                   "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]}
             return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
         completion = 0
@@ -472,7 +474,8 @@ class _Server:
                 elif isinstance(item, Outcome):
                     completion += len(item.completion_ids)
                     finishes.append(item.finish_reason)
-                    yield chunk(index, {}, item.finish_reason)
+                    yield chunk(index, {}, item.finish_reason,  # (the choice's log probabilities, all at its end)
+                                None if item.logprobs is None else {"content": item.logprobs, "refusal": None})
             if usage:
                 obj = {"id": response_id, "object": "chat.completion.chunk", "created": created,
                        "model": self.engine.model, "choices": [], "usage": self._usage(prompt, completion)}

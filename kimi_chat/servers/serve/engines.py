@@ -69,6 +69,9 @@ class Sampling:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: tuple[tuple[int, float], ...] = ()
+    logprobs: int | None = None
+    """``None``: no log probabilities; else yield :class:`~kimi_chat.engines.native.TokenLogprob` ids with
+    that many alternatives (an engine that can: :attr:`Engine.supports_logprobs`)."""
 
 
 def constraint_gbnf(constraint: Any) -> str | None:
@@ -89,6 +92,9 @@ class Engine(Protocol):
     """The chat format the engine's model speaks."""
     n_ctx: int
     """The context size: prompt + completion must fit."""
+    supports_logprobs: bool
+    """Whether :meth:`generate` yields :class:`~kimi_chat.engines.native.TokenLogprob` ids when
+    ``sampling.logprobs`` is set (an engine without the attribute: no; ``logprobs`` is then a 400)."""
 
     def tokenizer(self) -> KimiTokenizer:
         """kimi_chat's tokenizer for the model (prompts are tokenized by it; the parser decodes ids with it)."""
@@ -121,6 +127,8 @@ class Engine(Protocol):
 class NativeEngine:
     """A :class:`~kimi_chat.engines.native.NativeModel` in this process (one generation at a time: the server
     runs every generation on one worker thread)."""
+
+    supports_logprobs = True
 
     def __init__(self, model: Any, *, name: str | None = None) -> None:
         self.native = model
@@ -161,7 +169,7 @@ class NativeEngine:
                                    repeat_penalty=sampling.repetition_penalty,
                                    presence_penalty=sampling.presence_penalty,
                                    frequency_penalty=sampling.frequency_penalty,
-                                   logit_bias=dict(sampling.logit_bias), **extra)
+                                   logit_bias=dict(sampling.logit_bias), logprobs=sampling.logprobs, **extra)
         try:
             for tid in gen:
                 if cancel.is_set():
@@ -181,6 +189,8 @@ class UpstreamEngine:
     """A running llama-server at ``url`` serving the same GGUF: ids in, ids out (``/completion`` with
     ``return_tokens``, streamed). ``vocabulary`` is the GGUF (loaded vocabulary-only, for the tokenizer,
     the dialect and the context size is asked of the server's ``/props``)."""
+
+    supports_logprobs = False  # (its n_probs answer is not read yet: logprobs is a 400)
 
     def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0,
                  startup_timeout: float = STARTUP_TIMEOUT) -> None:

@@ -63,6 +63,8 @@ class Outcome:
     finish_reason: str
     """``stop``, ``tool_calls``, ``length`` (``max_tokens`` reached) or ``cancelled``."""
     completion_ids: list[int]
+    logprobs: list[dict[str, Any]] | None = None
+    """OpenAI's ``choices[i].logprobs.content`` (one entry per generated token) when the request asked."""
 
 
 def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
@@ -102,7 +104,8 @@ def sampling_of(request: Any) -> Sampling:
                     repetition_penalty=given(request.repetition_penalty, 1.0),
                     presence_penalty=given(request.presence_penalty, 0.0),
                     frequency_penalty=given(request.frequency_penalty, 0.0),
-                    logit_bias=tuple(sorted((request.logit_bias or {}).items())))
+                    logit_bias=tuple(sorted((request.logit_bias or {}).items())),
+                    logprobs=request.top_logprobs if request.logprobs else None)
 
 
 def prepare(engine: Engine, request: Any) -> Prepared:
@@ -190,4 +193,19 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
         finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
     else:
         finish = "length"
-    yield Outcome(message, finish, out)
+    logprobs = None
+    if prepared.sampling.logprobs is not None:
+        logprobs = [_logprob_entry(tok, t) for t in out if not engine.is_eog(t)]
+    yield Outcome(message, finish, out, logprobs)
+
+
+def _logprob_entry(tok: Any, tid: int) -> dict[str, Any]:
+    """OpenAI's ``ChatCompletionTokenLogprob`` of a generated id (a
+    :class:`~kimi_chat.engines.native.TokenLogprob`; another id has no probability: 0)."""
+    def one(i: int, logprob: float) -> dict[str, Any]:
+        raw = tok.id_to_bytes(i)
+        return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
+
+    entry = one(tid, float(getattr(tid, "logprob", 0.0)))
+    entry["top_logprobs"] = [one(i, lp) for i, lp in getattr(tid, "top", ())]
+    return entry
