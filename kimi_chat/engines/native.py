@@ -45,6 +45,7 @@ from .conformance import Check, ConformanceReport, check_model
 
 __all__ = [
     "TokenLogprob",
+    "ConstraintFailed",
     "NativeUnavailable",
     "NativeModel",
     "ChatResult",
@@ -114,6 +115,30 @@ class TokenLogprob(int):
         self.logprob = logprob
         self.top = top
         return self
+
+
+class ConstraintFailed(KimiChatError):
+    """The output constraint (a logits processor) raised while generating: llama-cpp-python calls the
+    processors through a C callback that would print the error and go on unconstrained, so
+    :meth:`NativeModel.generate` catches it and raises this after the token instead."""
+
+
+class _Guarded:
+    """A logits processor that keeps the first error of ``inner`` (:attr:`error`) instead of raising it
+    through llama.cpp's C callback; after an error it leaves the scores as they are."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.error: BaseException | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.error is not None:
+            return scores
+        try:
+            return self.inner(input_ids, scores)
+        except Exception as e:  # noqa: BLE001 - raised by generate() after this token
+            self.error = e
+            return scores
 
 
 class _LogprobRecorder:
@@ -376,6 +401,18 @@ class NativeModel:
                                               if self.tokenize(m.text, special=True) == [m.id])
         return self._markers[family]
 
+    def missing_markers(self, dialect: str | Dialect | None = None) -> list[str]:
+        """The output-format markers ``dialect`` (default the model's) needs as single tokens
+        (:func:`kimi_chat.grammar.vocabulary.default_token_markers`) that this vocabulary does not have as
+        its special id: a K2.6 GGUF converted with the July-2025 vocabulary lacks ``<think>`` and
+        ``</think>``. Such a model cannot be constrained (nor parsed by id) as that dialect."""
+        from ..grammar.vocabulary import default_token_markers, format_markers
+
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        have = self.marker_tokens(d)
+        needed = default_token_markers(d)
+        return [m.text for m in format_markers(d) if m.text in needed and m.text not in have]
+
     def compare_tokenization(self, texts: Iterable[str], *, special: bool = False) -> list[TokenizationDiff]:
         """Texts whose engine tokenization differs from kimi_chat's (``special``: with special-token
         parsing on both sides)."""
@@ -436,7 +473,8 @@ class NativeModel:
                 raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
         self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
         recorder = None if logprobs is None else _LogprobRecorder(logprobs)
-        processors = [p for p in (mask, _bias_processor(logit_bias, self.n_vocab), recorder) if p is not None]
+        processors = [_Guarded(p) for p in (mask, _bias_processor(logit_bias, self.n_vocab), recorder)
+                      if p is not None]
         extra = {"logits_processor": processors} if processors else {}
         self.reused_tokens = self._common_prefix(ids)
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -444,6 +482,9 @@ class NativeModel:
                                    frequency_penalty=frequency_penalty, reset=True, grammar=g, **extra)
         try:
             for n, tid in enumerate(gen, 1):
+                failed = next((p.error for p in processors if p.error is not None), None)
+                if failed is not None:  # (the token was sampled without the constraint: not yielded)
+                    raise ConstraintFailed(f"the output constraint failed: {failed}") from failed
                 yield int(tid) if recorder is None else recorder.token(int(tid))
                 if self.is_eog(tid) or n >= max_tokens:
                     break

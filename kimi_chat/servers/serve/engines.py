@@ -29,7 +29,7 @@ from ...errors import KimiChatError, RequestError
 from ...tokens.tokenizer import KimiTokenizer
 
 __all__ = ["Sampling", "Engine", "EngineError", "ConstraintFailure", "NativeEngine", "UpstreamEngine",
-           "constraint_gbnf", "STARTUP_TIMEOUT"]
+           "constraint_gbnf", "check_vocabulary", "STARTUP_TIMEOUT"]
 
 STARTUP_TIMEOUT = 5.0
 """Seconds :meth:`UpstreamEngine.connect` waits for the llama-server's ``/props`` (a server that does not
@@ -72,6 +72,20 @@ class Sampling:
     logprobs: int | None = None
     """``None``: no log probabilities; else yield :class:`~kimi_chat.engines.native.TokenLogprob` ids with
     that many alternatives (an engine that can: :attr:`Engine.supports_logprobs`)."""
+
+
+def check_vocabulary(model: Any) -> None:
+    """Refuse a GGUF whose vocabulary lacks markers its dialect's output format needs as single tokens
+    (:meth:`kimi_chat.engines.native.NativeModel.missing_markers`): every request's constraint would fail
+    on them. The error names the markers and what to do."""
+    missing = model.missing_markers(model.dialect) if hasattr(model, "missing_markers") else []
+    if missing:
+        raise KimiChatError(
+            f"{model.path}: the vocabulary has no single token for {', '.join(missing)}, which the "
+            f"{model.dialect.name} output format needs (a GGUF converted with an older tokenizer config, such as "
+            "the July-2025 one without <think> / </think>?); convert the model again with the tokenizer_config.json "
+            f"of its {model.dialect.name} release, or serve it as a dialect its vocabulary has the markers of "
+            "(--dialect)")
 
 
 def constraint_gbnf(constraint: Any) -> str | None:
@@ -142,7 +156,13 @@ class NativeEngine:
         """Load the GGUF ``path`` (:meth:`kimi_chat.engines.native.NativeModel.load`)."""
         from ...engines.native import NativeModel
 
-        return cls(NativeModel.load(path, dialect=dialect, backend=backend, n_ctx=n_ctx, **kwargs), name=name)
+        model = NativeModel.load(path, dialect=dialect, backend=backend, n_ctx=n_ctx, **kwargs)
+        try:
+            check_vocabulary(model)
+        except KimiChatError:
+            model.close()
+            raise
+        return cls(model, name=name)
 
     def tokenizer(self) -> KimiTokenizer:
         return self.native.tokenizer()  # type: ignore[no-any-return]
@@ -164,6 +184,8 @@ class NativeEngine:
             extra["mask"] = mask_for(constraint, self.tokenizer(), dialect=self.dialect, prompt_len=len(ids))
         else:
             extra["grammar"] = constraint
+        from ...engines.native import ConstraintFailed
+
         gen = self.native.generate(ids, max_tokens=max_tokens, seed=sampling.seed, temperature=sampling.temperature,
                                    top_p=sampling.top_p, top_k=sampling.top_k, min_p=sampling.min_p,
                                    repeat_penalty=sampling.repetition_penalty,
@@ -175,6 +197,8 @@ class NativeEngine:
                 if cancel.is_set():
                     return
                 yield tid
+        except ConstraintFailed as e:
+            raise ConstraintFailure(f"{e}; the request fails rather than generate unconstrained") from e
         finally:
             gen.close()
 
@@ -214,6 +238,7 @@ class UpstreamEngine:
         from ...engines.native import NativeModel
 
         vocabulary = NativeModel.load(gguf, dialect=dialect, n_ctx=512, vocab_only=True)
+        check_vocabulary(vocabulary)
         return cls(url, vocabulary=vocabulary, name=name, timeout=timeout, startup_timeout=startup_timeout)
 
     def _context_size(self, seconds: float) -> int:
