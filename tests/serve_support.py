@@ -161,7 +161,7 @@ class FakeLlamaServer:
     uvicorn: it answers every completion with ``reply`` (ids, streamed one per event, then ``stop``) and
     keeps each request body in :attr:`bodies` (the grammar the upstream engine sent)."""
 
-    def __init__(self, reply: Sequence[int], n_ctx: int = 4096) -> None:
+    def __init__(self, reply: Sequence[int], n_ctx: int = 4096, total_slots: int = 1) -> None:
         from starlette.applications import Starlette
         from starlette.requests import Request
         from starlette.responses import JSONResponse, StreamingResponse
@@ -171,7 +171,7 @@ class FakeLlamaServer:
         self.bodies: list[dict[str, Any]] = []
 
         async def props(request: Request) -> JSONResponse:
-            return JSONResponse({"default_generation_settings": {"n_ctx": n_ctx}})
+            return JSONResponse({"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": total_slots})
 
         async def completion(request: Request) -> StreamingResponse:
             body = await request.json()

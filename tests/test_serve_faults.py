@@ -397,3 +397,33 @@ def test_the_cli_gives_its_timeout_to_the_upstream(monkeypatch, tmp_path):
     code = main(["serve", str(tmp_path / "m.gguf"), "--upstream", "http://127.0.0.1:9", "--timeout", "7",
                  "--port", str(free_port())])
     assert code > 0 and given["timeout"] == 7.0
+
+
+def test_an_engine_with_slots_generates_that_many_requests_at_once(tokenizer):
+    # an upstream llama-server started with -np 2 reports total_slots 2 (UpstreamEngine.slots)
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    engine.slots = 2
+    with serve(engine, queue=0) as s:
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60).status_code)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        both = wait_for(lambda: engine.generations == 2)  # both generating while the gate is closed
+        third = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)  # queue 0: two slots, no more
+        gate.set()
+        for t in threads:
+            t.join(60)
+    assert both
+    assert third.status_code == 429 and sorted(results) == [200, 200]
+
+
+def test_the_upstream_engine_takes_its_slots_from_props(tokenizer):
+    from kimi_chat.servers.serve import UpstreamEngine
+    from serve_support import FakeLlamaServer, FakeVocabulary
+
+    with FakeLlamaServer([], total_slots=3) as upstream:
+        engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
+        engine.close()
+    assert engine.slots == 3

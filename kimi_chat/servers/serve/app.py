@@ -86,15 +86,16 @@ class ServeConfig:
 
 
 class _Scheduler:
-    """One worker thread for the engine and a count of the requests it holds (being prepared, waiting and
-    running); :attr:`busy_since` is when the running generation began (``None``: idle)."""
+    """The engine's worker threads (one, or an upstream's slots: :attr:`Engine.slots`) and a count of the
+    requests it holds (being prepared, waiting and running); :meth:`oldest` is when the longest-running
+    generation began (``None``: idle)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, workers: int = 1) -> None:
         self.capacity = capacity
         self.held = 0
-        self.running = 0
-        self.busy_since: float | None = None
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kimi-serve-engine")
+        self._started: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kimi-serve-engine")
 
     def try_hold(self) -> bool:
         """Take a place (on the event loop's thread only); ``False`` when the queue is full."""
@@ -105,6 +106,22 @@ class _Scheduler:
 
     def release(self) -> None:
         self.held -= 1
+
+    def begin(self, key: int) -> None:
+        with self._lock:
+            self._started[key] = time.monotonic()
+
+    def end(self, key: int) -> None:
+        with self._lock:
+            self._started.pop(key, None)
+
+    @property
+    def running(self) -> int:
+        return len(self._started)
+
+    def oldest(self) -> float | None:
+        with self._lock:
+            return min(self._started.values(), default=None)
 
     @property
     def waiting(self) -> int:
@@ -130,7 +147,7 @@ class _Job:
 
         def work() -> None:
             started = time.monotonic()
-            scheduler.running, scheduler.busy_since = 1, started
+            scheduler.begin(id(self))
             first = True
             try:
                 for index in range(prepared.request.n):
@@ -145,7 +162,7 @@ class _Job:
             except BaseException as e:  # noqa: BLE001 - handed to the request, which answers it
                 emit(e)
             finally:
-                scheduler.running, scheduler.busy_since = 0, None
+                scheduler.end(id(self))
                 metrics.generated(time.monotonic() - started)
                 emit(_END)
 
@@ -183,7 +200,8 @@ class _Server:
     def __init__(self, engine: Engine, config: ServeConfig) -> None:
         self.engine = engine
         self.config = config
-        self.scheduler = _Scheduler(config.queue + 1)
+        slots = max(int(getattr(engine, "slots", 1) or 1), 1)
+        self.scheduler = _Scheduler(config.queue + slots, slots)
         self.metrics = Metrics(lambda: self.scheduler.waiting, lambda: self.scheduler.running)
         self.created = int(time.time())
         self.unknown_logged: set[str] = set()
@@ -216,7 +234,7 @@ class _Server:
             return "loading: building the tokenizer and the marker tokens"
         if self.ready.exception() is not None:
             return f"start-up failed: {self.ready.exception()}"
-        since = self.scheduler.busy_since
+        since = self.scheduler.oldest()
         if since is not None and time.monotonic() - since > self.config.timeout:
             return (f"stuck: the engine has been on one request for {time.monotonic() - since:.0f}s, longer than "
                     f"the {self.config.timeout:g}s timeout")

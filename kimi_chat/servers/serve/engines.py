@@ -106,6 +106,9 @@ class Engine(Protocol):
     """The chat format the engine's model speaks."""
     n_ctx: int
     """The context size: prompt + completion must fit."""
+    slots: int
+    """How many generations may run at once (the embedded engine: 1; an upstream llama-server: its
+    ``-np`` slots). The server runs that many worker threads; an engine without the attribute: 1."""
     supports_logprobs: bool
     """Whether :meth:`generate` yields :class:`~kimi_chat.engines.native.TokenLogprob` ids when
     ``sampling.logprobs`` is set (an engine without the attribute: no; ``logprobs`` is then a 400)."""
@@ -143,6 +146,7 @@ class NativeEngine:
     runs every generation on one worker thread)."""
 
     supports_logprobs = True
+    slots = 1
 
     def __init__(self, model: Any, *, name: str | None = None) -> None:
         self.native = model
@@ -215,6 +219,8 @@ class UpstreamEngine:
     the dialect and the context size is asked of the server's ``/props``)."""
 
     supports_logprobs = False  # (its n_probs answer is not read yet: logprobs is a 400)
+    slots = 1
+    """llama-server's ``total_slots`` (``-np``): requests generated at once."""
 
     def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0,
                  startup_timeout: float = STARTUP_TIMEOUT) -> None:
@@ -242,8 +248,10 @@ class UpstreamEngine:
         return cls(url, vocabulary=vocabulary, name=name, timeout=timeout, startup_timeout=startup_timeout)
 
     def _context_size(self, seconds: float) -> int:
+        """The context of one slot (``/props``); sets :attr:`slots` (its ``total_slots``)."""
         try:
             props = self._client.get("/props", timeout=seconds).json()
+            self.slots = max(int(props.get("total_slots", 1)), 1)
             return int(props["default_generation_settings"]["n_ctx"])
         except Exception as e:  # noqa: BLE001 - any failure: the server is not a llama-server we can use
             raise EngineError(f"{self.url}: not a reachable llama-server (GET /props within {seconds:g}s: "
