@@ -73,3 +73,145 @@ def test_tiny_model_k26_has_the_markers_of_its_dialect_and_says_its_progress(k26
     assert len(progress) >= 4  # the tokenizer, the vocabulary, the weights, the file; then "wrote"
     assert any("vocabulary" in line for line in progress) and progress[-1].startswith("kimi-chat: wrote")
 
+
+
+# --------------------------------------------------------------------------------------------------
+# the embedded engine (llama.cpp)
+
+DIALECT = "kimi-k2-instruct-0905"
+BODY = {"model": "m", "messages": [{"role": "user", "content": "Tell me about Paris."}], "temperature": 0,
+        "seed": 1, "max_tokens": 8}
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory) -> Path:
+    from kimi_chat.testing.tiny_model import build_tiny_model
+
+    skip_without_reference()
+    if not HAVE_LLAMA:
+        pytest.skip("llama-cpp-python is not installed")
+    return build_tiny_model(tmp_path_factory.mktemp("engine") / "k2.gguf", dialect=DIALECT)
+
+
+@pytest.fixture(scope="module")
+def engine(gguf):
+    from kimi_chat.servers.serve import NativeEngine
+
+    e = NativeEngine.load(gguf, n_ctx=2048)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def url(engine):
+    from kimi_chat.servers.serve import ServeConfig, create_app
+    from serve_support import Uvicorn
+
+    with Uvicorn(create_app(engine, ServeConfig())) as s:
+        yield s.url + "/v1/chat/completions"
+
+
+@needs_llama
+def test_a_vocabulary_without_the_dialects_markers_is_refused_at_load(tmp_path, capsys):
+    from kimi_chat.cli import main
+    from kimi_chat.errors import KimiChatError
+    from kimi_chat.servers.serve import NativeEngine
+    from kimi_chat.testing.tiny_model import build_tiny_model
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    skip_without_reference()
+    # a K2.6 GGUF converted with the July-2025 vocabulary: <think> / </think> are no tokens of it
+    path = build_tiny_model(tmp_path / "k26-old-vocab.gguf", dialect="kimi-k2.6",
+                            tokenizer=KimiTokenizer.from_reference("k2"))
+    with pytest.raises(KimiChatError) as caught:
+        NativeEngine.load(path, n_ctx=512)
+    message = str(caught.value)
+    assert M.THINK_BEGIN.text in message and M.THINK_END.text in message and "tokenizer_config.json" in message
+    code = main(["serve", str(path), "--port", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code > 0 and M.THINK_END.text in err[-1] and "serving" not in " ".join(err)
+
+
+@needs_llama
+def test_a_constraint_failing_mid_generation_fails_the_request_once(engine, url, monkeypatch, caplog, capfd):
+    from kimi_chat.engines import constrain
+
+    real = constrain.TokenMask.__call__
+    calls = []
+
+    def failing(self, input_ids, scores):
+        calls.append(1)
+        if len(calls) >= 3:
+            raise constrain.ConstraintViolation('unknown special token "</think>"')
+        return real(self, input_ids, scores)
+
+    monkeypatch.setattr(constrain.TokenMask, "__call__", failing)
+    with caplog.at_level(logging.INFO, logger="kimi_chat.serve"):
+        r = httpx.post(url, json=dict(BODY, max_tokens=40), timeout=120)
+    monkeypatch.undo()
+    after = httpx.post(url, json=BODY, timeout=120)
+    assert r.status_code == 502
+    err = r.json()["error"]
+    assert err["type"] == "engine_error" and "constraint failed" in err["message"] and "</think>" in err["message"]
+    assert len(calls) == 3  # generation stopped at the failure, not run on unconstrained
+    errors = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None  # one line, no traceback
+    assert "Exception ignored" not in capfd.readouterr().err
+    assert after.status_code == 200
+
+
+@needs_llama
+def test_the_kv_cache_of_the_previous_prompt_is_reused(engine):
+    import threading as th
+
+    from kimi_chat.servers.contract import read_chat_request
+    from kimi_chat.servers.serve.generation import prepare, run
+
+    def ids_of(messages):
+        return prepare(engine, read_chat_request(dict(BODY, messages=messages), dialect=DIALECT))
+
+    turn1 = [{"role": "system", "content": "You are terse. " * 30}, {"role": "user", "content": "Hi"}]
+    turn2 = [*turn1, {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "And then?"}]
+    other = [{"role": "user", "content": "Something unrelated entirely."}]
+    p1, p2, p_other = ids_of(turn1), ids_of(turn2), ids_of(other)
+    common = 0
+    for a, b in zip(p1.prompt_ids, p2.prompt_ids):
+        if a != b:
+            break
+        common += 1
+
+    def generate(prepared):
+        return [item for item in run(engine, prepared, th.Event())][-1].completion_ids
+
+    generate(p_other)
+    cold = generate(p2)
+    cold_reused = engine.native.reused_tokens
+    generate(p1)
+    warm = generate(p2)
+    assert engine.native.reused_tokens >= common > 0  # the first turn's prompt (and more) came from the cache
+    assert cold_reused < common
+    assert warm == cold  # greedy: the same tokens with the cache as without
+
+
+@needs_llama
+def test_logit_bias_steers_the_real_sampler(engine, url):
+    tok = engine.tokenizer()
+    (paris,) = tok.encode("Paris", allow_special=False)
+    plain = httpx.post(url, json=dict(BODY, max_tokens=1), timeout=120).json()
+    biased = httpx.post(url, json=dict(BODY, max_tokens=1, logit_bias={str(paris): 100}), timeout=120).json()
+    assert plain["choices"][0]["message"]["content"] != "Paris"  # (the noise model does not say it unbiased)
+    assert biased["choices"][0]["message"]["content"] == "Paris"
+
+
+@needs_llama
+def test_logprobs_of_the_real_sampler(url):
+    r = httpx.post(url, json=dict(BODY, logprobs=True, top_logprobs=3), timeout=120)
+    assert r.status_code == 200, r.text
+    content = r.json()["choices"][0]["logprobs"]["content"]
+    assert len(content) == r.json()["usage"]["completion_tokens"] - (r.json()["choices"][0]["finish_reason"] == "stop")
+    for entry in content:
+        top = entry["top_logprobs"]
+        assert len(top) == 3 and all(a["logprob"] >= b["logprob"] for a, b in zip(top, top[1:]))
+        assert entry["logprob"] <= 0.0
+        # greedy (temperature 0): the chosen token is the most likely one
+        assert (entry["token"], entry["logprob"]) == (top[0]["token"], top[0]["logprob"])

@@ -496,16 +496,19 @@ class NativeModel:
     with the tokens the context held; llama-cpp-python's ``generate`` keeps them)."""
 
     def _common_prefix(self, ids: Sequence[int]) -> int:
+        """The prompt tokens llama-cpp-python's ``generate`` will keep in the KV cache: the longest common
+        prefix with the tokens the context holds, one less when that is the whole prompt (the last id is
+        evaluated again for its logits)."""
         held = getattr(self._llama, "_input_ids", None)
         n_held = int(getattr(self._llama, "n_tokens", 0) or 0)
         if held is None or n_held == 0:
             return 0
         n = 0
-        for a, b in zip(list(held[:n_held]), ids[:-1]):  # (the last prompt id is evaluated for its logits)
+        for a, b in zip(held[:n_held].tolist(), ids):
             if int(a) != int(b):
                 break
             n += 1
-        return n
+        return n - 1 if n == len(ids) else n
 
     # ------------------------------------------------------------------ chat
 
