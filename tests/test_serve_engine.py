@@ -215,3 +215,13 @@ def test_logprobs_of_the_real_sampler(url):
         assert entry["logprob"] <= 0.0
         # greedy (temperature 0): the chosen token is the most likely one
         assert (entry["token"], entry["logprob"]) == (top[0]["token"], top[0]["logprob"])
+
+
+def test_help_says_the_embedded_engine_runs_one_request_at_a_time():
+    from kimi_chat.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if hasattr(a, "choices") and a.choices and "serve" in a.choices)
+    text = " ".join(sub.choices["serve"].format_help().split())
+    assert "ONE REQUEST AT A TIME" in text
+    assert "llama-server with -np N slots" in text and "--upstream" in text
