@@ -225,3 +225,43 @@ def test_help_says_the_embedded_engine_runs_one_request_at_a_time():
     text = " ".join(sub.choices["serve"].format_help().split())
     assert "ONE REQUEST AT A TIME" in text
     assert "llama-server with -np N slots" in text and "--upstream" in text
+
+
+@needs_llama
+def test_upstream_llama_server_slots_generate_two_requests_at_once(gguf, tmp_path):
+    import time
+
+    from kimi_chat.servers.serve import ServeConfig, UpstreamEngine, create_app
+    from llama_server_support import LlamaServer, missing_reason
+    from serve_support import Uvicorn, sse_events
+
+    reason = missing_reason()
+    if reason:
+        require_in_ci(False, f"llama-server ({reason})")
+        pytest.skip(reason)
+    with LlamaServer(gguf, None, tmp_path / "llama-server.log", args=("-np", "2"), n_ctx=4096) as ls:
+        up = UpstreamEngine.connect(ls.url, gguf)
+        end = up.tokenizer().token_to_id("<|im_end|>")
+        # the end of the turn biased away: each generation runs its 200 tokens
+        body = dict(BODY, stream=True, max_tokens=200, temperature=1.0, logit_bias={str(end): -100})
+        spans: dict[int, list[float]] = {}
+        try:
+            with Uvicorn(create_app(up, ServeConfig(queue=0))) as s:
+                def stream(k: int) -> None:
+                    with httpx.stream("POST", s.url + "/v1/chat/completions", json=body, timeout=300) as r:
+                        for event in sse_events(r.iter_lines()):
+                            if any(c["delta"].get("content") for c in event["choices"]):
+                                spans.setdefault(k, []).append(time.monotonic())
+
+                threads = [threading.Thread(target=stream, args=(k,)) for k in range(2)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(300)
+        finally:
+            up.close()
+    assert up.slots == 2
+    assert sorted(spans) == [0, 1]
+    # each stream's text began before the other's ended: the two generated at the same time (the embedded
+    # engine, one request at a time, would finish one before the other's first token)
+    assert spans[0][0] < spans[1][-1] and spans[1][0] < spans[0][-1]

@@ -335,7 +335,8 @@ def test_the_upstream_read_is_bounded_by_the_request_timeout(tokenizer):
     from serve_support import FakeVocabulary, HangingLlamaServer
 
     with HangingLlamaServer(hang_props=False) as upstream:
-        engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"), timeout=0.5)
+        vocabulary = FakeVocabulary(tokenizer, "kimi-k2-instruct-0905")
+        engine = UpstreamEngine(upstream.url, vocabulary=vocabulary, timeout=0.5)
         with serve(engine, timeout=0.5) as s:
             r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
             # the engine thread is free again long before the upstream's 60 s (the read timed out)

@@ -134,9 +134,9 @@ def test_logprobs_plain_and_streamed(tokenizer):
 
 
 @pytest.mark.parametrize("extra, param", [
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
-                                                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,"}}]}]},
-     "messages[0].content[1]"),
+    ({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,"}}]}]}, "messages[0].content[1]"),
     ({"audio": {"voice": "alloy", "format": "wav"}, "modalities": ["text", "audio"]}, "modalities"),
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
     ({"prediction": {"type": "content", "content": "x"}}, "prediction"),

@@ -149,7 +149,8 @@ def build_tiny_model(
     ``tokenizer`` defaults to the reference tokenizer of the dialect
     (:meth:`KimiTokenizer.from_reference` of its family's ``reference_tokenizer``: the K2.6 config for a
     reasoning dialect, whose ``<think>`` / ``</think>`` are special ids, the July-2025 one for the instruct
-    dialects, ``"k3"`` for a K3 dialect), so the model has every marker its dialect writes; ``chat_template`` to kimi_chat's template for ``dialect`` (none for K3, which
+    dialects, ``"k3"`` for a K3 dialect), so the model has every marker its dialect writes;
+    ``chat_template`` to kimi_chat's template for ``dialect`` (none for K3, which
     has no Jinja template; the end of generation is then ``<|end_of_msg|>``). The weights are random (normal,
     ``config.init_std``) from ``seed``, so the model's output is noise, but it is the same noise for
     the same seed. ``terse``: a bias built into the weights makes its turns end (short replies, constrained
