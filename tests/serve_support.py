@@ -158,8 +158,9 @@ class FakeVocabulary:
 
 class FakeLlamaServer:
     """A stand-in for llama-server's ``/props`` and streamed ``/completion`` (``return_tokens``) on a real
-    uvicorn: it answers every completion with ``reply`` (ids, streamed one per event, then ``stop``) and
-    keeps each request body in :attr:`bodies` (the grammar the upstream engine sent)."""
+    uvicorn: it answers every completion with ``reply`` (ids, streamed one per event, then ``stop``; with
+    ``n_probs``, each token's ``completion_probabilities``: logprob -1, the next id -2) and keeps each
+    request body in :attr:`bodies` (the grammar the upstream engine sent)."""
 
     def __init__(self, reply: Sequence[int], n_ctx: int = 4096, total_slots: int = 1) -> None:
         from starlette.applications import Starlette
@@ -178,9 +179,18 @@ class FakeLlamaServer:
             self.bodies.append(body)
             ids = self.reply[:body.get("n_predict", len(self.reply))]
 
+            n_probs = body.get("n_probs")
+
+            def probs(tid: int) -> list[dict[str, Any]]:  # (llama-server's shape; logprob -1 each, then -2)
+                top = [{"id": tid, "logprob": -1.0}, {"id": tid + 1, "logprob": -2.0}][:n_probs]
+                return [{"id": tid, "logprob": -1.0, "top_logprobs": top}]
+
             async def events() -> Any:
                 for tid in ids:
-                    yield f"data: {json.dumps({'tokens': [tid], 'stop': False})}\n\n"
+                    event = {"tokens": [tid], "stop": False}
+                    if n_probs:
+                        event["completion_probabilities"] = probs(tid)
+                    yield f"data: {json.dumps(event)}\n\n"
                 yield f"data: {json.dumps({'tokens': [], 'stop': True})}\n\n"
 
             return StreamingResponse(events(), media_type="text/event-stream")

@@ -258,8 +258,13 @@ def test_upstream_llama_server_slots_generate_two_requests_at_once(gguf, tmp_pat
                     t.start()
                 for t in threads:
                     t.join(300)
+                lp = httpx.post(s.url + "/v1/chat/completions", timeout=300,
+                                json=dict(BODY, logprobs=True, top_logprobs=2, temperature=0)).json()
         finally:
             up.close()
+    content = lp["choices"][0]["logprobs"]["content"]  # (llama-server's n_probs)
+    assert content and all(e["logprob"] <= 0 and len(e["top_logprobs"]) == 2 for e in content)
+    assert all(e["token"] == e["top_logprobs"][0]["token"] for e in content)  # greedy: the most likely one
     assert up.slots == 2
     assert sorted(spans) == [0, 1]
     # each stream's text began before the other's ended: the two generated at the same time (the embedded

@@ -102,14 +102,24 @@ def test_sampling_fields_reach_the_upstream_llama_server(tokenizer):
         engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
         with Uvicorn(create_app(engine, ServeConfig())) as s:
             r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, **SAMPLING), timeout=30)
-            lp = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, logprobs=True), timeout=30)
+            lp = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, logprobs=True, top_logprobs=2), timeout=30)
         engine.close()
     assert r.status_code == 200
     sent = upstream.bodies[0]
     assert (sent["top_k"], sent["min_p"], sent["repeat_penalty"]) == (5, 0.1, 1.2)
     assert (sent["presence_penalty"], sent["frequency_penalty"]) == (0.5, -0.25)
     assert sent["logit_bias"] == [[7, 2.5], [100, -100.0]]
-    assert lp.status_code == 400 and lp.json()["error"]["param"] == "logprobs"
+    assert upstream.bodies[1]["n_probs"] == 2 and "n_probs" not in sent
+    content = lp.json()["choices"][0]["logprobs"]["content"]
+    assert "".join(e["token"] for e in content) == "Hello"
+    assert [(e["logprob"], [t["logprob"] for t in e["top_logprobs"]]) for e in content] == [(-1.0, [-1.0, -2.0])] * len(
+        content)
+
+
+def test_logprobs_from_an_engine_without_them_are_a_400(tokenizer):
+    with Uvicorn(create_app(ScriptedEngine(tokenizer), ServeConfig())) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, logprobs=True), timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
 
 
 def test_logprobs_plain_and_streamed(tokenizer):

@@ -332,8 +332,7 @@ class _Server:
             chat = read_chat_request(body, dialect=self.engine.dialect, contract=self.config.contract)
             check_honoured(body, chat.messages)
             if chat.logprobs and not getattr(self.engine, "supports_logprobs", False):
-                raise RequestError("token log probabilities are not returned by this engine (the embedded "
-                                   "engine returns them; --upstream does not yet)", param="logprobs",
+                raise RequestError("token log probabilities are not returned by this engine", param="logprobs",
                                    code="unsupported_parameter")
             self._unknown(rid, body)
             generated = chat.n * (chat.max_tokens or 1)

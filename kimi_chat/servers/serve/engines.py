@@ -74,6 +74,18 @@ class Sampling:
     that many alternatives (an engine that can: :attr:`Engine.supports_logprobs`)."""
 
 
+def _token_logprob(tid: int, probs: Sequence[Any], k: int, top: int) -> Any:
+    """``tid`` as a :class:`~kimi_chat.engines.native.TokenLogprob` from llama-server's
+    ``completion_probabilities[k]`` (``{"id", "logprob", "top_logprobs": [{"id", "logprob"}...]}``)."""
+    from ...engines.native import TokenLogprob
+
+    entry = probs[k] if k < len(probs) and isinstance(probs[k], dict) else {}
+    if entry.get("id", tid) != tid:
+        entry = {}
+    alternatives = tuple((int(a["id"]), float(a["logprob"])) for a in entry.get("top_logprobs") or ())[:top]
+    return TokenLogprob(tid, float(entry.get("logprob", 0.0)), alternatives)
+
+
 def check_vocabulary(model: Any) -> None:
     """Refuse a GGUF whose vocabulary lacks markers its dialect's output format needs as single tokens
     (:meth:`kimi_chat.engines.native.NativeModel.missing_markers`): every request's constraint would fail
@@ -218,7 +230,7 @@ class UpstreamEngine:
     ``return_tokens``, streamed). ``vocabulary`` is the GGUF (loaded vocabulary-only, for the tokenizer,
     the dialect and the context size is asked of the server's ``/props``)."""
 
-    supports_logprobs = False  # (its n_probs answer is not read yet: logprobs is a 400)
+    supports_logprobs = True  # (llama-server's n_probs: completion_probabilities of each token)
     slots = 1
     """llama-server's ``total_slots`` (``-np``): requests generated at once."""
 
@@ -299,6 +311,8 @@ class UpstreamEngine:
                                 "frequency_penalty": sampling.frequency_penalty, "cache_prompt": True}
         if sampling.logit_bias:
             body["logit_bias"] = [[tid, bias] for tid, bias in sampling.logit_bias]
+        if sampling.logprobs is not None:
+            body["n_probs"] = max(sampling.logprobs, 1)
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         gbnf = constraint_gbnf(constraint)
@@ -316,8 +330,10 @@ class UpstreamEngine:
                     event = json.loads(line[5:])
                     if "error" in event:
                         raise EngineError(f"{self.url}/completion: {event['error']}")
-                    for tid in event.get("tokens") or ():
-                        yield int(tid)
+                    probs = event.get("completion_probabilities") or ()
+                    for k, tid in enumerate(event.get("tokens") or ()):
+                        yield int(tid) if sampling.logprobs is None else _token_logprob(int(tid), probs, k,
+                                                                                         sampling.logprobs)
                     if event.get("stop"):  # (the end-of-generation id came in ``tokens`` already)
                         return
         except httpx.HTTPError as e:
