@@ -5,12 +5,12 @@ field (``param``)."""
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..caches import LRUCache
 from ..dialects import Dialect
 from ..errors import KimiChatError, RequestError
 
@@ -156,27 +156,34 @@ def check_schema(schema: Mapping[str, Any], where: str) -> None:
         key = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):
         return
-    problem = _schema_problem(key)
-    if problem is not None:
+    problem = _SCHEMA_PROBLEMS.get(key)
+    if problem is None:
+        problem = _schema_problem(key)
+        _SCHEMA_PROBLEMS.put(key, problem, weight=len(key))
+    if problem:
         path, message = problem
         raise RequestError(f"is not a valid JSON Schema: {_printable(message, 200)}", param=where + path,
                            code="invalid_schema")
 
 
-@functools.lru_cache(maxsize=1024)
-def _schema_problem(text: str) -> tuple[str, str] | None:
-    """``(path in the schema, message)`` of the first metaschema error of the schema ``text`` (JSON)."""
+_SCHEMA_PROBLEMS: LRUCache[tuple[str, ...]] = LRUCache("servers.schema_problems", 1024, max_weight=16 << 20)
+""":func:`_schema_problem` per schema text (``()``: valid)."""
+
+
+def _schema_problem(text: str) -> tuple[str, ...]:
+    """``(path in the schema, message)`` of the first metaschema error of the schema ``text`` (JSON);
+    ``()`` when it has none."""
     import json
 
     try:
         import jsonschema
     except ImportError:
-        return None
+        return ()
     schema = json.loads(text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
     if error is None:
-        return None
+        return ()
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path), error.message
 
 
