@@ -2,7 +2,7 @@
 in one process. Run from the repository root (needs the ``serve`` and ``native`` extras and the reference
 data for the tiny model's vocabulary)::
 
-    PYTHONPATH=$PWD python benchmarks/serve.py [--quick]
+    PYTHONPATH=$PWD python benchmarks/serve.py [--quick] [--prefix | --upstream]
 
 * direct: :func:`kimi_chat.servers.serve.generation.prepare` + :func:`~kimi_chat.servers.serve.generation.run`
   on the engine (render, tokenize, generate, parse by id): the work any server must do;
@@ -12,6 +12,11 @@ data for the tiny model's vocabulary)::
 Greedy generation of exactly N tokens (``max_tokens`` N, the tiny model's noise never ends its turn
 early at temperature 0 with this prompt: checked). Each line: best-of milliseconds for N = 1 and N = 64;
 per request = the N = 1 times; per token = (t64 - t1) / 63. ratio = served / direct.
+
+``--prefix`` measures the KV-cache reuse of a multi-turn chat in the embedded engine (tiny K3 model, a
+~1,000-token system prompt): the second turn's time to first token (``max_tokens`` 1, served plain) right
+after the first turn (its prompt starts with the whole first prompt: llama.cpp keeps those tokens) against
+the same request after an unrelated one (nothing to reuse), and how many prompt tokens were reused.
 
 ``--upstream`` instead measures what the GBNF export costs a real llama-server (``--upstream`` mode; the
 binary is ``$KIMI_CHAT_LLAMA_SERVER`` or beside the Python, as tests/llama_server_support.py finds it), on
@@ -91,14 +96,64 @@ def upstream(repeat: int) -> None:
               f"{per / base_tok:>10.2f}")
 
 
+def prefix(repeat: int) -> None:
+    """The second turn's time to first token with and without the first turn's KV cache (module doc)."""
+    import time
+
+    import httpx
+
+    from kimi_chat.servers.serve import NativeEngine, ServeConfig, create_app
+    from kimi_chat.testing.tiny_model import build_tiny_model
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+    from serve_support import Uvicorn
+
+    system = " ".join(f"Rule {i}: answer politely and cite the section number of the manual." for i in range(80))
+    turn1 = [{"role": "system", "content": system}, {"role": "user", "content": "What is rule 3?"}]
+    other = [{"role": "system", "content": "Something else entirely. " * 20}, {"role": "user", "content": "Hi"}]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_tiny_model(Path(tmp) / "k3.gguf", dialect="kimi-k3", tokenizer=KimiTokenizer.from_reference("k3"))
+        engine = NativeEngine.load(path, n_ctx=4096)
+        with Uvicorn(create_app(engine, ServeConfig())) as s, httpx.Client(base_url=s.url, timeout=300) as c:
+            def ask(messages: list, n: int = 1) -> dict:
+                r = c.post("/v1/chat/completions", json={"model": "m", "messages": messages, "max_tokens": n,
+                                                         "temperature": 0, "seed": 1})
+                return r.json()
+
+            first = ask(turn1, 8)
+            turn2 = [*turn1, {"role": "assistant", "content": first["choices"][0]["message"]["content"] or "OK"},
+                     {"role": "user", "content": "And rule 4?"}]
+            cold, warm, reused = [], [], 0
+            for _ in range(repeat):
+                ask(other)  # the cache now holds an unrelated prompt
+                t0 = time.perf_counter()
+                ask(turn2)
+                cold.append(time.perf_counter() - t0)
+                ask(turn1, 8)  # the first turn again: the cache holds its prompt and reply
+                t0 = time.perf_counter()
+                ask(turn2)
+                warm.append(time.perf_counter() - t0)
+                reused = engine.native.reused_tokens
+            prompt = ask(turn2)["usage"]["prompt_tokens"]
+        engine.close()
+    print(f"second turn, {prompt} prompt tokens: time to first token (best of {repeat}, served plain)")
+    print(f"  after an unrelated request  {min(cold) * 1e3:9.1f} ms")
+    print(f"  after the first turn        {min(warm) * 1e3:9.1f} ms  ({reused} prompt tokens from the KV cache; "
+          f"{min(cold) / min(warm):.1f}x faster)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
     ap.add_argument("--upstream", action="store_true", help="the GBNF export's cost to llama-server instead")
+    ap.add_argument("--prefix", action="store_true", help="the second turn's time to first token with the KV cache "
+                    "of the first against without")
     args = ap.parse_args()
     repeat = 3 if args.quick else 7
     if args.upstream:
         upstream(repeat)
+        return
+    if args.prefix:
+        prefix(repeat)
         return
 
     import httpx

@@ -292,7 +292,7 @@ class Dialect:
                 if e.name != "tiktoken":
                     raise
                 raise ModuleNotFoundError(f"the tokenizer of {self.name} needs tiktoken: "
-                                          "pip install 'kimi-chat[tokenizer]'", name="tiktoken") from e
+                                          "pip install -e '.[tokenizer]' (in the kimi_chat checkout)", name="tiktoken") from e
             except ReferenceDataError as e:
                 raise ReferenceDataError(
                     f"the reference tokenizer of {self.name} ({config!r}) is not available: {e}; set "

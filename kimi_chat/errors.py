@@ -108,16 +108,17 @@ class NativeUnavailable(KimiChatError, ImportError):
 
 class MissingExtraError(KimiChatError, ModuleNotFoundError):
     """An optional dependency of the feature used is not installed; the message names the extra that
-    brings it (``pip install 'kimi-chat[tokenizer]'``). A ``ModuleNotFoundError``, as the import was."""
+    brings it (``pip install -e '.[tokenizer]' (in the checkout)``). A ``ModuleNotFoundError``, as the import was."""
 
 
 def import_extra(module: str, extra: str, what: str) -> Any:
     """``import module`` (of the optional ``extra``), or :class:`MissingExtraError` saying ``what`` needs it and
-    how to install it (``pip install 'kimi-chat[extra]'``)."""
+    how to install it (``pip install -e '.[extra]' (in the checkout)``)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
-        raise MissingExtraError(f"{what} needs {module}: pip install 'kimi-chat[{extra}]' ({e})", name=e.name) from e
+        raise MissingExtraError(f"{what} needs {module}: pip install -e '.[{extra}]' (in the kimi_chat checkout) "
+                                f"({e})", name=e.name) from e
 
 
 class LoneSurrogateWarning(UnicodeWarning):

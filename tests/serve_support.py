@@ -23,13 +23,14 @@ def free_port() -> int:
 class Uvicorn:
     """``app`` served by uvicorn on 127.0.0.1 in a daemon thread; ``url`` is its base."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, **config: Any) -> None:
         import uvicorn
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        config.setdefault("timeout_graceful_shutdown", 5)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="off"))
+                                                    lifespan="off", **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -53,7 +54,8 @@ class ScriptedEngine:
     """An :class:`~kimi_chat.servers.serve.engines.Engine` that "generates" the ids of ``text`` and then
     the end of the turn, one id per ``delay`` seconds. ``gate``: each generation first waits for it (set
     by the test); ``fail_after``: raise after that many ids (an engine dying mid-stream). It records how
-    each generation ended in :attr:`endings` (``done``, ``cancelled``, ``failed``)."""
+    each generation ended in :attr:`endings` (``done``, ``cancelled``, ``failed``; nothing when the caller
+stopped at the end of the turn) and counts them in :attr:`generations`."""
 
     def __init__(self, tokenizer: KimiTokenizer, *, dialect: str = "kimi-k2-instruct-0905", text: str = "Hello there",
                  delay: float = 0.0, gate: threading.Event | None = None, fail_after: int | None = None) -> None:
@@ -67,6 +69,7 @@ class ScriptedEngine:
         self.gate = gate
         self.fail_after = fail_after
         self.endings: list[str] = []
+        self.generations = 0
         self.started = threading.Event()
 
     def tokenizer(self) -> KimiTokenizer:
@@ -80,6 +83,7 @@ class ScriptedEngine:
 
     def generate(self, ids: Sequence[int], *, constraint: Any, max_tokens: int, sampling: Any,
                  cancel: threading.Event) -> Iterator[int]:
+        self.generations += 1
         self.started.set()
         if self.gate is not None:
             while not self.gate.wait(0.01):
@@ -154,10 +158,11 @@ class FakeVocabulary:
 
 class FakeLlamaServer:
     """A stand-in for llama-server's ``/props`` and streamed ``/completion`` (``return_tokens``) on a real
-    uvicorn: it answers every completion with ``reply`` (ids, streamed one per event, then ``stop``) and
-    keeps each request body in :attr:`bodies` (the grammar the upstream engine sent)."""
+    uvicorn: it answers every completion with ``reply`` (ids, streamed one per event, then ``stop``; with
+    ``n_probs``, each token's ``completion_probabilities``: logprob -1, the next id -2) and keeps each
+    request body in :attr:`bodies` (the grammar the upstream engine sent)."""
 
-    def __init__(self, reply: Sequence[int], n_ctx: int = 4096) -> None:
+    def __init__(self, reply: Sequence[int], n_ctx: int = 4096, total_slots: int = 1) -> None:
         from starlette.applications import Starlette
         from starlette.requests import Request
         from starlette.responses import JSONResponse, StreamingResponse
@@ -167,16 +172,25 @@ class FakeLlamaServer:
         self.bodies: list[dict[str, Any]] = []
 
         async def props(request: Request) -> JSONResponse:
-            return JSONResponse({"default_generation_settings": {"n_ctx": n_ctx}})
+            return JSONResponse({"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": total_slots})
 
         async def completion(request: Request) -> StreamingResponse:
             body = await request.json()
             self.bodies.append(body)
             ids = self.reply[:body.get("n_predict", len(self.reply))]
 
+            n_probs = body.get("n_probs")
+
+            def probs(tid: int) -> list[dict[str, Any]]:  # (llama-server's shape; logprob -1 each, then -2)
+                top = [{"id": tid, "logprob": -1.0}, {"id": tid + 1, "logprob": -2.0}][:n_probs]
+                return [{"id": tid, "logprob": -1.0, "top_logprobs": top}]
+
             async def events() -> Any:
                 for tid in ids:
-                    yield f"data: {json.dumps({'tokens': [tid], 'stop': False})}\n\n"
+                    event = {"tokens": [tid], "stop": False}
+                    if n_probs:
+                        event["completion_probabilities"] = probs(tid)
+                    yield f"data: {json.dumps(event)}\n\n"
                 yield f"data: {json.dumps({'tokens': [], 'stop': True})}\n\n"
 
             return StreamingResponse(events(), media_type="text/event-stream")
@@ -193,3 +207,68 @@ class FakeLlamaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class HangingLlamaServer:
+    """A llama-server that hangs: ``/props`` (``hang_props``) or every ``/completion`` sends nothing for up
+    to ``hang`` seconds (released early by :meth:`close`)."""
+
+    def __init__(self, *, hang_props: bool, hang: float = 60.0, n_ctx: int = 4096) -> None:
+        import asyncio
+
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        self._stop = threading.Event()
+        self.calls: list[str] = []
+
+        async def stall() -> None:
+            deadline = time.monotonic() + hang
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+
+        async def props(request: Request) -> JSONResponse:
+            self.calls.append("props")
+            if hang_props:
+                await stall()
+            return JSONResponse({"default_generation_settings": {"n_ctx": n_ctx}})
+
+        async def completion(request: Request) -> JSONResponse:
+            self.calls.append("completion")
+            await stall()
+            return JSONResponse({"error": "released"}, status_code=500)
+
+        self.server = Uvicorn(Starlette(routes=[Route("/props", props), Route("/completion", completion,
+                                                                              methods=["POST"])]))
+        self.url = self.server.url
+
+    def close(self) -> None:
+        self._stop.set()
+        self.server.close()
+
+    def __enter__(self) -> "HangingLlamaServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SlowStartEngine(ScriptedEngine):
+    """A :class:`ScriptedEngine` whose tokenizer is built on first use, as a GGUF's is: each build is
+    counted in :attr:`builds` and waits for :attr:`built` (set by the test) at most 30 s."""
+
+    def __init__(self, tokenizer: KimiTokenizer, **kwargs: Any) -> None:
+        super().__init__(tokenizer, **kwargs)
+        self._ready: KimiTokenizer | None = None
+        self.builds = 0
+        self.built = threading.Event()
+
+    def tokenizer(self) -> KimiTokenizer:
+        if self._ready is None:
+            self.builds += 1
+            self.built.wait(30)
+            time.sleep(0.05)  # (a build takes a while: concurrent first uses overlap)
+            self._ready = self._tok
+        return self._ready

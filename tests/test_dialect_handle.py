@@ -191,5 +191,5 @@ def test_a_missing_tiktoken_says_the_extra(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr(dialects, "_TOKENIZERS", {})  # nothing loaded yet
     monkeypatch.setitem(sys.modules, "tiktoken", None)  # `import tiktoken` fails as where it is not installed
-    with pytest.raises(ModuleNotFoundError, match=r"kimi-k2\.6 needs tiktoken: pip install 'kimi-chat\[tokenizer\]'"):
+    with pytest.raises(ModuleNotFoundError, match=r"kimi-k2\.6 needs tiktoken: pip install -e '\.\[tokenizer\]' \(in the kimi_chat checkout\)"):
         get_dialect("kimi-k2.6").tokenizer()

@@ -4,7 +4,7 @@ The input is JSONL (one ``{"messages", "tools", "id"}`` a line), Parquet with th
 ``save_to_disk`` directory, streamed; the output directory gets the shards, the findings of every shard and a
 manifest (:mod:`kimi_chat.data.parquet`), and ``--report FILE`` the data report as JSON
 (:mod:`kimi_chat.data.report`). The engines: ``local`` (a process pool, :mod:`kimi_chat.data.pipeline`) and
-``ray`` (Ray Data, :mod:`kimi_chat.data.ray_engine`). Needs ``pip install 'kimi-chat[data]'`` (and ``[ray]``
+``ray`` (Ray Data, :mod:`kimi_chat.data.ray_engine`). Needs ``pip install -e '.[data]' (in the checkout)`` (and ``[ray]``
 for ``--engine ray``).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import KimiChatError
 from ._io import InputError, fail
 
-DATA_EXTRA = "pip install 'kimi-chat[data]'"
+DATA_EXTRA = "pip install -e '.[data]' (in the checkout)"
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 from ..data.ray_engine import run_ray
             except ImportError as e:
-                raise InputError(f"--engine ray needs Ray Data: pip install 'kimi-chat[ray]' ({e})") from e
+                raise InputError(f"--engine ray needs Ray Data: pip install -e '.[ray]' (in the checkout) ({e})") from e
             result = run_ray(source, args.output, options, workers=args.workers, progress=progress)
         else:
             result = run_local(source, args.output, options, workers=args.workers, resume=args.resume,

@@ -21,7 +21,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "tiny-model",
         help="write a tiny random Kimi-architecture GGUF (real vocabulary) for trying `run`",
         description="Write a ~49 MB deepseek2 GGUF with random weights, the real 163,840-token Kimi "
-        "vocabulary (kimi-k2 pre-tokenizer, BPE merges derived from tiktoken.model) and kimi_chat's "
+        "vocabulary (kimi-k2 pre-tokenizer, BPE merges derived from tiktoken.model; a reasoning dialect's "
+        "<think> / </think> as special tokens) and kimi_chat's "
         "template for DIALECT as tokenizer.chat_template (a Kimi-K3 dialect: K3's special tokens, "
         "<|end_of_msg|> as end of generation, no template). Its output is noise, but real engines load, "
         "tokenize and generate with it. Needs the reference tokenizer files "
@@ -36,8 +37,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--terse", action="store_true",
                    help="build a bias into the weights toward the end-of-turn marker and the structure-closing "
                    "tokens: replies are short ('OK', then the end of the turn) and constrained calls and JSON "
-                   "replies complete, so finish-dependent checks run in seconds (a K2 reasoning dialect gets the "
-                   "K2.6 tokenizer config, whose <think> / </think> are special ids)")
+                   "replies complete, so finish-dependent checks run in seconds")
     p.set_defaults(func=run)
 
 
@@ -80,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
                                  f"{family_of(d).title} model snapshot, or choose its "
                                  "dialect with --dialect")
         t0 = time.perf_counter()
-        path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed, terse=args.terse)
+        path = build_tiny_model(args.out, dialect=d.name, tokenizer=tok, seed=args.seed, terse=args.terse,
+                                progress=lambda line: print(f"kimi-chat: {line} ({time.perf_counter() - t0:.1f}s)",
+                                                            file=sys.stderr, flush=True))
     except ReferenceDataError as e:
         return fail(f"{e}" + ("" if args.tokenizer_dir else " (or give a model snapshot directory with --tokenizer-dir DIR)"))
     except (InputError, KimiChatError, OSError) as e:

@@ -68,7 +68,7 @@ answers ``None`` there).
 The API: :func:`conversation_samples` (one conversation -> :class:`Sample` list), :func:`conversations_to_batch`
 (rows -> ``pyarrow.RecordBatch`` of :data:`~kimi_chat.data.batch.SCHEMA` + findings: the core that
 ``datasets.map`` and Ray Data run; one tokenizer per worker), :func:`preference_pair`, :func:`extend_rollout`.
-pyarrow (``pip install 'kimi-chat[data]'``) is imported only by the batch functions.
+pyarrow (``pip install -e '.[data]' (in the checkout)``) is imported only by the batch functions.
 """
 
 from __future__ import annotations

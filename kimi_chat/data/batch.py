@@ -2,7 +2,7 @@
 the findings the data report needs. What ``datasets.map``, the ``prepare`` command and Ray Data's
 ``map_batches`` run, one tokenizer per worker.
 
-pyarrow is imported when first needed (``pip install 'kimi-chat[data]'``): :data:`SCHEMA` is built on first
+pyarrow is imported when first needed (``pip install -e '.[data]' (in the checkout)``): :data:`SCHEMA` is built on first
 access.
 """
 
@@ -38,7 +38,7 @@ def pyarrow_module() -> Any:
     try:
         import pyarrow
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("kimi_chat.data needs pyarrow: pip install 'kimi-chat[data]'") from e
+        raise ImportError("kimi_chat.data needs pyarrow: pip install -e '.[data]' (in the checkout)") from e
     return pyarrow
 
 

@@ -44,6 +44,8 @@ from .chat import ChatResult
 from .conformance import Check, ConformanceReport, check_model
 
 __all__ = [
+    "TokenLogprob",
+    "ConstraintFailed",
     "NativeUnavailable",
     "NativeModel",
     "ChatResult",
@@ -99,6 +101,74 @@ class TokenizationDiff:
                 return i
         return min(len(self.ours), len(self.engine))
 
+
+
+class TokenLogprob(int):
+    """A generated token id (an ``int``) with its log probability under the distribution it was sampled
+    from (after the constraint's mask and the logit bias, before temperature) and the ``top`` most likely
+    ``(id, logprob)`` pairs: what :meth:`NativeModel.generate` yields when asked for ``logprobs``."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+    def __new__(cls, token_id: int, logprob: float, top: tuple[tuple[int, float], ...] = ()) -> "TokenLogprob":
+        self = super().__new__(cls, token_id)
+        self.logprob = logprob
+        self.top = top
+        return self
+
+
+class ConstraintFailed(KimiChatError):
+    """The output constraint (a logits processor) raised while generating: llama-cpp-python calls the
+    processors through a C callback that would print the error and go on unconstrained, so
+    :meth:`NativeModel.generate` catches it and raises this after the token instead."""
+
+
+class _Guarded:
+    """A logits processor that keeps the first error of ``inner`` (:attr:`error`) instead of raising it
+    through llama.cpp's C callback; after an error it leaves the scores as they are."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.error: BaseException | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.error is not None:
+            return scores
+        try:
+            return self.inner(input_ids, scores)
+        except Exception as e:  # noqa: BLE001 - raised by generate() after this token
+            self.error = e
+            return scores
+
+
+class _LogprobRecorder:
+    """A logits processor (the last of the chain) keeping the log-softmax of the scores it sees."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.logprobs: Any = None
+
+    def __call__(self, _input_ids: Any, scores: Any) -> Any:
+        import numpy as np
+
+        finite = scores[np.isfinite(scores)]
+        peak = float(finite.max()) if finite.size else 0.0
+        shifted = scores - peak
+        self.logprobs = shifted - float(np.log(np.exp(shifted).sum()))
+        return scores
+
+    def token(self, tid: int) -> TokenLogprob:
+        import numpy as np
+
+        lp = self.logprobs
+        if lp is None:
+            return TokenLogprob(tid, 0.0)
+        top: tuple[tuple[int, float], ...] = ()
+        if self.top:
+            best = np.argpartition(-lp, self.top)[:self.top]
+            top = tuple(sorted(((int(i), float(lp[i])) for i in best), key=lambda p: -p[1]))
+        return TokenLogprob(tid, float(lp[tid]), top)
 
 
 # llama_token_attr bits (llama.h)
@@ -337,6 +407,18 @@ class NativeModel:
                                               if self.tokenize(m.text, special=True) == [m.id])
         return self._markers[family]
 
+    def missing_markers(self, dialect: str | Dialect | None = None) -> list[str]:
+        """The output-format markers ``dialect`` (default the model's) needs as single tokens
+        (:func:`kimi_chat.grammar.vocabulary.default_token_markers`) that this vocabulary does not have as
+        its special id: a K2.6 GGUF converted with the July-2025 vocabulary lacks ``<think>`` and
+        ``</think>``. Such a model cannot be constrained (nor parsed by id) as that dialect."""
+        from ..grammar.vocabulary import default_token_markers, format_markers
+
+        d = self.dialect if dialect is None else get_dialect(dialect)
+        have = self.marker_tokens(d)
+        needed = default_token_markers(d)
+        return [m.text for m in format_markers(d) if m.text in needed and m.text not in have]
+
     def compare_tokenization(self, texts: Iterable[str], *, special: bool = False) -> list[TokenizationDiff]:
         """Texts whose engine tokenization differs from kimi_chat's (``special``: with special-token
         parsing on both sides)."""
@@ -363,12 +445,24 @@ class NativeModel:
         top_p: float = 0.95,
         min_p: float = 0.05,
         mask: Any = None,
+        repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        logit_bias: Mapping[int, float] | None = None,
+        logprobs: int | None = None,
     ) -> Iterator[int]:
         """Generate from the prompt ``ids``: yields ids, at most ``max_tokens``; stops after an
         end-of-generation id (yielded last). ``grammar``: GBNF text (root rule ``root``) constraining
         the output; ``mask``: a logits processor applied before sampling (a
         :class:`kimi_chat.engines.constrain.TokenMask`: llguidance's token masks); ``seed``: sampling
-        seed (``None``: random); ``temperature`` 0 is greedy."""
+        seed (``None``: random); ``temperature`` 0 is greedy; ``repeat_penalty``, ``presence_penalty``,
+        ``frequency_penalty``: llama.cpp's penalties (1, 0, 0: none); ``logit_bias``: token id -> the
+        bias added to its logit before sampling (after the mask: a masked token stays masked);
+        ``logprobs``: yield :class:`TokenLogprob` ids with their log probability and that many most likely
+        alternatives (0: the chosen token's alone).
+
+        The context keeps the previous generation's tokens: the longest common prefix of this prompt
+        with them is not evaluated again (llama.cpp's KV cache; :attr:`reused_tokens` says how many)."""
         if max_tokens < 1:
             return
         ids = list(ids)
@@ -384,16 +478,47 @@ class NativeModel:
             except ValueError as e:
                 raise KimiChatError(f"llama.cpp rejected the grammar: {e}") from e
         self._llama.set_seed(seed if seed is not None else self._lib.LLAMA_DEFAULT_SEED)
-        extra = {} if mask is None else {"logits_processor": [mask]}
+        recorder = None if logprobs is None else _LogprobRecorder(logprobs)
+        processors = [_Guarded(p) for p in (mask, _bias_processor(logit_bias, self.n_vocab), recorder)
+                      if p is not None]
+        extra = {"logits_processor": processors} if processors else {}
+        self.reused_tokens = self._common_prefix(ids)
+        penalties = {k: v for k, v in (("presence_penalty", presence_penalty),
+                                        ("frequency_penalty", frequency_penalty)) if v}
+        if penalties and self.backend == "ik_llama.cpp":
+            raise KimiChatError(f"the ik_llama.cpp backend applies no {' or '.join(penalties)}; use the llama.cpp "
+                                "backend for them")
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=1.0, reset=True, grammar=g, **extra)
+                                   repeat_penalty=repeat_penalty, reset=True, grammar=g, **penalties, **extra)
         try:
             for n, tid in enumerate(gen, 1):
-                yield int(tid)
+                failed = next((p.error for p in processors if p.error is not None), None)
+                if failed is not None:  # (the token was sampled without the constraint: not yielded)
+                    raise ConstraintFailed(f"the output constraint failed: {failed}") from failed
+                yield int(tid) if recorder is None else recorder.token(int(tid))
                 if self.is_eog(tid) or n >= max_tokens:
                     break
         finally:
             gen.close()
+
+    reused_tokens: int = 0
+    """How many prompt tokens the last :meth:`generate` took from the KV cache (the longest common prefix
+    with the tokens the context held; llama-cpp-python's ``generate`` keeps them)."""
+
+    def _common_prefix(self, ids: Sequence[int]) -> int:
+        """The prompt tokens llama-cpp-python's ``generate`` will keep in the KV cache: the longest common
+        prefix with the tokens the context holds, one less when that is the whole prompt (the last id is
+        evaluated again for its logits)."""
+        held = getattr(self._llama, "_input_ids", None)
+        n_held = int(getattr(self._llama, "n_tokens", 0) or 0)
+        if held is None or n_held == 0:
+            return 0
+        n = 0
+        for a, b in zip(held[:n_held].tolist(), ids):
+            if int(a) != int(b):
+                break
+            n += 1
+        return n - 1 if n == len(ids) else n
 
     # ------------------------------------------------------------------ chat
 
@@ -471,6 +596,24 @@ class NativeModel:
         ``create_chat_completion`` uses)."""
         return _chat.render_embedded(self, messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
 
+
+
+def _bias_processor(bias: Mapping[int, float] | None, n_vocab: int) -> Any:
+    """A llama-cpp-python logits processor adding ``bias`` (OpenAI ``logit_bias``) to the logits; ``None``
+    without one. An id outside the vocabulary is an error naming it."""
+    if not bias:
+        return None
+    for tid in bias:
+        if not 0 <= tid < n_vocab:
+            raise KimiChatError(f"logit_bias.{tid}: not a token id of this model (0..{n_vocab - 1})")
+    ids = list(bias)
+    values = [bias[i] for i in ids]
+
+    def apply(_input_ids: Any, scores: Any) -> Any:
+        scores[ids] += values
+        return scores
+
+    return apply
 
 
 def conformance(

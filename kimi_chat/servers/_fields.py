@@ -10,11 +10,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..caches import LRUCache
 from ..dialects import Dialect
 from ..errors import KimiChatError, RequestError
 
-__all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "check_messages", "check_tools",
-           "check_tool_choice", "check_response_format", "check_sampling", "lint_refusals", "LINT_REFUSED"]
+__all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "MAX_N", "MAX_DEPTH", "check_messages",
+           "check_tools", "check_tool_choice", "check_response_format", "check_sampling", "check_schema",
+           "check_json_values", "deep_json_error", "lint_refusals", "LINT_REFUSED", "OPENAI_FIELDS", "EXTENSION_FIELDS",
+           "unknown_fields", "check_honoured"]
 
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 """A function name: a letter or ``_``, then letters, digits, ``_`` or ``-``; at most 64 characters
@@ -31,6 +34,9 @@ MOONSHOT_TEMPERATURE = (0.0, 1.0)
 """The ``temperature`` range Moonshot accepts (KVV ``tests/params``: 0, 0.6 and 1 pass; -0.1, 1.1 and 2
 are refused); without one, ``contract="moonshot"`` uses Moonshot's default, 1.0 with thinking on and
 0.6 with it off (an instruct dialect, which does not think: 0.6)."""
+
+MAX_N = 128
+"""The most choices one request may ask for (``n``: OpenAI's limit)."""
 
 _TOOL_CHOICES = ("auto", "none", "required")
 _RESPONSE_FORMATS = ("text", "json_object", "json_schema")
@@ -109,6 +115,8 @@ def check_tools(tools: Any, where: str) -> None:
         params = fn.get("parameters")
         _need(params is None or isinstance(params, dict), f"must be a JSON Schema object, got {_kind(params)}",
               f"{w}.function.parameters", "invalid_type")
+        if params is not None:
+            check_schema(params, f"{w}.function.parameters")
         strict = fn.get("strict")
         _need(strict is None or isinstance(strict, bool), f"must be true or false, got {strict!r}",
               f"{w}.function.strict", "invalid_type")
@@ -137,6 +145,48 @@ def check_tool_choice(tool_choice: Any, names: Mapping[str, str]) -> Any:
     return tool_choice
 
 
+def check_schema(schema: Mapping[str, Any], where: str) -> None:
+    """Refuse a JSON Schema its own metaschema refuses (``{"type": "objekt"}``): a 400 naming the path in
+    the schema (``tools[0].function.parameters.type``). The schema's ``$schema`` is honoured (default draft
+    2020-12). Without ``jsonschema`` installed the schema is taken as given. The verdict is cached per
+    schema text (a client sends the same tools with every request; a check costs about 1.5 ms)."""
+    import json
+
+    try:
+        key = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        return
+    problem = _SCHEMA_PROBLEMS.get(key)
+    if problem is None:
+        problem = _schema_problem(key)
+        _SCHEMA_PROBLEMS.put(key, problem, weight=len(key))
+    if problem:
+        path, message = problem
+        raise RequestError(f"is not a valid JSON Schema: {_printable(message, 200)}", param=where + path,
+                           code="invalid_schema")
+
+
+_SCHEMA_PROBLEMS: LRUCache[tuple[str, ...]] = LRUCache("servers.schema_problems", 1024, max_weight=16 << 20)
+""":func:`_schema_problem` per schema text (``()``: valid)."""
+
+
+def _schema_problem(text: str) -> tuple[str, ...]:
+    """``(path in the schema, message)`` of the first metaschema error of the schema ``text`` (JSON);
+    ``()`` when it has none."""
+    import json
+
+    try:
+        import jsonschema
+    except ImportError:
+        return ()
+    schema = json.loads(text)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+    if error is None:
+        return ()
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path), error.message
+
+
 def check_response_format(rf: Any) -> dict[str, Any] | None:
     """``response_format``: ``text``, ``json_object`` or ``json_schema`` with its ``json_schema`` object."""
     if rf is None:
@@ -158,10 +208,26 @@ def check_response_format(rf: Any) -> dict[str, Any] | None:
     _need("schema" in js, "is required", "response_format.json_schema.schema", "missing_field")
     _need(isinstance(js["schema"], dict), f"must be a JSON Schema object, got {_kind(js['schema'])}",
           "response_format.json_schema.schema", "invalid_type")
+    check_schema(js["schema"], "response_format.json_schema.schema")
     strict = js.get("strict")
     _need(strict is None or isinstance(strict, bool), f"must be true or false, got {strict!r}",
           "response_format.json_schema.strict", "invalid_type")
     return rf
+
+
+def _logit_bias(value: Any) -> dict[int, float] | None:
+    if value is None:
+        return None
+    _need(isinstance(value, dict), f"must be an object of token id -> bias, got {_kind(value)}", "logit_bias",
+          "invalid_type")
+    out: dict[int, float] = {}
+    for key, bias in value.items():
+        where = f"logit_bias.{key}"
+        _need(isinstance(key, str) and key.isdigit(), f"the key must be a token id (digits), got {key!r}", where)
+        _need(isinstance(bias, (int, float)) and not isinstance(bias, bool) and math.isfinite(bias)
+              and -100 <= bias <= 100, f"must be a number between -100 and 100, got {bias!r}", where)
+        out[int(key)] = float(bias)
+    return out
 
 
 def _number(body: Mapping[str, Any], key: str, lo: float, hi: float) -> float | None:
@@ -215,10 +281,22 @@ def check_sampling(body: Mapping[str, Any], contract: str) -> dict[str, Any]:
         "stream": _bool(body, "stream", False),
         "parallel_tool_calls": _bool(body, "parallel_tool_calls", True),
     }
+    out["top_k"] = _integer(body, "top_k", 0)
+    out["min_p"] = _number(body, "min_p", 0.0, 1.0)
+    out["repetition_penalty"] = _number(body, "repetition_penalty", 0.0, 10.0)
+    _need(out["repetition_penalty"] != 0.0, "must be more than 0 (1 is no penalty)", "repetition_penalty")
+    out["logit_bias"] = _logit_bias(body.get("logit_bias"))
+    out["logprobs"] = _bool(body, "logprobs", False)
+    top = _integer(body, "top_logprobs", 0)
+    _need(top is None or top <= 20, f"must be at most 20, got {top}", "top_logprobs")
+    _need(top is None or out["logprobs"], "needs logprobs: true", "top_logprobs")
+    out["top_logprobs"] = top or 0
     n = _integer(body, "n", 1)
+    _need(n is None or n <= MAX_N, f"must be at most {MAX_N} (choices per request), got {n}", "n")
     out["n"] = 1 if n is None else n
     key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     out["max_tokens"] = _integer(body, key, 1)
+    out["max_tokens_param"] = key
     so = body.get("stream_options")
     _need(so is None or isinstance(so, dict), f"must be an object, got {_kind(so)}", "stream_options", "invalid_type")
     out["include_usage"] = _bool(so or {}, "include_usage", False, "stream_options.include_usage")
@@ -299,3 +377,153 @@ def lint_refusals(d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | No
             raise RequestError(f"{w.text} ({w.code})", param=param)
         raise RequestError(f"{w.text} ({w.code})", param=f"chat_template_kwargs.{w.field}" if w.field else None)
     return out
+
+
+# ----------------------------------------------------------------------------- the body as JSON values
+
+MAX_DEPTH = 64
+"""How deep a request body may nest objects and arrays (the body itself is level 1). Deeper bodies are
+refused before any recursive code (``json``, ``jsonschema``, the grammar compiler) sees them; OpenAI's
+strict function schemas allow 10 levels of nesting, so 64 leaves room for any real request."""
+
+_PARAM_SEGMENTS = 4
+"""The leading segments of a path that a too-deep body's ``param`` names (``tools[0].function.parameters``)."""
+
+
+def _path(segments: Sequence[str | int]) -> str:
+    out = ""
+    for s in segments:
+        out += f"[{s}]" if isinstance(s, int) else (f".{s}" if out else s)
+    return out
+
+
+def _printable(text: str, limit: int = 80) -> str:
+    """``text`` safe to echo (lone surrogates escaped, cut at ``limit`` characters)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _surrogate_at(text: str) -> int | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
+
+
+def _too_deep(segments: Sequence[str | int], limit: int) -> RequestError:
+    return RequestError(f"nests objects and arrays deeper than {limit} levels (at {_printable(_path(segments), 200)})",
+                        param=_path(segments[:_PARAM_SEGMENTS]) or None, code="nesting_too_deep")
+
+
+def check_json_values(body: Any, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse a decoded body that nests deeper than ``max_depth`` levels or holds a string (a value or
+    a key) with a lone surrogate (a ``\\ud800`` escape without its pair: not Unicode text, it cannot be
+    tokenized or echoed), each a :class:`RequestError` naming the path. Iterative: any depth is safe."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(body, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            at = _surrogate_at(value)
+            if at is not None:
+                raise RequestError(f"holds a lone surrogate (U+{ord(value[at]):04X} at character {at}), which is "
+                                   "not Unicode text; send UTF-8 text (a \\uD800-\\uDBFF escape must be followed "
+                                   "by its \\uDC00-\\uDFFF pair)", param=_path(where) or None, code="invalid_unicode")
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if len(where) >= max_depth:
+            raise _too_deep(where, max_depth)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if _surrogate_at(key) is not None:
+                    raise RequestError(f"has a key with a lone surrogate ({_printable(key)!r}), which is not Unicode "
+                                       "text", param=_path(where) or None, code="invalid_unicode")
+                stack.append((item, (*where, key)))
+        else:
+            stack.extend((item, (*where, i)) for i, item in enumerate(value))
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+
+
+def deep_json_error(raw: bytes, max_depth: int = MAX_DEPTH) -> RequestError:
+    """The error for a body ``json.loads`` could not decode for its depth (``RecursionError``): the path
+    where it passes ``max_depth`` levels, found by a scan of the bytes that recurses nowhere."""
+    import json
+
+    segments: list[str | int] = []  # the path of the container being read (its own key or index last)
+    kinds: list[bytes] = []
+    key: str | int | None = None
+    expect_key = False
+    for m in _JSON_TOKEN.finditer(raw):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            if kinds:
+                segments.append(key if key is not None else 0)
+            kinds.append(tok)
+            if len(kinds) > max_depth:
+                return _too_deep(segments, max_depth)
+            key, expect_key = (None, True) if tok == b"{" else (0, False)
+        elif tok in (b"}", b"]"):
+            kinds.pop()
+            key = segments.pop() if segments and kinds else None
+        elif tok == b",":
+            if kinds and kinds[-1] == b"[":
+                key = (key if isinstance(key, int) else 0) + 1
+            else:
+                expect_key = True
+        elif tok == b":":
+            expect_key = False
+        elif expect_key:
+            try:
+                key = json.loads(tok)
+            except ValueError:
+                key = tok.decode("utf-8", "replace")
+            expect_key = False
+    return _too_deep(segments, max_depth)
+
+
+# ----------------------------------------------------------------------------- fields nobody reads
+
+OPENAI_FIELDS = frozenset({
+    "model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
+    "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format", "safety_identifier", "seed",
+    "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "tools",
+    "top_logprobs", "top_p", "user", "verbosity", "web_search_options"})
+"""The request fields OpenAI documents for ``POST /v1/chat/completions``."""
+
+EXTENSION_FIELDS = frozenset({"thinking", "chat_template_kwargs", "top_k", "min_p", "repetition_penalty"})
+"""Fields beyond OpenAI's that the server reads: Moonshot's ``thinking``, the open-source
+``chat_template_kwargs`` and llama.cpp's common sampling extensions."""
+
+_TEXT_ONLY_PARTS = ("image_url", "input_audio", "file")
+
+
+def unknown_fields(body: Mapping[str, Any]) -> list[str]:
+    """The body's top-level fields neither OpenAI documents nor the server reads (a client's own, such as
+    LiteLLM's): logged and ignored, or refused under ``--strict-fields``."""
+    return [k for k in body if k not in OPENAI_FIELDS and k not in EXTENSION_FIELDS]
+
+
+def check_honoured(body: Mapping[str, Any], messages: Sequence[Any]) -> None:
+    """Refuse (400 naming the field) a documented OpenAI field a text-only llama.cpp model served here
+    cannot honour: audio output, predicted outputs, web search, stored completions, ``verbosity``, and
+    image, audio or file content parts."""
+    modalities = body.get("modalities")
+    _need(modalities is None or modalities == ["text"], "this server generates text only (modalities [\"text\"])",
+          "modalities", "unsupported_value")
+    for key, what in (("audio", "audio output"), ("prediction", "predicted outputs"),
+                      ("web_search_options", "web search"), ("verbosity", "a verbosity setting")):
+        _need(body.get(key) is None, f"{what} is not supported by this server", key, "unsupported_parameter")
+    _need(not body.get("store"), "this server does not store completions (store: true)", "store",
+          "unsupported_value")
+    for i, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, Mapping) else None
+        if not isinstance(content, list):
+            continue
+        for j, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            _need(kind not in _TEXT_ONLY_PARTS, f"a {kind} content part: the model served here reads text only",
+                  f"messages[{i}].content[{j}]", "unsupported_content")

@@ -50,6 +50,7 @@ from ._fields import (
     MOONSHOT_FIXED,
     MOONSHOT_TEMPERATURE,
     TOOL_NAME,
+    check_json_values,
     check_messages,
     check_response_format,
     check_sampling,
@@ -78,6 +79,8 @@ PROMPT_FIELDS = ("thinking", "reasoning_effort", "tool_choice", "response_format
 """The body fields :func:`body_options` reads."""
 
 _THINKING_KEYS = ("type", "keep", "effort")
+OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+"""The ``reasoning_effort`` values OpenAI documents (a dialect with thinking efforts reads its own)."""
 _K3_TOOL_CHOICES = ("required", "none")
 _K3_RESPONSE_FORMATS = ("json_object", "json_schema")
 
@@ -110,6 +113,15 @@ class ChatRequest:
     n: int
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    logit_bias: dict[int, float] | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+    max_tokens_param: str = "max_tokens"
+    """The field the client gave ``max_tokens`` in (``max_completion_tokens`` or ``max_tokens``): an
+    error about it names that one."""
     dynamic_tools: list[dict[str, Any]] = field(default_factory=list)
     warnings: tuple[str, ...] = ()
 
@@ -172,6 +184,13 @@ def _effort(body: Mapping[str, Any], d: Dialect, on: bool, out: dict[str, tuple[
                                   ("reasoning_effort", body.get("reasoning_effort"))) if v is not None]
     if not given:
         return
+    for f, v in given:
+        if not isinstance(v, str):
+            raise RequestError(f"must be a string (one of {', '.join(OPENAI_EFFORTS)}), got {_dump(v)}", param=f,
+                               code="invalid_type")
+        if v not in OPENAI_EFFORTS and v not in M.K3_THINKING_EFFORTS:
+            raise RequestError(f"must be one of {', '.join(dict.fromkeys([*OPENAI_EFFORTS, *M.K3_THINKING_EFFORTS]))}"
+                               f", got {_dump(v)}", param=f)
     field, effort = given[0]
     if "thinking_effort" not in d.options:
         warn(f"the request's {' and '.join(f for f, _ in given)} do{'es' if len(given) == 1 else ''} not change "
@@ -196,8 +215,8 @@ def _body_field(value: Any, kind: Any, field: str, default: str, official: tuple
     if value is None or kind == default:
         return
     if field not in d.options:
-        warn(f"the request's {field} {_dump(kind)} does not change the prompt of {d.name}: its template "
-             "does not read it; ignored")
+        warn(f"the request's {field} {_dump(kind)} does not change the prompt of {d.name} (its template "
+             "does not read it); the output constraint enforces it")
         return
     out[field] = (value, field)
     if kind not in official:
@@ -251,6 +270,7 @@ def read_chat_request(body: Any, *, dialect: str | Dialect, contract: str = "ope
     d = get_dialect(dialect)
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_type")
+    check_json_values(body)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise RequestError("must be a non-empty string (the model's name)", param="model",

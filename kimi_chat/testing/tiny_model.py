@@ -31,7 +31,7 @@ and ``numpy`` packages (``bash .ci/install-native.sh .venv`` in the checkout) an
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,16 +143,22 @@ def build_tiny_model(
     config: TinyConfig = TinyConfig(),
     seed: int = 0,
     terse: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the tiny deepseek2 GGUF to ``path`` and return it.
 
-    ``tokenizer`` defaults to :meth:`KimiTokenizer.from_reference` (the July-2025 config; ``"k3"``
-    for a K3 dialect); ``chat_template`` to kimi_chat's template for ``dialect`` (none for K3, which
+    ``tokenizer`` defaults to the reference tokenizer of the dialect
+    (:meth:`KimiTokenizer.from_reference` of its family's ``reference_tokenizer``: the K2.6 config for a
+    reasoning dialect, whose ``<think>`` / ``</think>`` are special ids, the July-2025 one for the instruct
+    dialects, ``"k3"`` for a K3 dialect), so the model has every marker its dialect writes;
+    ``chat_template`` to kimi_chat's template for ``dialect`` (none for K3, which
     has no Jinja template; the end of generation is then ``<|end_of_msg|>``). The weights are random (normal,
     ``config.init_std``) from ``seed``, so the model's output is noise, but it is the same noise for
     the same seed. ``terse``: a bias built into the weights makes its turns end (short replies, constrained
-    calls that complete: :mod:`kimi_chat.testing.terse`).
+    calls that complete: :mod:`kimi_chat.testing.terse`). ``progress`` receives a line per step (the
+    vocabulary, the merges, the weights, the file).
     """
+    say = progress or (lambda _line: None)
     try:
         import gguf
         import numpy as np
@@ -163,8 +169,9 @@ def build_tiny_model(
         ) from e
     d = get_dialect(dialect)
     family = family_of(d)
-    if tokenizer is None:  # terse: a reasoning dialect's <think> / </think> are the special ids its bias reads
-        tokenizer = KimiTokenizer.from_reference(family.reference_tokenizer(d) if terse else family.base_tokenizer)
+    if tokenizer is None:  # the dialect's own: a reasoning dialect's <think> / </think> are special ids
+        say(f"reading the {family.reference_tokenizer(d)} tokenizer ...")
+        tokenizer = KimiTokenizer.from_reference(family.reference_tokenizer(d))
     if chat_template is None and family.jinja_templates:
         chat_template = _chat_template(d.name)
     eos_id = tokenizer.eos_id
@@ -222,6 +229,7 @@ def build_tiny_model(
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         writer.add_rope_dimension_count(c.qk_rope_dim)
 
+        say(f"writing the vocabulary ({TINY_VOCAB_SIZE} tokens) and its BPE merges ...")
         tokens, types = token_strings(tokenizer)
         writer.add_tokenizer_model("gpt2")
         writer.add_tokenizer_pre("kimi-k2")
@@ -236,6 +244,7 @@ def build_tiny_model(
         if chat_template is not None:
             writer.add_chat_template(chat_template)
 
+        say(f"drawing the random weights ({c.layers} layers, seed {seed}) ...")
         # tensors: numpy shapes are the reverse of ggml's ne
         H, V = c.hidden, TINY_VOCAB_SIZE
         put("token_embd.weight", w(V, H))
@@ -269,6 +278,7 @@ def build_tiny_model(
                 put(p + "ffn_up_shexp.weight", w(S, H))
                 put(p + "ffn_down_shexp.weight", w(H, S))
 
+        say(f"writing {path} ...")
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()

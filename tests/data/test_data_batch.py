@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pa = pytest.importorskip("pyarrow", reason="kimi_chat.data's batch core needs pyarrow (kimi-chat[data])")
+pa = pytest.importorskip("pyarrow", reason="kimi_chat.data's batch core needs pyarrow (pip install -e '.[data]' in the checkout)")
 
 from conftest import needs_reference  # noqa: E402
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-datasets = pytest.importorskip("datasets", reason="render_dataset needs datasets (kimi-chat[data])")
+datasets = pytest.importorskip("datasets", reason="render_dataset needs datasets (pip install -e '.[data]' in the checkout)")
 
 from conftest import needs_reference  # noqa: E402
 from data_pipeline_support import batch_samples, conversations  # noqa: E402

@@ -24,7 +24,7 @@ def tok():
 
 @pytest.mark.oracle
 def test_preference_pair_is_the_request_and_the_answers_as_generated(tok):
-    pytest.importorskip("transformers", reason="the official rendering needs transformers (kimi-chat[verify])")
+    pytest.importorskip("transformers", reason="the official rendering needs transformers (pip install -e '.[verify]' in the checkout)")
     from kimi_chat.reference.oracle import render_official
 
     pair = preference_pair(PROMPT, CHOSEN, REJECTED, dialect="kimi-k2.6", tokenizer=tok)
@@ -45,7 +45,7 @@ def test_preference_prompts_must_agree(tok):
 
 
 def test_preference_batch(tok):
-    pytest.importorskip("pyarrow", reason="the batch form needs pyarrow (kimi-chat[data])")
+    pytest.importorskip("pyarrow", reason="the batch form needs pyarrow (pip install -e '.[data]' in the checkout)")
     rows = [{"prompt": PROMPT, "chosen": [CHOSEN], "rejected": [REJECTED], "id": "p"}, {"prompt": PROMPT}]
     res = preference_batch(rows, dialect="kimi-k2.6", tokenizer=tok)
     data = res.batch.to_pydict()

@@ -34,7 +34,7 @@ from kimi_chat.testing.strategies import requests
 from kimi_chat.testing.strategies_k3 import k3_requests
 
 pytestmark = [needs_reference, pytest.mark.oracle]
-pytest.importorskip("transformers", reason="the official renderings need transformers (kimi-chat[verify])")
+pytest.importorskip("transformers", reason="the official renderings need transformers (pip install -e '.[verify]' in the checkout)")
 
 from kimi_chat.reference.oracle import render_official  # noqa: E402
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-pa = pytest.importorskip("pyarrow", reason="the data pipeline needs pyarrow (kimi-chat[data])")
+pa = pytest.importorskip("pyarrow", reason="the data pipeline needs pyarrow (pip install -e '.[data]' in the checkout)")
 pytest.importorskip("tqdm")
 
 from conftest import needs_reference  # noqa: E402

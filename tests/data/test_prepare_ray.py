@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     ray = None
 require_in_ci(ray is not None, "ray[data] (pip install -e '.[test]')")
-pytestmark = [needs_reference, pytest.mark.skipif(ray is None, reason="needs ray[data] (kimi-chat[ray])")]
+pytestmark = [needs_reference, pytest.mark.skipif(ray is None, reason="needs ray[data] (pip install -e '.[ray]' in the checkout)")]
 
 from data_pipeline_support import conversations, read_samples, write_jsonl, write_parquet  # noqa: E402
 

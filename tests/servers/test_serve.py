@@ -83,8 +83,10 @@ def streamed(client, **kw):
 def test_models_and_health(server, engine):
     models = httpx.get(server.url + "/v1/models", timeout=30).json()
     assert [m["id"] for m in models["data"]] == [engine.model]
+    # (503 "loading" while the tokenizer and the marker tokens are built at start-up)
+    ready = wait_for(lambda: httpx.get(server.url + "/health", timeout=30).status_code == 200, 120)
     health = httpx.get(server.url + "/health", timeout=30).json()
-    assert health["status"] == "ok" and health["dialect"] == engine.dialect.name
+    assert ready and health["status"] == "ok" and health["dialect"] == engine.dialect.name
 
 
 def test_forced_call_plain_and_streamed_agree(client, engine):

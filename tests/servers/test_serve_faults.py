@@ -75,7 +75,7 @@ def test_oversized_body_is_a_413(tokenizer):
         r = httpx.post(s.url + "/v1/chat/completions", json=big, timeout=30)
         # a chunked body (no Content-Length) is cut at the limit too
         chunked = httpx.post(s.url + "/v1/chat/completions", content=iter([b'{"model": "x", ', b" " * 5000]),
-                             timeout=30)
+                             headers={"Content-Type": "application/json"}, timeout=30)
         small = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
     assert (r.status_code, chunked.status_code, small.status_code) == (413, 413, 200)
     assert r.json()["error"]["code"] == "request_too_large"
@@ -104,6 +104,8 @@ def test_a_full_queue_answers_429_at_once(tokenizer):
         waiting.join(60)
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "queue_full"
+    assert refused.json()["error"]["type"] == "server_busy_error"
+    assert int(refused.headers["Retry-After"]) >= 1
     assert sorted(results) == [200, 200]
 
 
@@ -143,22 +145,28 @@ def test_timeout_answers_504_and_stops_the_engine(tokenizer):
         assert ready
         streamed = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
     assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+    assert r.json()["error"]["type"] == "timeout_error"
     errors = [e for e in sse_events(iter(streamed.text.splitlines())) if "error" in e]
     assert [e["error"]["code"] for e in errors] == ["timeout"]
 
 
-def test_engine_failure_mid_stream_is_an_error_event(tokenizer):
+def test_engine_failure_mid_stream_is_an_error_event(tokenizer, caplog):
     engine = ScriptedEngine(tokenizer, text="one two three four", fail_after=2)
-    with serve(engine) as s:
+    with caplog.at_level(logging.INFO, logger="kimi_chat.serve"), serve(engine) as s:
         r = httpx.post(s.url + "/v1/chat/completions", json=dict(BODY, stream=True), timeout=30)
         health = httpx.get(s.url + "/health", timeout=30)
         plain = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
     events = list(sse_events(iter(r.text.splitlines())))
     assert r.status_code == 200  # the stream had begun
     assert "error" in events[-1] and events[-1]["error"]["code"] == "engine_error"
-    assert "scripted engine died" in events[-1]["error"]["message"]
     assert health.status_code == 200
     assert plain.status_code == 502 and plain.json()["error"]["code"] == "engine_error"
+    assert plain.json()["error"]["type"] == "engine_error"
+    # the engine's own words go to the log, not to the client
+    for message in (events[-1]["error"]["message"], plain.json()["error"]["message"]):
+        assert "scripted engine died" not in message and "request id" in message
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(logged) == 2 and all("scripted engine died" in m for m in logged)
 
 
 def test_one_log_line_per_request(tokenizer, caplog):
@@ -166,7 +174,8 @@ def test_one_log_line_per_request(tokenizer, caplog):
     with caplog.at_level(logging.INFO, logger="kimi_chat.serve"), serve(engine, api_key="k") as s:
         httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer k"}, timeout=30)
         httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
-    lines = [r.getMessage() for r in caplog.records if r.name == "kimi_chat.serve"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "kimi_chat.serve"
+             and r.getMessage().startswith("chatcmpl-")]
     assert len(lines) == 2
     assert "dialect=kimi-k2-instruct-0905" in lines[0] and "outcome=stop" in lines[0]
     assert f"completion_tokens={len(engine.ids) + 1}" in lines[0]
@@ -229,3 +238,193 @@ def test_a_marker_spelled_by_ordinary_tokens_stays_text(tokenizer):
     assert plain["choices"][0]["finish_reason"] == "stop"
     events = list(sse_events(iter(r.text.splitlines())))
     assert "".join(c["delta"].get("content") or "" for e in events for c in e["choices"]) == text
+
+
+# --------------------------------------------------------------------------------------------------
+# faults: a hung upstream, abandoned waiters, start-up, /health
+
+
+def _held(s) -> int:
+    return s.server.config.app.state.server.scheduler.held
+
+
+def test_a_waiting_request_whose_client_left_leaves_the_queue_at_once(tokenizer):
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, queue=4) as s:
+        running = threading.Thread(target=lambda: httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60))
+        running.start()
+        assert wait_for(engine.started.is_set)
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=0.5)  # waits behind it, then gives up
+        freed = wait_for(lambda: _held(s) == 1)  # the gate is still closed: only the running one holds a place
+        gate.set()
+        running.join(60)
+    assert freed
+    assert engine.generations == 1 and engine.endings == []  # the abandoned request never reached the engine
+
+
+def test_a_full_server_answers_429_before_preparing_the_request(tokenizer, monkeypatch):
+    from kimi_chat.servers.serve import app as app_module
+
+    prepared: list[int] = []
+    real = app_module.prepare
+    monkeypatch.setattr(app_module, "prepare", lambda engine, chat: prepared.append(1) or real(engine, chat))
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    with serve(engine, queue=0) as s:
+        running = threading.Thread(target=lambda: httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60))
+        running.start()
+        assert wait_for(engine.started.is_set)
+        refused = [httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30) for _ in range(3)]
+        gate.set()
+        running.join(60)
+    assert [r.status_code for r in refused] == [429, 429, 429]
+    assert len(prepared) == 1  # only the request that ran was rendered, tokenized and constrained
+
+
+def test_the_tokenizer_is_built_once_at_start_up_and_health_waits_for_it(tokenizer):
+    from serve_support import SlowStartEngine
+
+    engine = SlowStartEngine(tokenizer)
+    with serve(engine, queue=16) as s:
+        loading = httpx.get(s.url + "/health", timeout=30)
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60).status_code)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        engine.built.set()
+        for t in threads:
+            t.join(60)
+        ok = httpx.get(s.url + "/health", timeout=30)
+    assert loading.status_code == 503
+    assert loading.json()["status"] == "unavailable" and loading.json()["reason"].startswith("loading")
+    assert ok.status_code == 200 and ok.json()["status"] == "ok"
+    assert results == [200] * 8
+    assert engine.builds == 1  # (each first request built its own before)
+
+
+def test_health_is_503_while_the_engine_is_stuck(tokenizer):
+    gate = threading.Event()  # never set until the end: the engine does not return
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    engine_ignores_cancel = threading.Event()
+
+    def stuck_generate(ids, **kwargs):  # an engine that does not see the cancel (a blocked native call)
+        engine.started.set()
+        gate.wait(30)
+        engine_ignores_cancel.set()
+        yield from ()
+
+    engine.generate = stuck_generate
+    with serve(engine, timeout=0.3, api_key="k") as s:
+        r = httpx.post(s.url + "/v1/chat/completions", json=BODY, headers={"Authorization": "Bearer k"}, timeout=30)
+        stuck = wait_for(lambda: httpx.get(s.url + "/health", timeout=30).status_code == 503)
+        detail = httpx.get(s.url + "/health", headers={"Authorization": "Bearer k"}, timeout=30).json()
+        keyless = httpx.get(s.url + "/health", timeout=30).json()
+        gate.set()
+        recovered = wait_for(lambda: httpx.get(s.url + "/health", timeout=30).status_code == 200)
+    assert r.status_code == 504
+    assert stuck and recovered
+    assert detail["reason"].startswith("stuck")
+    assert keyless == {"status": "unavailable"}  # without the key: ok / not ok only
+
+
+def test_the_upstream_read_is_bounded_by_the_request_timeout(tokenizer):
+    from kimi_chat.servers.serve import UpstreamEngine
+    from serve_support import FakeVocabulary, HangingLlamaServer
+
+    with HangingLlamaServer(hang_props=False) as upstream:
+        vocabulary = FakeVocabulary(tokenizer, "kimi-k2-instruct-0905")
+        engine = UpstreamEngine(upstream.url, vocabulary=vocabulary, timeout=0.5)
+        with serve(engine, timeout=0.5) as s:
+            r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
+            # the engine thread is free again long before the upstream's 60 s (the read timed out)
+            freed = wait_for(lambda: _held(s) == 0, 20)
+        engine.close()
+    assert r.status_code == 504 and freed
+
+
+def test_an_upstream_whose_props_hang_fails_start_up_with_one_line(tokenizer, monkeypatch, capsys, tmp_path):
+    from kimi_chat.cli import main
+    from kimi_chat.engines import native
+    from serve_support import FakeVocabulary, HangingLlamaServer, free_port
+
+    monkeypatch.setattr(native.NativeModel, "load", classmethod(
+        lambda cls, *a, **k: FakeVocabulary(tokenizer, "kimi-k2-instruct-0905")))
+    with HangingLlamaServer(hang_props=True) as upstream:
+        codes: list[int] = []
+        t = threading.Thread(target=lambda: codes.append(main(
+            ["serve", str(tmp_path / "m.gguf"), "--upstream", upstream.url, "--port", str(free_port())])))
+        t.start()
+        t.join(30)  # (the /props deadline is 5 s; before, start-up waited 600 s)
+        hung = t.is_alive()
+    assert not hung and codes and codes[0] > 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len([line for line in err if "error:" in line]) == 1 and "/props" in err[-1]
+
+
+def test_a_port_in_use_is_reported_before_serving(monkeypatch, capsys, caplog, tmp_path):
+    import socket
+
+    from kimi_chat.cli import main
+    from kimi_chat.engines import native
+
+    loads: list[str] = []
+    monkeypatch.setattr(native.NativeModel, "load", classmethod(lambda cls, *a, **k: loads.append("load")))
+    with socket.socket() as taken, caplog.at_level(logging.INFO, logger="kimi_chat.serve"):
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = main(["serve", str(tmp_path / "m.gguf"), "--port", str(port)])
+    assert code > 0
+    assert "in use" in capsys.readouterr().err
+    assert loads == []  # said before the model is loaded
+    assert not any("serving" in r.getMessage() for r in caplog.records)
+
+
+def test_the_cli_gives_its_timeout_to_the_upstream(monkeypatch, tmp_path):
+    from kimi_chat.cli import main
+    from kimi_chat.servers.serve import EngineError, UpstreamEngine
+    from serve_support import free_port
+
+    given: dict = {}
+
+    def connect(cls, url, gguf, **kwargs):
+        given.update(kwargs)
+        raise EngineError("stop here")
+
+    monkeypatch.setattr(UpstreamEngine, "connect", classmethod(connect))
+    code = main(["serve", str(tmp_path / "m.gguf"), "--upstream", "http://127.0.0.1:9", "--timeout", "7",
+                 "--port", str(free_port())])
+    assert code > 0 and given["timeout"] == 7.0
+
+
+def test_an_engine_with_slots_generates_that_many_requests_at_once(tokenizer):
+    # an upstream llama-server started with -np 2 reports total_slots 2 (UpstreamEngine.slots)
+    gate = threading.Event()
+    engine = ScriptedEngine(tokenizer, gate=gate)
+    engine.slots = 2
+    with serve(engine, queue=0) as s:
+        results: list[int] = []
+        threads = [threading.Thread(target=lambda: results.append(
+            httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=60).status_code)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        both = wait_for(lambda: engine.generations == 2)  # both generating while the gate is closed
+        third = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)  # queue 0: two slots, no more
+        gate.set()
+        for t in threads:
+            t.join(60)
+    assert both
+    assert third.status_code == 429 and sorted(results) == [200, 200]
+
+
+def test_the_upstream_engine_takes_its_slots_from_props(tokenizer):
+    from kimi_chat.servers.serve import UpstreamEngine
+    from serve_support import FakeLlamaServer, FakeVocabulary
+
+    with FakeLlamaServer([], total_slots=3) as upstream:
+        engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
+        engine.close()
+    assert engine.slots == 3

@@ -488,6 +488,6 @@ def test_from_reference_without_tiktoken_says_what_to_install(monkeypatch):
     from kimi_chat.errors import KimiChatError, MissingExtraError
 
     monkeypatch.setitem(sys.modules, "tiktoken", None)  # what an import of a missing module meets
-    with pytest.raises(MissingExtraError, match=r"pip install 'kimi-chat\[tokenizer\]'") as info:
+    with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[tokenizer\]' \(in the kimi_chat checkout\)") as info:
         KimiTokenizer.from_reference()
     assert isinstance(info.value, KimiChatError) and isinstance(info.value, ModuleNotFoundError)

@@ -28,20 +28,76 @@ from ...dialects import Dialect
 from ...errors import KimiChatError, RequestError
 from ...tokens.tokenizer import KimiTokenizer
 
-__all__ = ["Sampling", "Engine", "EngineError", "NativeEngine", "UpstreamEngine", "constraint_gbnf"]
+__all__ = ["Sampling", "Engine", "EngineError", "ConstraintFailure", "NativeEngine", "UpstreamEngine",
+           "constraint_gbnf", "check_vocabulary", "STARTUP_TIMEOUT"]
+
+STARTUP_TIMEOUT = 5.0
+"""Seconds :meth:`UpstreamEngine.connect` waits for the llama-server's ``/props`` (a server that does not
+answer by then fails the start-up)."""
 
 
 class EngineError(KimiChatError):
-    """The engine failed while generating (an upstream server that died or answered an error)."""
+    """The engine failed while generating (an upstream server that died or answered an error). The
+    message is for the server's log (it may name the upstream's URL and quote its answer); the client
+    gets :attr:`public` (``None``: a generic message)."""
+
+    public: str | None = None
+
+
+class ConstraintFailure(EngineError):
+    """The output constraint failed while generating (llguidance refused the model's token, or a
+    vocabulary without a marker the constraint needs): the request fails, the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.public = message
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters of one generation (``temperature`` 0 is greedy; ``seed`` ``None``: random)."""
+    """Sampling parameters of one generation (``temperature`` 0 is greedy; ``seed`` ``None``: random), as
+    llama.cpp's sampler chain takes them: ``top_k`` 0 and ``min_p`` 0 are off, ``repetition_penalty`` 1 is
+    none, the OpenAI ``presence_penalty`` / ``frequency_penalty`` are llama.cpp's, ``logit_bias`` maps a
+    token id to the bias added to its logit."""
 
     temperature: float = 0.6
     top_p: float = 1.0
     seed: int | None = None
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    logprobs: int | None = None
+    """``None``: no log probabilities; else yield :class:`~kimi_chat.engines.native.TokenLogprob` ids with
+    that many alternatives (an engine that can: :attr:`Engine.supports_logprobs`)."""
+
+
+def _token_logprob(tid: int, probs: Sequence[Any], k: int, top: int) -> Any:
+    """``tid`` as a :class:`~kimi_chat.engines.native.TokenLogprob` from llama-server's
+    ``completion_probabilities[k]`` (``{"id", "logprob", "top_logprobs": [{"id", "logprob"}...]}``)."""
+    from ...engines.native import TokenLogprob
+
+    entry = probs[k] if k < len(probs) and isinstance(probs[k], dict) else {}
+    if entry.get("id", tid) != tid:
+        entry = {}
+    alternatives = tuple((int(a["id"]), float(a["logprob"])) for a in entry.get("top_logprobs") or ())[:top]
+    return TokenLogprob(tid, float(entry.get("logprob", 0.0)), alternatives)
+
+
+def check_vocabulary(model: Any) -> None:
+    """Refuse a GGUF whose vocabulary lacks markers its dialect's output format needs as single tokens
+    (:meth:`kimi_chat.engines.native.NativeModel.missing_markers`): every request's constraint would fail
+    on them. The error names the markers and what to do."""
+    missing = model.missing_markers(model.dialect) if hasattr(model, "missing_markers") else []
+    if missing:
+        raise KimiChatError(
+            f"{model.path}: the vocabulary has no single token for {', '.join(missing)}, which the "
+            f"{model.dialect.name} output format needs (a GGUF converted with an older tokenizer config, such as "
+            "the July-2025 one without <think> / </think>?); convert the model again with the tokenizer_config.json "
+            f"of its {model.dialect.name} release, or serve it as a dialect its vocabulary has the markers of "
+            "(--dialect)")
 
 
 def constraint_gbnf(constraint: Any) -> str | None:
@@ -62,6 +118,12 @@ class Engine(Protocol):
     """The chat format the engine's model speaks."""
     n_ctx: int
     """The context size: prompt + completion must fit."""
+    slots: int
+    """How many generations may run at once (the embedded engine: 1; an upstream llama-server: its
+    ``-np`` slots). The server runs that many worker threads; an engine without the attribute: 1."""
+    supports_logprobs: bool
+    """Whether :meth:`generate` yields :class:`~kimi_chat.engines.native.TokenLogprob` ids when
+    ``sampling.logprobs`` is set (an engine without the attribute: no; ``logprobs`` is then a 400)."""
 
     def tokenizer(self) -> KimiTokenizer:
         """kimi_chat's tokenizer for the model (prompts are tokenized by it; the parser decodes ids with it)."""
@@ -95,6 +157,9 @@ class NativeEngine:
     """A :class:`~kimi_chat.engines.native.NativeModel` in this process (one generation at a time: the server
     runs every generation on one worker thread)."""
 
+    supports_logprobs = True
+    slots = 1
+
     def __init__(self, model: Any, *, name: str | None = None) -> None:
         self.native = model
         self.model = name or Path(model.path).name
@@ -107,7 +172,13 @@ class NativeEngine:
         """Load the GGUF ``path`` (:meth:`kimi_chat.engines.native.NativeModel.load`)."""
         from ...engines.native import NativeModel
 
-        return cls(NativeModel.load(path, dialect=dialect, backend=backend, n_ctx=n_ctx, **kwargs), name=name)
+        model = NativeModel.load(path, dialect=dialect, backend=backend, n_ctx=n_ctx, **kwargs)
+        try:
+            check_vocabulary(model)
+        except KimiChatError:
+            model.close()
+            raise
+        return cls(model, name=name)
 
     def tokenizer(self) -> KimiTokenizer:
         return self.native.tokenizer()  # type: ignore[no-any-return]
@@ -129,13 +200,21 @@ class NativeEngine:
             extra["mask"] = mask_for(constraint, self.tokenizer(), dialect=self.dialect, prompt_len=len(ids))
         else:
             extra["grammar"] = constraint
+        from ...engines.native import ConstraintFailed
+
         gen = self.native.generate(ids, max_tokens=max_tokens, seed=sampling.seed, temperature=sampling.temperature,
-                                   top_p=sampling.top_p, **extra)
+                                   top_p=sampling.top_p, top_k=sampling.top_k, min_p=sampling.min_p,
+                                   repeat_penalty=sampling.repetition_penalty,
+                                   presence_penalty=sampling.presence_penalty,
+                                   frequency_penalty=sampling.frequency_penalty,
+                                   logit_bias=dict(sampling.logit_bias), logprobs=sampling.logprobs, **extra)
         try:
             for tid in gen:
                 if cancel.is_set():
                     return
                 yield tid
+        except ConstraintFailed as e:
+            raise ConstraintFailure(f"{e}; the request fails rather than generate unconstrained") from e
         finally:
             gen.close()
 
@@ -151,30 +230,44 @@ class UpstreamEngine:
     ``return_tokens``, streamed). ``vocabulary`` is the GGUF (loaded vocabulary-only, for the tokenizer,
     the dialect and the context size is asked of the server's ``/props``)."""
 
-    def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0) -> None:
+    supports_logprobs = True  # (llama-server's n_probs: completion_probabilities of each token)
+    slots = 1
+    """llama-server's ``total_slots`` (``-np``): requests generated at once."""
+
+    def __init__(self, url: str, *, vocabulary: Any, name: str | None = None, timeout: float = 600.0,
+                 startup_timeout: float = STARTUP_TIMEOUT) -> None:
+        """``timeout``: seconds a generation may wait for the upstream's next bytes (the server's
+        ``--timeout``: a hung upstream holds the engine thread no longer than a request may take);
+        ``startup_timeout``: seconds ``/props`` may take."""
         import httpx
 
         self.url = url.rstrip("/")
         self.vocabulary = vocabulary
         self.model = name or Path(vocabulary.path).name
         self.dialect = vocabulary.dialect
-        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout, connect=10.0))
-        self.n_ctx = self._context_size()
+        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+        self.n_ctx = self._context_size(startup_timeout)
 
     @classmethod
     def connect(cls, url: str, gguf: str | Path, *, dialect: str | Dialect | None = None,
-                name: str | None = None) -> "UpstreamEngine":
+                name: str | None = None, timeout: float = 600.0,
+                startup_timeout: float = STARTUP_TIMEOUT) -> "UpstreamEngine":
         """The llama-server at ``url``; ``gguf`` is the model file it serves (read vocabulary-only here)."""
         from ...engines.native import NativeModel
 
-        return cls(url, vocabulary=NativeModel.load(gguf, dialect=dialect, n_ctx=512, vocab_only=True), name=name)
+        vocabulary = NativeModel.load(gguf, dialect=dialect, n_ctx=512, vocab_only=True)
+        check_vocabulary(vocabulary)
+        return cls(url, vocabulary=vocabulary, name=name, timeout=timeout, startup_timeout=startup_timeout)
 
-    def _context_size(self) -> int:
+    def _context_size(self, seconds: float) -> int:
+        """The context of one slot (``/props``); sets :attr:`slots` (its ``total_slots``)."""
         try:
-            props = self._client.get("/props").json()
+            props = self._client.get("/props", timeout=seconds).json()
+            self.slots = max(int(props.get("total_slots", 1)), 1)
             return int(props["default_generation_settings"]["n_ctx"])
         except Exception as e:  # noqa: BLE001 - any failure: the server is not a llama-server we can use
-            raise EngineError(f"{self.url}: not a reachable llama-server (GET /props: {e})") from e
+            raise EngineError(f"{self.url}: not a reachable llama-server (GET /props within {seconds:g}s: "
+                              f"{type(e).__name__}: {e})") from e
 
     def tokenizer(self) -> KimiTokenizer:
         return self.vocabulary.tokenizer()  # type: ignore[no-any-return]
@@ -211,8 +304,15 @@ class UpstreamEngine:
         import httpx
 
         body: dict[str, Any] = {"prompt": list(ids), "n_predict": max_tokens, "stream": True, "return_tokens": True,
-                                "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0,
-                                "min_p": 0.0, "repeat_penalty": 1.0, "cache_prompt": True}
+                                "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                "top_k": sampling.top_k, "min_p": sampling.min_p,
+                                "repeat_penalty": sampling.repetition_penalty,
+                                "presence_penalty": sampling.presence_penalty,
+                                "frequency_penalty": sampling.frequency_penalty, "cache_prompt": True}
+        if sampling.logit_bias:
+            body["logit_bias"] = [[tid, bias] for tid, bias in sampling.logit_bias]
+        if sampling.logprobs is not None:
+            body["n_probs"] = max(sampling.logprobs, 1)
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         gbnf = constraint_gbnf(constraint)
@@ -230,8 +330,10 @@ class UpstreamEngine:
                     event = json.loads(line[5:])
                     if "error" in event:
                         raise EngineError(f"{self.url}/completion: {event['error']}")
-                    for tid in event.get("tokens") or ():
-                        yield int(tid)
+                    probs = event.get("completion_probabilities") or ()
+                    for k, tid in enumerate(event.get("tokens") or ()):
+                        yield int(tid) if sampling.logprobs is None else _token_logprob(int(tid), probs, k,
+                                                                                         sampling.logprobs)
                     if event.get("stop"):  # (the end-of-generation id came in ``tokens`` already)
                         return
         except httpx.HTTPError as e:

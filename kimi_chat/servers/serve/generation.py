@@ -15,21 +15,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...errors import KimiChatError
+from ...errors import KimiChatError, RequestError
 from ...output.format import format_for
 from ...output import Delta, StreamParser
 from ...tokens.rendered import render_tokens
 from .engines import Engine, Sampling
 from .stops import StopText
 
-__all__ = ["Prepared", "Outcome", "ContextError", "prepare", "run", "DEFAULT_MAX_TOKENS"]
+__all__ = ["Prepared", "Outcome", "ContextError", "prepare", "run", "sampling_of", "DEFAULT_MAX_TOKENS"]
 
 DEFAULT_MAX_TOKENS = 1024
 """``max_tokens`` of a request that gives none (capped by the context left after the prompt)."""
 
 
 class ContextError(KimiChatError):
-    """The prompt (plus the requested ``max_tokens``) does not fit the engine's context."""
+    """The prompt (plus the requested ``max_tokens``) does not fit the engine's context; ``param`` is the
+    field to change (``max_tokens`` / ``max_completion_tokens`` as sent, ``tools`` when the tools are what
+    overflow, else ``messages``)."""
+
+    def __init__(self, message: str, *, param: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.message = message
+        self.param = param
 
 
 @dataclass
@@ -56,6 +63,8 @@ class Outcome:
     finish_reason: str
     """``stop``, ``tool_calls``, ``length`` (``max_tokens`` reached) or ``cancelled``."""
     completion_ids: list[int]
+    logprobs: list[dict[str, Any]] | None = None
+    """OpenAI's ``choices[i].logprobs.content`` (one entry per generated token) when the request asked."""
 
 
 def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
@@ -84,6 +93,21 @@ def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
                              token_markers=engine.token_markers(), **rest)
 
 
+def sampling_of(request: Any) -> Sampling:
+    """The :class:`Sampling` of a :class:`~kimi_chat.servers.contract.ChatRequest` (defaults: temperature
+    0.6, the rest off)."""
+    def given(value: Any, default: float) -> float:
+        return default if value is None else float(value)
+
+    return Sampling(temperature=given(request.temperature, 0.6), top_p=given(request.top_p, 1.0), seed=request.seed,
+                    top_k=int(request.top_k or 0), min_p=given(request.min_p, 0.0),
+                    repetition_penalty=given(request.repetition_penalty, 1.0),
+                    presence_penalty=given(request.presence_penalty, 0.0),
+                    frequency_penalty=given(request.frequency_penalty, 0.0),
+                    logit_bias=tuple(sorted((request.logit_bias or {}).items())),
+                    logprobs=request.top_logprobs if request.logprobs else None)
+
+
 def prepare(engine: Engine, request: Any) -> Prepared:
     """Render, tokenize and constrain ``request`` for ``engine``. Raises what rendering raises for input
     the official machinery refuses (:class:`~kimi_chat.errors.KimiChatError` subclasses naming index and
@@ -93,14 +117,22 @@ def prepare(engine: Engine, request: Any) -> Prepared:
     ids = render_tokens(request.messages, tokenizer=engine.tokenizer(), tools=request.tools, dialect=engine.dialect,
                         special_tokens="text", **options).ids
     room = engine.n_ctx - len(ids)
-    if request.max_tokens is not None and request.max_tokens > room:
-        raise ContextError(f"max_tokens: the prompt has {len(ids)} tokens and the context {engine.n_ctx}: at most "
-                           f"{max(room, 0)} can be generated, not {request.max_tokens}")
     if room < 1:
-        raise ContextError(f"messages: the prompt has {len(ids)} tokens, more than the context ({engine.n_ctx})")
+        param = "messages"
+        if request.tools:  # the tools overflow when the messages alone fit
+            bare = render_tokens(request.messages, tokenizer=engine.tokenizer(), dialect=engine.dialect,
+                                 special_tokens="text", **options).ids
+            param = "tools" if len(bare) < engine.n_ctx else param
+        raise ContextError(f"the prompt has {len(ids)} tokens, more than the context ({engine.n_ctx})", param=param)
+    if request.max_tokens is not None and request.max_tokens > room:
+        raise ContextError(f"the prompt has {len(ids)} tokens and the context {engine.n_ctx}: at most {room} can "
+                           f"be generated, not {request.max_tokens}", param=request.max_tokens_param)
     max_tokens = request.max_tokens if request.max_tokens is not None else min(DEFAULT_MAX_TOKENS, room)
-    sampling = Sampling(temperature=0.6 if request.temperature is None else float(request.temperature),
-                        top_p=1.0 if request.top_p is None else float(request.top_p), seed=request.seed)
+    vocab = engine.tokenizer().vocab_size
+    for tid in request.logit_bias or ():
+        if tid >= vocab:
+            raise RequestError(f"{tid} is not a token id of this model (0..{vocab - 1})", param=f"logit_bias.{tid}")
+    sampling = sampling_of(request)
     constraint = _constraint(engine, request, options)
     engine.check_constraint(constraint, request)
     return Prepared(request, list(ids), constraint, max_tokens, sampling, options)
@@ -161,4 +193,19 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
         finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
     else:
         finish = "length"
-    yield Outcome(message, finish, out)
+    logprobs = None
+    if prepared.sampling.logprobs is not None:
+        logprobs = [_logprob_entry(tok, t) for t in out if not engine.is_eog(t)]
+    yield Outcome(message, finish, out, logprobs)
+
+
+def _logprob_entry(tok: Any, tid: int) -> dict[str, Any]:
+    """OpenAI's ``ChatCompletionTokenLogprob`` of a generated id (a
+    :class:`~kimi_chat.engines.native.TokenLogprob`; another id has no probability: 0)."""
+    def one(i: int, logprob: float) -> dict[str, Any]:
+        raw = tok.id_to_bytes(i)
+        return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
+
+    entry = one(tid, float(getattr(tid, "logprob", 0.0)))
+    entry["top_logprobs"] = [one(i, lp) for i, lp in getattr(tid, "top", ())]
+    return entry
