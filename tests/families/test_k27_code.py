@@ -13,7 +13,7 @@ from kimi_chat import Status, StreamParser, get_dialect, lint, parse, render
 from kimi_chat import markers as M
 from kimi_chat.families.k2.calls import read_sanitised_id
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 K27 = "kimi-k2.7-code"
 
 CALL = {"role": "assistant", "content": "", "reasoning": "need the weather",

@@ -44,7 +44,7 @@ def k26_made(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("k26") / "k26.gguf"
     proc = subprocess.run([sys.executable, "-m", "kimi_chat.cli", "tiny-model", "-d", "kimi-k2.6", str(out)],
                           capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert proc.returncode == 0, proc.stderr
     return out, proc.stderr
 
