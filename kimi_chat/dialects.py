@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .errors import ReferenceDataError, UnknownDialectError
 
 if TYPE_CHECKING:
-    from .checks.lint import LintWarning
+    from .findings import LintWarning
     from .grammar.request import Constraint
     from .output import ParsedMessage, StreamParser
     from .prompt import Segment

@@ -63,7 +63,6 @@ import sys
 import warnings
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
@@ -71,6 +70,7 @@ from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import StrictModeError
 from ..families import family_of
+from ..findings import ERROR_CODES, LintWarning
 from ..messages import normalize_messages, normalize_tools
 
 __all__ = ["LintWarning", "lint", "check_strict", "warn_options", "OPTION_WARNINGS", "tool_findings", "normalize_tool_call_ids",
@@ -79,41 +79,6 @@ __all__ = ["LintWarning", "lint", "check_strict", "warn_options", "OPTION_WARNIN
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
 """The id form the models were trained on: ``functions.NAME:IDX``."""
-
-ERROR_CODES = frozenset({
-    "unknown-role", "developer-role", "missing-content", "missing-tool-call-id", "unknown-field",
-    "invalid-field", "unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option",
-    "tool-without-function",
-})
-"""The codes of severity ``"error"``: what ``strict=True`` refuses (see the module doc)."""
-
-
-@dataclass(frozen=True)
-class LintWarning:
-    """One finding. ``message_index`` is the message it is about (``None``: the whole request),
-    ``field`` the field within it (``tool_calls[0].id``) or the template kwarg (``enable_thinking``)."""
-
-    code: str
-    message_index: int | None
-    text: str
-    field: str | None = None
-
-    @property
-    def severity(self) -> str:
-        """``"error"`` (refused under ``strict=True``, see :data:`ERROR_CODES`) or ``"warning"``."""
-        return "error" if self.code in ERROR_CODES else "warning"
-
-    def __str__(self) -> str:
-        if self.message_index is not None:
-            where = f"messages[{self.message_index}]" + (f".{self.field}" if self.field else "") + ": "
-        else:
-            where = f"{self.field}: " if self.field else ""
-        return f"{self.code}: {where}{self.text}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message_index": self.message_index, "field": self.field,
-                "severity": self.severity, "text": self.text}
-
 
 _BOOL_OPTIONS = frozenset({"thinking", "preserve_thinking"})
 """Template options whose templates test a bool (K3's ``thinking_effort`` etc. are strings/objects)."""
