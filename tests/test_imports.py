@@ -266,3 +266,37 @@ def test_no_module_is_loaded_by_a_path_string_outside_the_registry() -> None:
     assert not bad, f"modules loaded by a path string: {bad}"
     stale = sorted(set(PATH_STRINGS_ALLOWED) - found)
     assert not stale, f"no longer there, remove from PATH_STRINGS_ALLOWED: {stale}"
+
+
+FAMILY_OF_ALLOWED: dict[str, str] = {
+    "kimi_chat.families": "the registry itself",
+    "kimi_chat.dialects": "Dialect.family_parts: where a name has become a dialect",
+    "kimi_chat.cli.count": "the CLI: a name from the command line",
+    "kimi_chat.cli.tiny_model": "the CLI: a name from the command line",
+    "kimi_chat.servers.family": "the server plugins' entry: a family chosen from a tokenizer or an override",
+    "kimi_chat.servers.hooks": "the server plugins' entry: serving_of(family or name)",
+    "kimi_chat.servers.vllm.tokenizer": "the vLLM plugin's entry: a family chosen from a tokenizer",
+    "kimi_chat.servers.contract": "to move to Dialect.family_parts (file being edited elsewhere now)",
+    "kimi_chat.testing.tiny_model": "to move to Dialect.family_parts (file being edited elsewhere now)",
+}
+"""The modules that may name ``family_of``: the registry, and the edges where a name becomes a dialect or
+a family. Every stage takes its family's parts from :attr:`kimi_chat.dialects.Dialect.family_parts`."""
+
+
+def _names_family_of(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "family_of":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "family_of":
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == "family_of" for a in node.names):
+            return True
+    return False
+
+
+def test_family_of_only_at_the_edges() -> None:
+    users = {name for name, tree in TREES.items() if _names_family_of(tree)}
+    bad = sorted(users - set(FAMILY_OF_ALLOWED))
+    assert not bad, f"family_of outside the edges (take Dialect.family_parts instead): {bad}"
+    stale = sorted(set(FAMILY_OF_ALLOWED) - users)
+    assert not stale, f"no longer naming family_of, remove from FAMILY_OF_ALLOWED: {stale}"

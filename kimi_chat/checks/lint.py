@@ -63,13 +63,11 @@ import sys
 import warnings
 from collections import deque
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any, Final
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import StrictModeError
-from ..families import family_of
 from ..findings import ERROR_CODES, LintWarning
 from ..messages import normalize_messages, normalize_tools
 
@@ -155,7 +153,7 @@ def lint(
     silences ``missing-reasoning``; kwargs the template does not read are reported). Messages the official template cannot render
     raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
-    return family_of(d).lint(d, messages, tools, add_generation_prompt, options) + tool_findings(tools)
+    return d.family_parts.lint(d, messages, tools, add_generation_prompt, options) + tool_findings(tools)
 
 
 def tool_findings(tools: Sequence[Any] | None) -> list[LintWarning]:
@@ -216,16 +214,23 @@ def no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool
 _RESERVED = r"<\|reserved_token_\d+\|>"
 
 
-@lru_cache(maxsize=None)
-def _marker_text(family: str) -> re.Pattern[str]:
-    """The special-token spellings of a family's tokenizer (``typed-marker``): its markers, reserved names."""
-    return re.compile("|".join([*(re.escape(m.text) for m in family_of(family).markers), _RESERVED]))
+_MARKER_TEXT: dict[str, re.Pattern[str]] = {}
+""":func:`_marker_text`'s patterns, by family name."""
+
+
+def _marker_text(d: Dialect) -> re.Pattern[str]:
+    """The special-token spellings of ``d``'s family's tokenizer (``typed-marker``): its markers, reserved names."""
+    pattern = _MARKER_TEXT.get(d.family)
+    if pattern is None:
+        markers = d.family_parts.markers
+        pattern = _MARKER_TEXT[d.family] = re.compile("|".join([*(re.escape(m.text) for m in markers), _RESERVED]))
+    return pattern
 
 
 def typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
     """``typed-marker``: a special-token spelling typed in a message's text (at any depth), one finding
     per field. The prompt writes it as text; whether it stays text depends on how it is encoded."""
-    find = _marker_text(d.family).search
+    find = _marker_text(d).search
     out: list[LintWarning] = []
     for i, m in enumerate(msgs):
         stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []

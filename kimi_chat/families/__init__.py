@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..output.format import OutputFormat
     from ..prompt.template import PromptWriter
 
-__all__ = ["Family", "REGISTRY", "family_of", "family_names"]
+__all__ = ["Family", "REGISTRY", "family_of", "family_names", "registered_families"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +125,12 @@ REGISTRY: dict[str, str] = {
 def family_names() -> tuple[str, ...]:
     """The registered families' names, in registry order."""
     return tuple(REGISTRY)
+
+
+def registered_families() -> tuple[Family, ...]:
+    """Every registered family's record, in registry order (what a stage that compares families reads:
+    which family a tokenizer's vocabulary is, each family's identify probes)."""
+    return tuple(family_of(name) for name in REGISTRY)
 
 
 def family_of(dialect_or_name: Any) -> Family:

@@ -288,9 +288,7 @@ def after_reasoning(dialect: Dialect, options: Mapping[str, Any]) -> tuple[dict[
     channel, whose close ended the reasoning), over ``options``."""
     import importlib
 
-    from ..families import family_of
-
-    extra, start = importlib.import_module(family_of(dialect).constraint).after_reasoning(dialect)
+    extra, start = importlib.import_module(dialect.family_parts.constraint).after_reasoning(dialect)
     return {**options, **extra}, start
 
 
