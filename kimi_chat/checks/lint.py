@@ -214,16 +214,17 @@ def no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool
 _RESERVED = r"<\|reserved_token_\d+\|>"
 
 
-_MARKER_TEXT: dict[str, re.Pattern[str]] = {}
+_MARKER_TEXT_CACHE: dict[str, re.Pattern[str]] = {}
 """:func:`_marker_text`'s patterns, by family name."""
 
 
 def _marker_text(d: Dialect) -> re.Pattern[str]:
     """The special-token spellings of ``d``'s family's tokenizer (``typed-marker``): its markers, reserved names."""
-    pattern = _MARKER_TEXT.get(d.family)
+    pattern = _MARKER_TEXT_CACHE.get(d.family)
     if pattern is None:
         markers = d.family_parts.markers
-        pattern = _MARKER_TEXT[d.family] = re.compile("|".join([*(re.escape(m.text) for m in markers), _RESERVED]))
+        pattern = re.compile("|".join([*(re.escape(m.text) for m in markers), _RESERVED]))
+        _MARKER_TEXT_CACHE[d.family] = pattern
     return pattern
 
 
