@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from .errors import ReferenceDataError, UnknownDialectError
 
 if TYPE_CHECKING:
-    from .checks.lint import LintWarning
+    from .families import Family
+    from .findings import LintWarning
     from .grammar.request import Constraint
     from .output import ParsedMessage, StreamParser
     from .prompt import Segment
@@ -192,15 +193,26 @@ class Dialect:
     # -- facts --
 
     @property
+    def family_parts(self) -> Family:
+        """The parts of this dialect's format family (its :class:`~kimi_chat.families.Family` record: output
+        format, prompt writer, token policy, lint rules, ...), resolved once per family through the registry.
+        The stages take them from here; only this property asks the registry
+        (:func:`kimi_chat.families.family_of`). ``KeyError`` names an unregistered family."""
+        parts = _FAMILY_PARTS.get(self.family)
+        if parts is None:  # first use of the family in this process: the registry imports its package
+            from .families import family_of
+
+            parts = _FAMILY_PARTS[self.family] = family_of(self.family)
+        return parts
+
+    @property
     def keeps_every_reasoning(self) -> bool:
         """Whether every assistant turn's reasoning is rendered, whatever the options (Kimi-K2.7-Code, Kimi-K3)."""
         if self.keeps_history_reasoning:
             return True
         if self.family == "k2":
             return False
-        from .families import family_of
-
-        return family_of(self).keeps_all_reasoning
+        return self.family_parts.keeps_all_reasoning
 
     @property
     def reasoning_policy(self) -> Literal["none", "history-split", "history-split-or-all", "all"]:
@@ -222,9 +234,7 @@ class Dialect:
     @property
     def end_markers(self) -> tuple[str, ...]:
         """The marker spellings that end an assistant turn (the engine's end-of-generation tokens)."""
-        from .families import family_of
-
-        fam = family_of(self)
+        fam = self.family_parts
         ends = fam.output_format.end_of_turn_ids
         return tuple(m.text for m in fam.markers if m.id is not None and m.id in ends)
 
@@ -280,9 +290,7 @@ class Dialect:
         names), loaded once per config. Raises :class:`~kimi_chat.errors.ReferenceDataError` naming the fix
         when the reference data (``$KIMI_CHAT_REFERENCE_DIR``) is missing, ``ModuleNotFoundError`` naming the
         extra to install when tiktoken is."""
-        from .families import family_of
-
-        config = family_of(self).reference_tokenizer(self)
+        config = self.family_parts.reference_tokenizer(self)
         key = (config, str(reference_dir) if reference_dir is not None else None)
         tok = _TOKENIZERS.get(key)
         if tok is None:
@@ -301,6 +309,9 @@ class Dialect:
             _TOKENIZERS[key] = tok
         return tok
 
+
+_FAMILY_PARTS: dict[str, Family] = {}
+"""The family records :attr:`Dialect.family_parts` resolved so far, by family name."""
 
 _TOKENIZERS: dict[tuple[str, str | None], Any] = {}
 """The reference tokenizers loaded by :meth:`Dialect.tokenizer`, by config (and directory)."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .checks.lint import LintWarning
+    from .findings import LintWarning
 
 __all__ = [
     "KimiChatError",

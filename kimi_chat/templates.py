@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from .dialects import Dialect, get_dialect
-from .families import family_of
 
 __all__ = ["LLAMA_SERVER_FLAGS", "template_path", "template_text", "template_dirs"]
 
@@ -52,7 +51,7 @@ def template_path(dialect: str | Dialect) -> Path:
     """
     d = get_dialect(dialect)
     name = d.name
-    if not family_of(d).jinja_templates:
+    if not d.family_parts.jinja_templates:
         raise FileNotFoundError(f"dialect {name!r} has no Jinja chat template: its official tokenizer renders "
                                 "in Python (kimi_chat.render serves it; servers: --tokenizer-mode / the release's tokenizer)")
     filename = name + ".jinja"

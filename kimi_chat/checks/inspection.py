@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, DIALECTS, Dialect, dialect_for_model, get_dialect
-from ..families import Family, family_of
+from ..families import Family
 from ..errors import KimiChatError
 from ..templates import LLAMA_SERVER_FLAGS
 from .verification import Identification, identify, own_template_path, template_sha256
@@ -191,12 +191,12 @@ def _record(dialect: str | None) -> Dialect:
 
 
 def _family(dialect: str | None) -> Family:
-    return family_of(_record(dialect))
+    return _record(dialect).family_parts
 
 
 def _markers_for(dialect: str | None) -> tuple[M.Marker, ...]:
     d = _record(dialect)
-    return family_of(d).inspected_markers(d)
+    return d.family_parts.inspected_markers(d)
 
 
 def _turn_end(dialect: str | None) -> M.Marker:

@@ -63,14 +63,12 @@ import sys
 import warnings
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import StrictModeError
-from ..families import family_of
+from ..findings import ERROR_CODES, LintWarning
 from ..messages import normalize_messages, normalize_tools
 
 __all__ = ["LintWarning", "lint", "check_strict", "warn_options", "OPTION_WARNINGS", "tool_findings", "normalize_tool_call_ids",
@@ -79,41 +77,6 @@ __all__ = ["LintWarning", "lint", "check_strict", "warn_options", "OPTION_WARNIN
 
 CANONICAL_TOOL_CALL_ID = re.compile(re.escape(M.TOOL_CALL_ID_PREFIX) + r"(?P<name>.+):(?P<index>\d+)")
 """The id form the models were trained on: ``functions.NAME:IDX``."""
-
-ERROR_CODES = frozenset({
-    "unknown-role", "developer-role", "missing-content", "missing-tool-call-id", "unknown-field",
-    "invalid-field", "unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option",
-    "tool-without-function",
-})
-"""The codes of severity ``"error"``: what ``strict=True`` refuses (see the module doc)."""
-
-
-@dataclass(frozen=True)
-class LintWarning:
-    """One finding. ``message_index`` is the message it is about (``None``: the whole request),
-    ``field`` the field within it (``tool_calls[0].id``) or the template kwarg (``enable_thinking``)."""
-
-    code: str
-    message_index: int | None
-    text: str
-    field: str | None = None
-
-    @property
-    def severity(self) -> str:
-        """``"error"`` (refused under ``strict=True``, see :data:`ERROR_CODES`) or ``"warning"``."""
-        return "error" if self.code in ERROR_CODES else "warning"
-
-    def __str__(self) -> str:
-        if self.message_index is not None:
-            where = f"messages[{self.message_index}]" + (f".{self.field}" if self.field else "") + ": "
-        else:
-            where = f"{self.field}: " if self.field else ""
-        return f"{self.code}: {where}{self.text}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message_index": self.message_index, "field": self.field,
-                "severity": self.severity, "text": self.text}
-
 
 _BOOL_OPTIONS = frozenset({"thinking", "preserve_thinking"})
 """Template options whose templates test a bool (K3's ``thinking_effort`` etc. are strings/objects)."""
@@ -190,7 +153,7 @@ def lint(
     silences ``missing-reasoning``; kwargs the template does not read are reported). Messages the official template cannot render
     raise :class:`~kimi_chat.messages.InvalidMessagesError`."""
     d = get_dialect(dialect)
-    return family_of(d).lint(d, messages, tools, add_generation_prompt, options) + tool_findings(tools)
+    return d.family_parts.lint(d, messages, tools, add_generation_prompt, options) + tool_findings(tools)
 
 
 def tool_findings(tools: Sequence[Any] | None) -> list[LintWarning]:
@@ -251,16 +214,24 @@ def no_generation_prompt(msgs: list[dict[str, Any]], add_generation_prompt: bool
 _RESERVED = r"<\|reserved_token_\d+\|>"
 
 
-@lru_cache(maxsize=None)
-def _marker_text(family: str) -> re.Pattern[str]:
-    """The special-token spellings of a family's tokenizer (``typed-marker``): its markers, reserved names."""
-    return re.compile("|".join([*(re.escape(m.text) for m in family_of(family).markers), _RESERVED]))
+_MARKER_TEXT_CACHE: dict[str, re.Pattern[str]] = {}
+""":func:`_marker_text`'s patterns, by family name."""
+
+
+def _marker_text(d: Dialect) -> re.Pattern[str]:
+    """The special-token spellings of ``d``'s family's tokenizer (``typed-marker``): its markers, reserved names."""
+    pattern = _MARKER_TEXT_CACHE.get(d.family)
+    if pattern is None:
+        markers = d.family_parts.markers
+        pattern = re.compile("|".join([*(re.escape(m.text) for m in markers), _RESERVED]))
+        _MARKER_TEXT_CACHE[d.family] = pattern
+    return pattern
 
 
 def typed_markers(d: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[LintWarning]:
     """``typed-marker``: a special-token spelling typed in a message's text (at any depth), one finding
     per field. The prompt writes it as text; whether it stays text depends on how it is encoded."""
-    find = _marker_text(d.family).search
+    find = _marker_text(d).search
     out: list[LintWarning] = []
     for i, m in enumerate(msgs):
         stack: list[tuple[str, Any]] = [(str(k), v) for k, v in reversed(m.items()) if k != "role"] if isinstance(m, Mapping) else []

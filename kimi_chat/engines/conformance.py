@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError
-from ..families import family_of
 from ..output.format import format_for
 from ..prompt import render
 
@@ -407,7 +406,7 @@ def _check_tokenization(model: "NativeModel", tok: "KimiTokenizer") -> list[Chec
 
 
 def _family_markers(d: Dialect) -> tuple[M.Marker, ...]:
-    return family_of(d).markers
+    return d.family_parts.markers
 
 
 def _vocabulary_markers(model: "NativeModel", d: Dialect) -> tuple[list[M.Marker], list[str]]:

@@ -4,20 +4,25 @@ A *family* is a way of writing a conversation and an assistant turn: Kimi-K2's `
 ``<think>`` and tool-call sections (``k2``); Kimi-K3's XTML tags ``<|open|>TAG attrs<|sep|>`` …
 ``<|close|>TAG<|sep|>`` and ``<|end_of_msg|>`` (``k3``). Each is one package, ``kimi_chat.families.<name>``,
 whose ``FAMILY`` is its :class:`Family` record; each dialect record (:mod:`kimi_chat.dialects`) names its
-family. The stages (:mod:`kimi_chat.prompt`, :mod:`kimi_chat.tokens`, :mod:`kimi_chat.output`,
-:mod:`kimi_chat.grammar`, :mod:`kimi_chat.checks`, :mod:`kimi_chat.servers`, …) ask :func:`family_of` for
-the record and know no family by name.
+family. A dialect carries its family's record (:attr:`kimi_chat.dialects.Dialect.family_parts`, resolved once
+through :func:`family_of`); the stages (:mod:`kimi_chat.prompt`, :mod:`kimi_chat.tokens`, :mod:`kimi_chat.output`,
+:mod:`kimi_chat.grammar`, :mod:`kimi_chat.checks`, …) take their parts from it and know no family by name.
+:func:`family_of` is called only where a name becomes a dialect or a family (:mod:`kimi_chat.dialects`, the CLI,
+the server plugins' entry).
 
 Adding a family is one new folder (``families/<name>/``, its ``__init__`` building ``FAMILY``) and one line
-in :data:`REGISTRY`. The registry holds module paths, imported on first use: a family package builds on the
-family-agnostic core (markers, messages, the prompt writer, the PEG engine, the tokenizer) and the stages
-reach it only through this lookup, so no import cycle runs through it.
+in :data:`REGISTRY`. The registry holds the family packages' paths, imported on first use (the one place a
+module is loaded by a path string): a family package builds on the family-agnostic core (markers, messages, the
+prompt writer, the PEG engine, the tokenizer) and the stages reach it only through a dialect's record, so no
+import cycle runs through it. A record's server hooks and constraint part are accessors of the family package,
+importing those modules on first call.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
     from ..output.format import OutputFormat
     from ..prompt.template import PromptWriter
 
-__all__ = ["Family", "REGISTRY", "family_of", "family_names"]
+__all__ = ["Family", "REGISTRY", "family_of", "family_names", "registered_families"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,18 +68,19 @@ class Family:
     """Special tokens a tokenizer must have to encode the family's prompts (:mod:`kimi_chat.tokens.vocabulary`)."""
 
     # -- servers --
-    serving: str
-    """The module of the family's server hooks (``kimi_chat.families.<name>.serving``), imported on first use
-    by :func:`kimi_chat.servers.hooks.serving_of`: what the streaming stages, the family detection and the
+    serving: Callable[[], ModuleType]
+    """The family's server hooks (its ``serving`` module), imported by the family package on first call
+    (:func:`kimi_chat.servers.hooks.serving_of` calls it): what the streaming stages, the family detection and the
     vLLM/SGLang plugins ask of the family (:class:`kimi_chat.servers.hooks.ServingHooks`)."""
     usage: str
-    """The module whose ``pending_prompt_tokens(ids)`` says how many of a prompt's last ids Moonshot counts as
+    """The module path (still a string: its reader imports it by path) whose ``pending_prompt_tokens(ids)`` says how many of a prompt's last ids Moonshot counts as
     pending, not prompt (:func:`kimi_chat.servers.contract.prompt_tokens`), imported on first use."""
-    constraint: str
-    """The module of the family's part of a llguidance constraint (``TRANSLATOR``, ``GRAMMAR``,
+    constraint: Callable[[], ModuleType]
+    """The family's part of a llguidance constraint (``TRANSLATOR``, ``GRAMMAR``,
     ``special_markers``, ``end_markers``: :mod:`kimi_chat.grammar.request`; ``after_reasoning``, where a
     grammar starts once the reasoning ended, for the GBNF export too: :func:`kimi_chat.grammar.translate.after_reasoning`),
-    imported on first use (it needs the ``constraints`` extra only when a constraint is built)."""
+    the module returned by the family package's accessor, imported on first call (it needs the ``constraints``
+    extra only when a constraint is built)."""
 
     # -- checks, engines, cli, reference --
     lint: Callable[..., list[Any]]
@@ -125,6 +131,12 @@ REGISTRY: dict[str, str] = {
 def family_names() -> tuple[str, ...]:
     """The registered families' names, in registry order."""
     return tuple(REGISTRY)
+
+
+def registered_families() -> tuple[Family, ...]:
+    """Every registered family's record, in registry order (what a stage that compares families reads:
+    which family a tokenizer's vocabulary is, each family's identify probes)."""
+    return tuple(family_of(name) for name in REGISTRY)
 
 
 def family_of(dialect_or_name: Any) -> Family:

@@ -37,7 +37,6 @@ from typing import Any
 
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..families import family_of
 from .translate import after_reasoning as after_reasoning_options
 from .translate import build_grammar
 
@@ -92,7 +91,7 @@ def tool_call_grammar(
     (of a tool, or ``reply_schema``) that cannot be translated.
     """
     d = get_dialect(dialect)
-    family = family_of(d)
+    family = d.family_parts
     start = None
     if after_reasoning:
         opts, start = after_reasoning_options(d, {"reasoning": reasoning, **options})

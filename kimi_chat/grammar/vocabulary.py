@@ -10,7 +10,6 @@ from typing import Any
 from ..output import peg as F
 from .. import markers as M
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
-from ..families import family_of
 from ..output import StreamParser
 
 __all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine",
@@ -41,7 +40,7 @@ def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, 
     """The markers with a special-token id that the output format of ``dialect``'s family writes (its
     record's ``format_markers``): K2, every marker of :data:`kimi_chat.families.k2.format.TOKEN_CLASSES`;
     K3, the tag markers (``<|open|>``, ``<|close|>``, ``<|sep|>``) and ``<|end_of_msg|>``."""
-    return family_of(get_dialect(dialect)).format_markers
+    return get_dialect(dialect).family_parts.format_markers
 
 
 def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..families import REGISTRY, family_of
+from ..families import REGISTRY
 
 if TYPE_CHECKING:
     from .peg import Expr, Machine, MarkerTable
@@ -126,12 +126,17 @@ FAMILIES = REGISTRY
 
 def format_for(dialect: object) -> OutputFormat:
     """The output format of ``dialect`` (a :class:`~kimi_chat.dialects.Dialect`): its family record's
-    ``output_format`` (:func:`kimi_chat.families.family_of`). ``NotImplementedError`` names a family that is
-    not registered."""
+    ``output_format`` (:attr:`~kimi_chat.dialects.Dialect.family_parts`). ``NotImplementedError`` names a family that is
+    not registered; ``TypeError`` an object of a registered family that is not a dialect (``get_dialect(name)``
+    makes one)."""
+    family_name = getattr(dialect, "family", "k2")
     try:
-        family = family_of(dialect)
-    except KeyError:
+        family = dialect.family_parts  # type: ignore[attr-defined]
+    except (KeyError, AttributeError):
         name = getattr(dialect, "name", dialect)
-        raise NotImplementedError(f"dialect {name}: no output format for the {getattr(dialect, 'family', 'k2')!r} "
+        if family_name in REGISTRY:
+            raise TypeError(f"format_for takes a Dialect, got {type(dialect).__name__} {name!r}: pass "
+                            "kimi_chat.get_dialect(name)") from None
+        raise NotImplementedError(f"dialect {name}: no output format for the {family_name!r} "
                                   f"family yet (formats: {', '.join(REGISTRY)})") from None
     return family.output_format

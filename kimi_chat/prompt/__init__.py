@@ -1,7 +1,7 @@
 """The formatter: OpenAI-style messages + tools + dialect -> the exact prompt text.
 
 One prompt writer per format family, the ``write_prompt`` of the dialect's family record
-(:func:`kimi_chat.families.family_of`; a family whose official machinery is a chat template builds it
+(:attr:`Dialect.family_parts <kimi_chat.dialects.Dialect.family_parts>`; a family whose official machinery is a chat template builds it
 with :func:`kimi_chat.prompt.template.template_writer` around its renderer, :mod:`kimi_chat.families.k2.render`;
 Kimi-K3's is :func:`kimi_chat.families.k3.render.write_k3`, the encoder's own input handling). This module
 checks what every family shares (token-id options refused, the flags bools) and gives the three views of one
@@ -20,7 +20,6 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import UnsupportedOptionError
-from ..families import family_of
 from ..messages import check_bool
 from ..checks.lint import warn_options
 from .writer import Layout, Piece, Segment, Writer
@@ -68,7 +67,7 @@ def write_prompt(
         check_bool("strict", strict)
     if continue_final_message is not False:
         check_bool("continue_final_message", continue_final_message)
-    return family_of(d).write_prompt(w, d, messages, tools, add_generation_prompt, continue_final_message,
+    return d.family_parts.write_prompt(w, d, messages, tools, add_generation_prompt, continue_final_message,
                                      options, strict)
 
 
@@ -131,7 +130,7 @@ def render_segments(
     encoder segment. ``strict`` and the other arguments are :func:`render`'s."""
     w = Writer(marked=True)
     write_prompt(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
-    if family_of(get_dialect(dialect)).segment_wise:
+    if get_dialect(dialect).family_parts.segment_wise:
         return [Segment(p.text, p.message_index, p.trainable) for p in w.layout().pieces()]
     return w.segments()
 

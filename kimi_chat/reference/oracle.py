@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KimiChatError, ReferenceDataError
-from ..families import family_of
 from ..nesting import deep_sort_dict
 from . import reference_dir
 
@@ -209,4 +208,4 @@ def render_official(
     from ..dialects import get_dialect
 
     d = get_dialect(dialect)
-    return family_of(d).official_render(messages, tools, d, add_generation_prompt, **options)
+    return d.family_parts.official_render(messages, tools, d, add_generation_prompt, **options)

@@ -1,7 +1,7 @@
 """What the server stages ask of a format family: the hooks of a family's ``serving`` module.
 
-A family's record names its server module (:attr:`kimi_chat.families.Family.serving`, e.g.
-``kimi_chat.families.k3.serving``); :func:`serving_of` imports it on first use and hands it out as a
+A family's record holds the accessor of its server module (:attr:`kimi_chat.families.Family.serving`, which
+imports e.g. :mod:`kimi_chat.families.k3.serving` on first call); :func:`serving_of` calls it and hands it out as a
 :class:`ServingHooks`. The stages (:mod:`kimi_chat.servers.stages`), the family detection
 (:mod:`kimi_chat.servers.family`) and the plugins (:mod:`kimi_chat.servers.vllm`,
 :mod:`kimi_chat.servers.sglang`) decide nothing by a family's name: they ask these hooks. A new family
@@ -13,7 +13,6 @@ family's module stays importable without vLLM or SGLang.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
@@ -156,5 +155,5 @@ def serving_of(family: Family | str | Any) -> ServingHooks:
     """The server hooks of a family: a :class:`~kimi_chat.families.Family`, a family name, or a dialect
     (anything :func:`~kimi_chat.families.family_of` takes). ``KeyError`` names an unregistered family."""
     record = family if isinstance(family, Family) else family_of(family)
-    return cast(ServingHooks, importlib.import_module(record.serving))
+    return cast(ServingHooks, record.serving())
 

@@ -55,7 +55,6 @@ from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import RenderError
 from ..checks.lint import unterminated_last_turn
 from ..messages import normalize_messages, string_paths, to_plain
-from ..families import family_of
 from ..prompt import Layout, render_layout, write_prompt
 from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
@@ -554,7 +553,7 @@ def render_tokens(
     _check_policy(special_tokens)
     d = get_dialect(dialect)
     check_vocabulary(tokenizer, d)
-    if family_of(d).segment_wise:
+    if d.family_parts.segment_wise:
         r = _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
                             special_tokens, options, strict)
         warn_dropped_reasoning(messages, d, r, stacklevel=3)
@@ -627,7 +626,7 @@ def render_ids(
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    if family_of(d).segment_wise:
+    if d.family_parts.segment_wise:
         return render_tokens(messages, tokenizer=tokenizer, tools=tools, dialect=d,
                              add_generation_prompt=add_generation_prompt,
                              continue_final_message=continue_final_message, special_tokens=special_tokens,
@@ -672,7 +671,7 @@ def extend_tokens(
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
-    if family_of(d).segment_wise:  # the full render, when it starts with the previous ids and the completion
+    if d.family_parts.segment_wise:  # the full render, when it starts with the previous ids and the completion
         full = _segment_tokens(messages, tok, tools, d, add_generation_prompt, False, policy, opts, False)
         n = len(previous.ids)
         if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..dialects import Dialect
 from ..errors import RenderError
-from ..families import family_names, family_of
+from ..families import registered_families
 
 __all__ = ["vocabulary_problem", "check_vocabulary"]
 
@@ -25,12 +25,12 @@ def vocabulary_problem(tokenizer: Any, d: Dialect) -> str | None:
     """Why ``tokenizer`` cannot encode ``d``'s prompts (its special tokens are not those of ``d``'s family:
     a K2 tokenizer for a K3 dialect, a K3 tokenizer for a K2 one), naming the missing special token; ``None``
     when it can. (The one check behind :func:`check_vocabulary` and the CLI's tokenizer flags.)"""
-    family = family_of(d)
+    family = d.family_parts
     specials = tokenizer.special_tokens
     missing = [m.text for m in family.vocabulary if m.text not in specials]
     if not missing:
         return None
-    others = [family_of(name) for name in family_names() if name != family.name]
+    others = [f for f in registered_families() if f.name != family.name]
     other = next((f for f in others if _has(tokenizer, f)), others[0] if others else family)
     return (f"the tokenizer has no special token {missing[0]} that dialect {d.name} ({d.family} family) writes "
             f"(is it a {other.title} tokenizer?)")
@@ -41,5 +41,5 @@ def check_vocabulary(tokenizer: Any, d: Dialect) -> None:
     (:func:`vocabulary_problem`): :class:`~kimi_chat.errors.RenderError` (a ``ValueError``)."""
     problem = vocabulary_problem(tokenizer, d)
     if problem is not None:
-        ref = family_of(d).base_tokenizer
+        ref = d.family_parts.base_tokenizer
         raise RenderError(f"{problem}; use KimiTokenizer.from_reference({ref!r}) or that model's tokenizer")

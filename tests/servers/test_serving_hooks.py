@@ -75,14 +75,14 @@ FAMILY_DIALECTS = sorted((d.family, name) for name, d in DIALECTS.items())
 
 @pytest.mark.parametrize("family, dialect", FAMILY_DIALECTS)
 def test_the_records_module_paths_hold_what_their_users_read(family: str, dialect: str) -> None:
-    """``usage`` and ``constraint`` are module paths imported on first use (by
+    """``usage`` (a module path) and ``constraint`` (the family package's accessor) are imported on first use (by
     :func:`kimi_chat.servers.contract.prompt_tokens` and :mod:`kimi_chat.grammar.request`): each
     resolves, and holds what its reader calls, for every dialect of the family."""
     record = family_of(family)
     d = DIALECTS[dialect]
     usage = importlib.import_module(record.usage)
     assert usage.pending_prompt_tokens([]) == 0  # no prompt, nothing pending
-    constraint = importlib.import_module(record.constraint)
+    constraint = record.constraint()
     assert {"TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"} <= set(constraint.__all__)
     family_markers = {m.text for m in record.markers}
     specials = constraint.special_markers(d)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...families import family_names, family_of
+from ...families import registered_families
 from ..probe import USER, WEATHER_TOOL, Probe, tool_call
 
 __all__ = ["Probe", "PROBES", "SHARED_PROBES", "WEATHER_TOOL", "USER", "tool_call"]
@@ -87,6 +87,6 @@ SHARED_PROBES: tuple[Probe, ...] = (
 """The conversations :func:`identify` renders through a template and every dialect."""
 
 PROBES: tuple[Probe, ...] = SHARED_PROBES + tuple(
-    replace(p, families=(name,)) for name in family_names() for p in family_of(name).probes)
+    replace(p, families=(family.name,)) for family in registered_families() for p in family.probes)
 """Every probe: :data:`SHARED_PROBES`, then each registered family's own (its record's ``probes``), compared
 with that family's dialects only."""

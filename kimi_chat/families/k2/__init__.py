@@ -9,6 +9,8 @@ tool declarations), :mod:`.format` (the output format as data), :mod:`.calls` (c
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from ... import markers as M
 from .. import Family
 from .format import FORMAT, TOKEN_CLASSES
@@ -18,6 +20,22 @@ from ...prompt.template import template_writer
 from . import tooling
 from .lint import lint_k2
 from .oracle import official_k2_render
+
+
+def _serving() -> ModuleType:
+    """The family's server hooks (:mod:`.serving`), imported on first use (by :func:`kimi_chat.servers.hooks.serving_of`)."""
+    from . import serving
+
+    return serving
+
+
+def _constraint() -> ModuleType:
+    """The family's part of a llguidance constraint (:mod:`.constraint`), imported on first use (it needs the
+    ``constraints`` extra only when a constraint is built)."""
+    from . import constraint
+
+    return constraint
+
 
 FAMILY = Family(
     name="k2",
@@ -32,9 +50,9 @@ FAMILY = Family(
     vocabulary=(M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE),
 
     # -- servers --
-    serving="kimi_chat.families.k2.serving",
+    serving=_serving,
     usage="kimi_chat.families.k2.usage",
-    constraint="kimi_chat.families.k2.constraint",
+    constraint=_constraint,
 
     # -- checks, engines, cli, reference --
     lint=lint_k2,

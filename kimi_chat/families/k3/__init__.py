@@ -8,6 +8,8 @@ format as data), :mod:`.tags` (the tag lexer), :mod:`.calls` (typed arguments), 
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from ... import markers as M
 from .. import Family
 from .format import FORMAT, TAGS, TOKEN_CLASSES
@@ -16,6 +18,22 @@ from .render import write_k3
 from . import tooling
 from .lint import lint_k3
 from .oracle import official_render
+
+
+def _serving() -> ModuleType:
+    """The family's server hooks (:mod:`.serving`), imported on first use (by :func:`kimi_chat.servers.hooks.serving_of`)."""
+    from . import serving
+
+    return serving
+
+
+def _constraint() -> ModuleType:
+    """The family's part of a llguidance constraint (:mod:`.constraint`), imported on first use (it needs the
+    ``constraints`` extra only when a constraint is built)."""
+    from . import constraint
+
+    return constraint
+
 
 FAMILY = Family(
     name="k3",
@@ -31,9 +49,9 @@ FAMILY = Family(
     vocabulary=(M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG),
 
     # -- servers --
-    serving="kimi_chat.families.k3.serving",
+    serving=_serving,
     usage="kimi_chat.families.k3.usage",
-    constraint="kimi_chat.families.k3.constraint",
+    constraint=_constraint,
 
     # -- checks, engines, cli, reference --
     lint=lint_k3,
