@@ -144,10 +144,7 @@ class RenderOptions:
 
         d = get_dialect(dialect)
         if tokenizer is None:
-            from ..families import family_of
-            from ..tokens.tokenizer import KimiTokenizer
-
-            tokenizer = KimiTokenizer.from_reference(family_of(d).reference_tokenizer(d))
+            tokenizer = d.tokenizer()
         return cls(d.name, TokenizerSpec.of(tokenizer), **options)
 
     def settings(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import parquet
+from . import batch, parquet
 from .options import RenderOptions, default_workers
 from .report import totals_by_kind
 from .sources import Chunk, Source
@@ -170,7 +170,7 @@ def _mp_context() -> Any:
     worker starts in milliseconds, and no thread of this process is forked), else spawn."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["kimi_chat.data.batch", "kimi_chat.data.pipeline", "pyarrow"])
+        ctx.set_forkserver_preload([batch.__name__, __name__, "pyarrow"])
         return ctx
     return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
 

@@ -81,9 +81,8 @@ class KimiSamples:
         tok = None
         if tokenizer_dir is not None:
             from ..dialects import get_dialect
-            from ..families import family_of
 
-            tok = family_of(get_dialect(dialect)).snapshot_tokenizer(Path(tokenizer_dir), None)
+            tok = get_dialect(dialect).family_parts.snapshot_tokenizer(Path(tokenizer_dir), None)
         self.options = RenderOptions.make(dialect, tok, reasoning=reasoning, max_length=max_length,
                                           overlong=overlong)
 
