@@ -181,6 +181,9 @@ NOT_OFFICIAL: dict[str, set[str]] = {
     "kimi-k2-instruct-0905": {"list_content_tool_result", "list_content_with_tool_call"},
     # only reasoning_content reaches the template (its `reasoning` alias, which K2.6 prefers, is dropped)
     "kimi-k2.6": {"reasoning_and_reasoning_content"},
+    # the same, and Kimi-K2.7-Code writes every turn's reasoning: a `reasoning` or `thinking` alias the
+    # rewrite drops shows in every turn, not only after the last plain answer
+    "kimi-k2.7-code": {"reasoning_and_reasoning_content", "reasoning_aliases", "k27_history_reasoning_kept"},
 }
 
 
