@@ -141,7 +141,11 @@ def test_k2_samples_are_the_official_ids_as_generated(name, config, data):
     expected = {i: _k2_official_kept_turn(d, copy.deepcopy(messages), i, copy.deepcopy(tools), options)
                 for i in trained_turns(messages)}
     if any(generated is None for _, generated, _ in expected.values()):
-        with pytest.raises(RenderError, match="does not begin with it"):
+        # refused, naming the message: the turn cannot follow its prompt; with the July-2025 K2 tokenizer the
+        # refusal may name the tokenizer first (it encodes the opened <think></think> as text, so the ids of
+        # the turn cannot be cut after it either)
+        reason = "does not begin with it" if config == "k2.6" else "does not begin with it|does not encode"
+        with pytest.raises(RenderError, match=rf"messages\[\d+\]: .*({reason})"):
             conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, special_tokens="special", **options)
         return
     try:
