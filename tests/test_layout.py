@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
-import re
 from pathlib import Path
 
 import pytest
@@ -55,83 +54,6 @@ def test_no_module_outside_families_names_a_family() -> None:
             if _names_a_family(node, families):
                 found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
     assert not found, f"{len(found)} places decide by a family's name: " + ", ".join(found)
-
-
-def _imports(name: str, path: Path) -> set[str]:
-    """The kimi_chat modules ``name`` imports, anywhere in it (functions included), except under
-    ``if TYPE_CHECKING:``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    is_pkg = path.name == "__init__.py"
-    package = name if is_pkg else name.rpartition(".")[0]
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for b in node.body for n in ast.walk(b))
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("kimi_chat"):
-                    out.add(a.name)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not target.startswith("kimi_chat"):
-                continue
-            for a in node.names:
-                sub = f"{target}.{a.name}"
-                out.add(sub if sub in MODULES else target)
-    return {m for m in out if m in MODULES and m != name}
-
-
-def _cycles() -> list[list[str]]:
-    graph = {name: _imports(name, path) for name, path in MODULES.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    comps: list[list[str]] = []
-    counter = [0]
-
-    def visit(v: str) -> None:  # Tarjan, iterative enough for this graph's depth
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                comps.append(sorted(comp))
-
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return comps
-
-
-def test_no_import_cycle() -> None:
-    """No import cycle among kimi_chat's modules, imports inside functions counted (``TYPE_CHECKING``
-    blocks aside). The family registry is data (module paths imported on first use), not an import."""
-    cycles = _cycles()
-    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
 PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
