@@ -31,7 +31,8 @@ OVERLONG_POLICIES = ("drop", "truncate")
 ON_ERROR_POLICIES = ("record", "raise")
 
 _LOADED: dict[str, "KimiTokenizer"] = {}
-"""This process's tokenizers by :attr:`TokenizerSpec.key` (one per worker process, loaded on first use)."""
+"""This process's tokenizers built from a config mapping, by :attr:`TokenizerSpec.key` (one per worker process,
+unpickled on first use); tokenizers with files are :mod:`kimi_chat.tokens.live`'s."""
 _HASHES: dict[tuple[str, int, int], str] = {}
 
 
@@ -70,11 +71,13 @@ class TokenizerSpec:
     @classmethod
     def of(cls, tok: "KimiTokenizer") -> "TokenizerSpec":
         """The spec of a loaded tokenizer."""
-        num_special = tok.vocab_size - tok.num_base_tokens
-        if tok.model_path is not None and tok.config_path is not None:
-            return cls(str(tok.model_path), str(tok.config_path), num_special, tok.eos_id, live=tok)
-        return cls(str(tok.model_path) if tok.model_path else None, None, num_special, tok.eos_id,
-                   pickled=pickle.dumps(tok), live=tok)
+        from ..tokens.live import tokenizer_ref
+
+        ref = tokenizer_ref(tok)  # (model file, config file, special range, eos): the fields, in order
+        if ref is not None:
+            return cls(*ref, live=tok)
+        return cls(str(tok.model_path) if tok.model_path else None, None, tok.vocab_size - tok.num_base_tokens,
+                   tok.eos_id, pickled=pickle.dumps(tok), live=tok)
 
     @property
     def key(self) -> str:
@@ -87,17 +90,13 @@ class TokenizerSpec:
         """The tokenizer: the one this spec was made of, in its process; elsewhere loaded once per process."""
         if self.live is not None:
             return self.live
+        if self.pickled is None:  # by its files: the live one of this process, else loaded once
+            from ..tokens.live import tokenizer_from_ref
+
+            return tokenizer_from_ref((str(self.model_path), str(self.config_path), self.num_special, self.eos_id))
         tok = _LOADED.get(self.key)
         if tok is None:
-            if self.pickled is not None:
-                tok = pickle.loads(self.pickled)
-            else:
-                from ..tokens.tokenizer import KimiTokenizer
-
-                tok = KimiTokenizer.from_files(str(self.model_path), str(self.config_path),
-                                               num_special=self.num_special)
-                tok.eos_id = self.eos_id
-            _LOADED[self.key] = tok
+            tok = _LOADED[self.key] = pickle.loads(self.pickled)
         return tok
 
     def files_hash(self) -> str:

@@ -61,7 +61,7 @@ def register_live(tok: KimiTokenizer) -> None:
 def _register(tok: KimiTokenizer) -> bool:
     ref = tokenizer_ref(tok)
     if ref is not None:
-        _LIVE.setdefault(ref, tok)
+        _LIVE[ref] = tok  # the newest tokenizer of those files a render used here wins
     return True
 
 
