@@ -54,18 +54,14 @@ class PickledWithoutTokenizer:
 
 
 def register_live(tok: KimiTokenizer) -> None:
-    """Make ``tok`` the live tokenizer of its files (once per tokenizer: a weak per-tokenizer cache lookup)."""
-    _SEEN.get(tok, _register)
+    """Make ``tok`` the live tokenizer of its files: the newest tokenizer a render used wins (its reference is
+    computed once per tokenizer, a weak per-tokenizer cache lookup)."""
+    ref = _REFS.get(tok, tokenizer_ref)
+    if ref is not None and _LIVE.get(ref) is not tok:
+        _LIVE[ref] = tok
 
 
-def _register(tok: KimiTokenizer) -> bool:
-    ref = tokenizer_ref(tok)
-    if ref is not None:
-        _LIVE[ref] = tok  # the newest tokenizer of those files a render used here wins
-    return True
-
-
-_SEEN: PerTokenizer[bool] = PerTokenizer("tokens.live_tokenizers")
+_REFS: "PerTokenizer[tuple[str, str, int, int | None] | None]" = PerTokenizer("tokens.live_tokenizers")
 _LIVE: "weakref.WeakValueDictionary[tuple[str, str, int, int | None], KimiTokenizer]" = weakref.WeakValueDictionary()
 _LOADED: dict[tuple[str, str, int, int | None], KimiTokenizer] = {}
 
