@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -335,6 +335,41 @@ def _stage(name: str) -> Callable[..., Any]:
 _K2_SYSTEM_V1 = "You are a helpful assistant"
 _K2_SYSTEM_V2 = "You are Kimi, an AI assistant created by Moonshot AI."
 
+_K2_6 = Dialect(
+    name="kimi-k2.6",
+    status=Status.RECONSTRUCTED,
+    oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
+    summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
+    "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
+    default_system=None,
+    tools_separators=(",", ":"),
+    tools_typescript=True,
+    sort_tool_keys=True,
+    role_names="name_or_role",
+    content_style="macro",
+    media="k25",
+    think="k25",
+    reasoning_key="reasoning",
+    options=("thinking", "preserve_thinking"),
+    model_names=("moonshotai/Kimi-K2.6",),
+    known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
+)
+"""Kimi-K2.6 (Kimi-K2.7-Code overrides what differs)."""
+
+_K2_7_CODE = replace(
+    _K2_6,
+    name="kimi-k2.7-code",
+    summary="Kimi-K2.7-Code: Kimi-K2.6's format and tokenizer with reasoning always on and every "
+    "assistant turn's reasoning kept (K2.6's template with thinking and preserve_thinking forced; "
+    "no template of its own is public); no options",
+    keeps_history_reasoning=True,
+    options=(),
+    oracle_options=(("thinking", True), ("preserve_thinking", True)),
+    model_names=("moonshotai/Kimi-K2.7-Code",),
+    known_problems=("needs-tools-ts-str", "llama-server-continuation"),
+)
+"""Kimi-K2.7-Code: Kimi-K2.6's record with what differs (no verbatim template is public)."""
+
 _BUILT_IN: tuple[Dialect, ...] = (
         Dialect(
             name="kimi-k2-instruct@rev1",
@@ -412,46 +447,8 @@ _BUILT_IN: tuple[Dialect, ...] = (
             model_names=("moonshotai/Kimi-K2.5",),
             known_problems=("needs-tools-ts-str", "llama-server-continuation"),
         ),
-        Dialect(
-            name="kimi-k2.6",
-            status=Status.RECONSTRUCTED,
-            oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
-            summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
-            "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
-            default_system=None,
-            tools_separators=(",", ":"),
-            tools_typescript=True,
-            sort_tool_keys=True,
-            role_names="name_or_role",
-            content_style="macro",
-            media="k25",
-            think="k25",
-            reasoning_key="reasoning",
-            options=("thinking", "preserve_thinking"),
-            model_names=("moonshotai/Kimi-K2.6",),
-            known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
-        ),
-        Dialect(
-            name="kimi-k2.7-code",
-            status=Status.RECONSTRUCTED,
-            oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
-            summary="Kimi-K2.7-Code: Kimi-K2.6's format and tokenizer with reasoning always on and every "
-            "assistant turn's reasoning kept (K2.6's template with thinking and preserve_thinking forced; "
-            "no template of its own is public); no options",
-            default_system=None,
-            tools_separators=(",", ":"),
-            tools_typescript=True,
-            sort_tool_keys=True,
-            role_names="name_or_role",
-            content_style="macro",
-            media="k25",
-            think="k25",
-            reasoning_key="reasoning",
-            keeps_history_reasoning=True,
-            oracle_options=(("thinking", True), ("preserve_thinking", True)),
-            model_names=("moonshotai/Kimi-K2.7-Code",),
-            known_problems=("needs-tools-ts-str", "llama-server-continuation"),
-        ),
+        _K2_6,
+        _K2_7_CODE,
 )
 """The K2-family records, oldest first."""
 
