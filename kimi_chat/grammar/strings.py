@@ -24,7 +24,7 @@ annotations and unknown keywords constrain nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from .gbnf import GrammarError
@@ -92,17 +92,9 @@ def pattern_regex(pattern: str) -> str | None:
     whole text, or ``None`` when it holds an anchor inside a group (not translated)."""
     import llguidance
 
-    alts, depth, cls, esc, start = [], 0, False, False, 0
-    for i, c in enumerate(pattern):
-        if esc:
-            esc = False
-        elif c == "\\":
-            esc = True
-        elif cls:
-            cls = c != "]"
-        elif c == "[":
-            cls = True
-        elif c == "(":
+    alts, depth, start = [], 0, 0
+    for i, c in _unquoted(pattern):
+        if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
@@ -128,7 +120,9 @@ def _escaped_at(s: str, i: int) -> bool:
     return n % 2 == 1
 
 
-def _has_anchor(s: str) -> bool:
+def _unquoted(s: str) -> Iterator[tuple[int, str]]:
+    """``(index, char)`` of each character of regex ``s`` that is neither escaped nor inside a character class
+    (a class's opening ``[`` is yielded, what follows it up to its ``]`` is not)."""
     cls, esc = False, False
     for i, c in enumerate(s):
         if esc:
@@ -137,13 +131,13 @@ def _has_anchor(s: str) -> bool:
             esc = True
         elif cls:
             cls = c != "]"
-        elif c == "[":
-            cls = True
-            if s[i + 1: i + 2] == "^":
-                continue
-        elif c in "^$":
-            return True
-    return False
+        else:
+            cls = c == "["
+            yield i, c
+
+
+def _has_anchor(s: str) -> bool:
+    return any(c in "^$" for _, c in _unquoted(s))
 
 
 def _lark_regex(regex: str) -> str:
