@@ -33,6 +33,7 @@ from ...nesting import too_deep_error
 from ...nesting import deep_sort_dict, sorted_json
 from ...caches import LRUCache
 from ...prompt.writer import Writer
+from .tools_ts import typescript_fast, typescript_or_none
 
 __all__ = ["render_k2"]
 
@@ -194,10 +195,16 @@ def _declaration(d: Dialect, tool_list: list[dict[str, Any]], key: bytes | None)
             if cacheable:
                 _DECLARATIONS.put((settings, key), result)
             return result
+    if d.tools_typescript:
+        # the one-pass encoder writes the same text for the tools as given and for their sorted copy
+        declared = typescript_fast(tool_list)
+        if declared is not None:
+            if cacheable:
+                _DECLARATIONS.put((settings, key), (False, declared))
+            return False, declared
     sorted_list = deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list
     declared = None
     if d.tools_typescript:
-        from .tools_ts import typescript_or_none
 
         # "" (no function tool) and a failed encoding both leave the template its JSON declaration
         warned: list[Any] = []

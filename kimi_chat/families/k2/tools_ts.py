@@ -87,7 +87,7 @@ from typing import Any, Union
 
 from ...errors import ToolSchemaError
 
-__all__ = ["tools_to_typescript", "typescript_or_none", "typescript_failure", "MAX_SCHEMA_DEPTH"]
+__all__ = ["tools_to_typescript", "typescript_or_none", "typescript_failure", "typescript_fast", "MAX_SCHEMA_DEPTH"]
 
 _INDENT = "  "
 _FIELD_DELIMITER = ",\n"
@@ -590,8 +590,14 @@ def typescript_failure(tools: Union[list[dict[str, Any]], None]) -> ToolSchemaEr
     return None
 
 
-def _encode(tools: Union[list[dict[str, Any]], None]) -> tuple[str, list[str]]:
-    """:func:`tools_to_typescript`'s text and the warnings it emits."""
+def _encode(tools: Union[list[dict[str, Any]], None], one_pass: bool = True) -> tuple[str, list[str]]:
+    """:func:`tools_to_typescript`'s text and the warnings it emits: the one-pass encoder's
+    (:func:`typescript_fast`) where it writes the tools (``one_pass``), else the parsing encoder's (every
+    input: errors with their paths, warnings; it recurses here, as deeply per level as the official one)."""
+    if one_pass:
+        fast = typescript_fast(tools)
+        if fast is not None:
+            return fast, []
     if not tools:
         return "", []
     if not isinstance(tools, (list, tuple)):
@@ -633,3 +639,215 @@ def _encode(tools: Union[list[dict[str, Any]], None]) -> tuple[str, list[str]]:
     if not blocks:
         return "", []
     return "# Tools\n\n## functions\nnamespace functions {\n" + "\n".join(blocks) + "\n}\n", pending
+
+
+# ------------------------------------------------------------------ the one-pass encoder
+# What a server declares (objects of typed properties, arrays, enums, anyOf, type lists, scalar
+# defaults, string descriptions) is written here in one pass over the schema, each field's text built
+# once, without the parsed tree above. Anything else -- $defs and $ref, a `false` schema (a warning),
+# a default or constraint or enum member that is a container, a value of an unexpected type, whatever
+# the official encoder rejects -- gives up (:class:`_GiveUp`) and the parsing encoder above does it all,
+# with its errors and warnings. Nothing this pass writes depends on the order of dict keys (properties
+# and constraints are sorted; what is declared in key order, $defs, and the JSON of container values are
+# given up): its text is the same for the tools and for their deep-sorted copy, so the K2.5 / K2.6
+# renderer calls it on the tools as given, without the copy the tokenizer sorts them into.
+
+
+class _GiveUp(Exception):
+    """The one-pass encoder leaves this input to the parsing one."""
+
+
+_GIVE_UP = _GiveUp()
+_FAST_DEPTH = 32
+"""Deeper schemas are left to the parsing encoder, which fails where the official encoder runs out of stack."""
+_SCALARS = (str, int, float, bool, type(None))
+_STRING_CONSTRAINTS = ("maxLength", "minLength", "pattern")
+_NUMBER_CONSTRAINTS = ("maximum", "minimum")
+_ARRAY_CONSTRAINTS = ("maxItems", "minItems")  # sorted, as the official encoder prints them
+_CONSTRAINT_KEYS = {"string": _STRING_CONSTRAINTS, "number": _NUMBER_CONSTRAINTS, "integer": _NUMBER_CONSTRAINTS}
+_ENUM_CHECKS: dict[str, Any] = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
+_JSON_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def _comment(text: Any, indent: str) -> str:
+    """``// `` lines of a description (``""`` for an empty one), each ending in a newline."""
+    if not text:
+        return ""
+    if type(text) is not str:
+        raise _GIVE_UP
+    if "\n" not in text:
+        return f"{indent}// {text}\n"
+    return "\n".join(f"{indent}// {line}" if line else "" for line in text.split("\n")) + "\n"
+
+
+def _constraints(schema: dict, keys: tuple[str, ...], indent: str) -> str:
+    """The constraint line of ``schema`` (``keys`` in sorted order), with its newline, or ``""``."""
+    parts = []
+    for k in keys:
+        if k in schema:
+            v = schema[k]
+            if type(v) not in _SCALARS:
+                raise _GIVE_UP
+            parts.append(f"{k}: {v}")
+    return f"{indent}// {', '.join(parts)}\n" if parts else ""
+
+
+def _doc(schema: Any, indent: str) -> str:
+    """The comment lines above a sub-schema (its description, then its constraints)."""
+    if type(schema) is not dict or not schema:
+        return ""  # true / {}: any, no comment (false and odd values gave up in _ts first)
+    doc = _comment(schema.get("description", ""), indent)
+    if "$ref" in schema or "anyOf" in schema or "enum" in schema or "type" not in schema:
+        return doc
+    typ = schema["type"]
+    if typ == "array":
+        return doc + _constraints(schema, _ARRAY_CONSTRAINTS, indent)
+    keys = _CONSTRAINT_KEYS.get(typ) if type(typ) is str else None
+    return doc + _constraints(schema, keys, indent) if keys else doc
+
+
+def _ts(schema: Any, indent: str, depth: int) -> str:
+    """The TypeScript type of a sub-schema (:func:`_doc` gives its comments), ``depth`` levels down."""
+    if depth > _FAST_DEPTH:
+        raise _GIVE_UP
+    if type(schema) is not dict:
+        if schema is True:
+            return "any"
+        raise _GIVE_UP
+    if "$ref" in schema:
+        raise _GIVE_UP
+    if "anyOf" in schema:
+        members = schema["anyOf"]
+        if type(members) is not list:
+            raise _GIVE_UP
+        return " | ".join([_ts(m, indent, depth + 1) for m in members])
+    if "enum" in schema:
+        return _enum(schema)
+    if "type" not in schema:
+        if schema:
+            raise _GIVE_UP
+        return "any"
+    typ = schema["type"]
+    if type(typ) is str:
+        if typ == "object":
+            return _object(schema, indent, depth)
+        if typ == "array":
+            items = schema.get("items")
+            if not items:
+                return "Array<any>"
+            inner = indent + _INDENT
+            doc = _doc(items, inner)
+            if doc:
+                return f"Array<\n{doc}{inner}{_ts(items, inner, depth + 1)}\n{indent}>"
+            return f"Array<{_ts(items, indent, depth + 1)}>"
+        return "number" if typ == "integer" else typ
+    if type(typ) is list:
+        union = _UNION_TYPES.get
+        names = [union(t) if type(t) is str else None for t in typ]
+        if None in names:
+            raise _GIVE_UP
+        return " | ".join(names)  # type: ignore[arg-type]
+    raise _GIVE_UP
+
+
+def _enum(schema: dict) -> str:
+    members = schema["enum"]
+    if type(members) is not list:
+        raise _GIVE_UP
+    check = None
+    if "type" in schema:
+        typ = schema["type"]
+        if type(typ) is not str:
+            raise _GIVE_UP
+        check = _ENUM_CHECKS.get(typ)
+    out = []
+    for e in members:
+        t = type(e)
+        if t not in _SCALARS or (check is not None and e is not None and not isinstance(e, check)):
+            raise _GIVE_UP  # a container (printed from its keys' order), or a member the official encoder refuses
+        out.append(f'"{e}"' if t is str else str(e))
+    return " | ".join(out)
+
+
+def _object(schema: dict, indent: str, depth: int) -> str:
+    """An object schema's ``{...}`` (the function's parameters whatever their ``type``)."""
+    if not schema:
+        return "{}"
+    if "$defs" in schema:
+        raise _GIVE_UP
+    inner = indent + _INDENT
+    fields = []
+    if "properties" in schema:
+        props = schema["properties"]
+        required = schema["required"] if "required" in schema else []
+        if type(props) is not dict or type(required) is not list:
+            raise _GIVE_UP
+        for r in required:
+            if type(r) is not str:
+                raise _GIVE_UP
+        req = sorted(name for name in props if name in required)
+        opt = sorted(name for name in props if name not in required) if len(req) < len(props) else ()
+        for names, mark in ((req, ": "), (opt, "?: ")):
+            for name in names:
+                if type(name) is not str:
+                    raise _GIVE_UP
+                prop = props[name]
+                text = _ts(prop, inner, depth + 1)
+                doc = _doc(prop, inner)
+                if type(prop) is dict:
+                    default = prop.get("default")
+                    if default is not None:
+                        t = type(default)
+                        if t is str:
+                            doc += f"{inner}// Default: {_JSON_STRING(default)}\n"
+                        elif t is bool or t is int or t is float:
+                            doc += f"{inner}// Default: {default!r}\n"
+                        else:
+                            raise _GIVE_UP
+                fields.append(f"{doc}{inner}{name}{mark}{text}")
+    if "additionalProperties" in schema:
+        ap = schema["additionalProperties"]
+        if ap is True:
+            fields.append(f"{inner}[k: string]: any")
+        elif ap is False:
+            fields.append(f"{inner}[k: string]: never")
+        elif type(ap) is dict:
+            fields.append(f"{inner}[k: string]: {_ts(ap, inner, depth + 1)}")
+        elif ap is not None:
+            raise _GIVE_UP
+    if not fields:
+        return "{}"
+    return "{\n" + _FIELD_DELIMITER.join(fields) + "\n" + indent + "}"
+
+
+def typescript_fast(tools: Any) -> str | None:
+    """:func:`tools_to_typescript` of ``tools`` in one pass, or ``None`` where it leaves the work to the
+    parsing encoder (see above: ``$defs``, ``$ref``, a ``false`` schema, container defaults, odd values,
+    anything the official encoder rejects, no function tool at all). The same text for ``tools`` and for
+    their deep-sorted copy."""
+    if type(tools) is not list:
+        return None
+    blocks = []
+    try:
+        for tool in tools:
+            if type(tool) is not dict:
+                return None
+            if tool.get("type") != "function":
+                continue
+            function = tool.get("function")
+            if not function:
+                continue
+            if type(function) is not dict:
+                return None
+            name = function.get("name", "function")
+            parameters = function.get("parameters") or {}
+            if type(name) is not str or type(parameters) is not dict:
+                return None
+            head = _comment(function.get("description"), "")
+            blocks.append(f"{head}type {name} = (_: {_object(parameters, '', 0)}) => any;")
+    except (_GiveUp, RecursionError, ValueError, TypeError):
+        # ValueError: an int too long for str(); TypeError: an unhashable property name in `required`
+        return None
+    if not blocks:
+        return None
+    return "# Tools\n\n## functions\nnamespace functions {\n" + "\n".join(blocks) + "\n}\n"
