@@ -62,12 +62,20 @@ _VIDEO_K25: Final = M.K25_VIDEO_PLACEHOLDER.text
 _REASONING_KEYS: Final = ("reasoning_content", "thinking", "reasoning")
 
 
+_ENCODERS: dict[tuple[str, str] | None, Any] = {}
+"""``JSONEncoder.encode`` of :func:`_json`, per separators (an encoder holds no state between calls)."""
+
+
 def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int | None = None) -> str:
     # transformers' tojson: json.dumps(ensure_ascii=False, separators=..., sort_keys=False)
     if type(value) is str:
         return _encode_json_string(value)  # what json.dumps does for a str, without its set-up cost
+    encode = _ENCODERS.get(separators)
+    if encode is None:  # json.dumps(value, ensure_ascii=False, separators=..., default=...) without its set-up
+        encode = _ENCODERS[separators] = json.JSONEncoder(
+            ensure_ascii=False, separators=separators, default=_json_default).encode
     try:
-        return json.dumps(value, ensure_ascii=False, separators=separators, default=_json_default)
+        return encode(value)
     except (TypeError, ValueError) as e:  # the official template's tojson fails too
         why = f"not JSON-serialisable: {e}"
         raise RenderError(why if index is not None else f"{where}: {why}", message_index=index, field=where) from e

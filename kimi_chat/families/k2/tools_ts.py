@@ -692,61 +692,64 @@ def _constraints(schema: dict, keys: tuple[str, ...], indent: str) -> str:
     return f"{indent}// {', '.join(parts)}\n" if parts else ""
 
 
-def _doc(schema: Any, indent: str) -> str:
-    """The comment lines above a sub-schema (its description, then its constraints)."""
-    if type(schema) is not dict or not schema:
-        return ""  # true / {}: any, no comment (false and odd values gave up in _ts first)
-    doc = _comment(schema.get("description", ""), indent)
-    if "$ref" in schema or "anyOf" in schema or "enum" in schema or "type" not in schema:
-        return doc
-    typ = schema["type"]
-    if typ == "array":
-        return doc + _constraints(schema, _ARRAY_CONSTRAINTS, indent)
-    keys = _CONSTRAINT_KEYS.get(typ) if type(typ) is str else None
-    return doc + _constraints(schema, keys, indent) if keys else doc
-
-
-def _ts(schema: Any, indent: str, depth: int) -> str:
-    """The TypeScript type of a sub-schema (:func:`_doc` gives its comments), ``depth`` levels down."""
-    if depth > _FAST_DEPTH:
-        raise _GIVE_UP
+def _typed(schema: Any, indent: str, depth: int) -> tuple[str, str]:
+    """``(comments, type)`` of a sub-schema ``depth`` levels down: the lines written above it (its
+    description, then its constraints) and its TypeScript type."""
     if type(schema) is not dict:
         if schema is True:
-            return "any"
+            return "", "any"
+        raise _GIVE_UP  # false (a warning), or not a schema
+    if depth > _FAST_DEPTH or "$ref" in schema:
         raise _GIVE_UP
-    if "$ref" in schema:
-        raise _GIVE_UP
+    desc = schema.get("description")
+    if not desc:
+        doc = ""
+    elif type(desc) is str and "\n" not in desc:
+        doc = f"{indent}// {desc}\n"  # _comment's common case, inline
+    else:
+        doc = _comment(desc, indent)
     if "anyOf" in schema:
         members = schema["anyOf"]
         if type(members) is not list:
             raise _GIVE_UP
-        return " | ".join([_ts(m, indent, depth + 1) for m in members])
+        return doc, " | ".join([_typed(m, indent, depth + 1)[1] for m in members])
     if "enum" in schema:
-        return _enum(schema)
+        return doc, _enum(schema)
     if "type" not in schema:
         if schema:
             raise _GIVE_UP
-        return "any"
+        return "", "any"
     typ = schema["type"]
     if type(typ) is str:
         if typ == "object":
-            return _object(schema, indent, depth)
+            return doc, _object(schema, indent, depth)
         if typ == "array":
+            if "minItems" in schema or "maxItems" in schema:
+                doc += _constraints(schema, _ARRAY_CONSTRAINTS, indent)
             items = schema.get("items")
             if not items:
-                return "Array<any>"
+                return doc, "Array<any>"
             inner = indent + _INDENT
-            doc = _doc(items, inner)
-            if doc:
-                return f"Array<\n{doc}{inner}{_ts(items, inner, depth + 1)}\n{indent}>"
-            return f"Array<{_ts(items, indent, depth + 1)}>"
-        return "number" if typ == "integer" else typ
+            item_doc, item = _typed(items, inner, depth + 1)
+            if item_doc:
+                return doc, f"Array<\n{item_doc}{inner}{item}\n{indent}>"
+            if "\n" in item:  # written at the array's indent (only a type over several lines holds an indent)
+                item = _typed(items, indent, depth + 1)[1]
+            return doc, f"Array<{item}>"
+        keys = _CONSTRAINT_KEYS.get(typ)
+        if keys is None:
+            return doc, typ
+        for k in keys:
+            if k in schema:
+                doc += _constraints(schema, keys, indent)
+                break
+        return doc, "number" if typ == "integer" else typ
     if type(typ) is list:
         union = _UNION_TYPES.get
         names = [union(t) if type(t) is str else None for t in typ]
         if None in names:
             raise _GIVE_UP
-        return " | ".join(names)  # type: ignore[arg-type]
+        return doc, " | ".join(names)  # type: ignore[arg-type]
     raise _GIVE_UP
 
 
@@ -779,32 +782,36 @@ def _object(schema: dict, indent: str, depth: int) -> str:
     fields = []
     if "properties" in schema:
         props = schema["properties"]
-        required = schema["required"] if "required" in schema else []
-        if type(props) is not dict or type(required) is not list:
+        if type(props) is not dict:
             raise _GIVE_UP
-        for r in required:
-            if type(r) is not str:
+        names = sorted(props)
+        if "required" in schema:
+            required = schema["required"]
+            if type(required) is not list:
                 raise _GIVE_UP
-        req = sorted(name for name in props if name in required)
-        opt = sorted(name for name in props if name not in required) if len(req) < len(props) else ()
-        for names, mark in ((req, ": "), (opt, "?: ")):
-            for name in names:
-                if type(name) is not str:
+            for r in required:
+                if type(r) is not str:
                     raise _GIVE_UP
-                prop = props[name]
-                text = _ts(prop, inner, depth + 1)
-                doc = _doc(prop, inner)
-                if type(prop) is dict:
-                    default = prop.get("default")
-                    if default is not None:
-                        t = type(default)
-                        if t is str:
-                            doc += f"{inner}// Default: {_JSON_STRING(default)}\n"
-                        elif t is bool or t is int or t is float:
-                            doc += f"{inner}// Default: {default!r}\n"
-                        else:
-                            raise _GIVE_UP
-                fields.append(f"{doc}{inner}{name}{mark}{text}")
+            if required:
+                names = [n for n in names if n in required] + [n for n in names if n not in required]
+        else:
+            required = ()
+        append = fields.append
+        for name in names:
+            if type(name) is not str:
+                raise _GIVE_UP
+            prop = props[name]
+            doc, text = _typed(prop, inner, depth + 1)
+            if type(prop) is dict and "default" in prop:
+                default = prop["default"]
+                t = type(default)
+                if t is str:
+                    doc += f"{inner}// Default: {_JSON_STRING(default)}\n"
+                elif t is bool or t is int or t is float:
+                    doc += f"{inner}// Default: {default!r}\n"
+                elif default is not None:
+                    raise _GIVE_UP
+            append(f"{doc}{inner}{name}: {text}" if name in required else f"{doc}{inner}{name}?: {text}")
     if "additionalProperties" in schema:
         ap = schema["additionalProperties"]
         if ap is True:
@@ -812,7 +819,7 @@ def _object(schema: dict, indent: str, depth: int) -> str:
         elif ap is False:
             fields.append(f"{inner}[k: string]: never")
         elif type(ap) is dict:
-            fields.append(f"{inner}[k: string]: {_ts(ap, inner, depth + 1)}")
+            fields.append(f"{inner}[k: string]: {_typed(ap, inner, depth + 1)[1]}")
         elif ap is not None:
             raise _GIVE_UP
     if not fields:
