@@ -271,6 +271,7 @@ def render_k2(
                 break
 
     style = d.content_style
+    reasoning_first = d.reasoning_key == "reasoning"
     last = len(msgs) - 1
     marks = w.marks
     track = marks is not None
@@ -322,17 +323,23 @@ def render_k2(
                 elif think == "k25" and thinking is False and preserve is False:
                     emit(_EMPTY_THINK)
                 else:
-                    rc = msg["reasoning"] if d.reasoning_key == "reasoning" and "reasoning" in msg else _reasoning(msg)
+                    rc = msg["reasoning"] if reasoning_first and "reasoning" in msg else _reasoning(msg)
                     emit(_THINK)
-                    emit_text(_jinja_str(rc))
+                    emit_text(rc if type(rc) is str else _jinja_str(rc))
                     emit(_UNTHINK)
-                _content(d, content, w)
-                if msg.get("tool_calls"):
+                if type(content) is str:
+                    emit_text(content)  # what _content writes for a str
+                else:
+                    _content(d, content, w)
+                if "tool_calls" in msg and msg["tool_calls"]:
                     _tool_calls(d, msg, i, w)
             else:
                 if role == "tool":
                     _tool_result_header(d, msg, emit, emit_text)
-                _content(d, content, w)
+                if type(content) is str:
+                    emit_text(content)
+                else:
+                    _content(d, content, w)
         if i != last or not omit_last_im_end:
             emit(_IM_END)
 

@@ -665,6 +665,8 @@ _STRING_CONSTRAINTS = ("maxLength", "minLength", "pattern")
 _NUMBER_CONSTRAINTS = ("maximum", "minimum")
 _ARRAY_CONSTRAINTS = ("maxItems", "minItems")  # sorted, as the official encoder prints them
 _CONSTRAINT_KEYS = {"string": _STRING_CONSTRAINTS, "number": _NUMBER_CONSTRAINTS, "integer": _NUMBER_CONSTRAINTS}
+_LEAVES = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean", "null": "null"}
+"""Scalar types whose schema, with no more than a ``description``, is written without a further look."""
 _ENUM_CHECKS: dict[str, Any] = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
 _JSON_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
@@ -699,6 +701,14 @@ def _typed(schema: Any, indent: str, depth: int) -> tuple[str, str]:
         if schema is True:
             return "", "any"
         raise _GIVE_UP  # false (a warning), or not a schema
+    if len(schema) <= 2:  # the common leaf: a scalar type and at most a one-line description
+        leaf = _LEAVES.get(schema.get("type"), None) if type(schema.get("type")) is str else None
+        if leaf is not None:
+            if len(schema) == 1:
+                return "", leaf
+            desc = schema.get("description")
+            if type(desc) is str and "\n" not in desc:
+                return (f"{indent}// {desc}\n" if desc else ""), leaf
     if depth > _FAST_DEPTH or "$ref" in schema:
         raise _GIVE_UP
     desc = schema.get("description")
@@ -797,10 +807,23 @@ def _object(schema: dict, indent: str, depth: int) -> str:
         else:
             required = ()
         append = fields.append
+        leaves = _LEAVES.get
         for name in names:
             if type(name) is not str:
                 raise _GIVE_UP
             prop = props[name]
+            mark = ": " if name in required else "?: "
+            if type(prop) is dict and len(prop) <= 2:  # _typed's common leaf, inline
+                typ = prop.get("type")
+                leaf = leaves(typ) if type(typ) is str else None
+                if leaf is not None:
+                    if len(prop) == 1:
+                        append(f"{inner}{name}{mark}{leaf}")
+                        continue
+                    desc = prop.get("description")
+                    if type(desc) is str and "\n" not in desc:
+                        append(f"{inner}// {desc}\n{inner}{name}{mark}{leaf}" if desc else f"{inner}{name}{mark}{leaf}")
+                        continue
             doc, text = _typed(prop, inner, depth + 1)
             if type(prop) is dict and "default" in prop:
                 default = prop["default"]
@@ -811,7 +834,7 @@ def _object(schema: dict, indent: str, depth: int) -> str:
                     doc += f"{inner}// Default: {default!r}\n"
                 elif default is not None:
                     raise _GIVE_UP
-            append(f"{doc}{inner}{name}: {text}" if name in required else f"{doc}{inner}{name}?: {text}")
+            append(f"{doc}{inner}{name}{mark}{text}")
     if "additionalProperties" in schema:
         ap = schema["additionalProperties"]
         if ap is True:
