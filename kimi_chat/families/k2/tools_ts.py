@@ -76,6 +76,13 @@ caller), and raises :class:`ToolSchemaError` there, and for any schema nested de
 
 Inputs are JSON values (what ``json.loads`` returns); the order of dict keys matters (properties are
 sorted, but ``$defs`` are declared in their order).
+
+Two encoders, one text: :func:`typescript_fast` writes what servers declare (typed properties, arrays,
+enums, ``anyOf``, type lists, scalar defaults, string descriptions) in one pass over the schema, with no
+parsed tree and no sorted copy of the tools (nothing it writes depends on key order); it leaves
+everything else (``$defs``, ``$ref``, ``false`` schemas, container values, deep schemas, what the
+official encoder rejects) to the parsing encoder, which reproduces the official one's errors and
+recursion. :func:`tools_to_typescript` and the renderer try the first, then the second.
 """
 
 from __future__ import annotations
