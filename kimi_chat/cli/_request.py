@@ -1,12 +1,16 @@
 """The request of the ``render``-like commands (``render``, ``count``, ``lint``), in one place: the
 arguments that give it (:func:`add_request_arguments`), how it is read (:func:`load_request`), and its lint
-findings, which ``render`` and ``count`` print on stderr (:func:`print_findings`, ``-q`` silences them)."""
+findings, which ``render`` and ``count`` print on stderr (:func:`print_findings`, ``-q`` silences them; the
+same findings' warnings from the render itself are silenced by :func:`findings_printed`, so each prints once)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, dialect_for_model, get_dialect
@@ -15,7 +19,7 @@ from ..prompt import TOKENIZING_OPTIONS
 from ._body import body_options
 from ._io import InputError, read_json, read_tools, request_body, template_options
 
-__all__ = ["add_request_arguments", "load_request", "findings", "print_findings"]
+__all__ = ["add_request_arguments", "load_request", "findings", "print_findings", "findings_printed"]
 
 
 def add_request_arguments(p: argparse.ArgumentParser, *, strict: bool = True) -> None:
@@ -137,6 +141,18 @@ def findings(req: dict[str, Any]) -> list[Any]:
 
     return lint(req["messages"], dialect=req["dialect"], tools=req["tools"],
                 add_generation_prompt=req["add_generation_prompt"], **req["options"])
+
+
+@contextmanager
+def findings_printed() -> Iterator[None]:
+    """Render a request inside this block when :func:`print_findings` reports it: the ``UserWarning`` a render
+    gives for an option finding (an unread or non-bool option, what Python callers get) is not shown, as the
+    command prints that finding with the other lint findings (else it would show twice)."""
+    from ..checks.lint import OPTION_WARNINGS
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=OPTION_WARNINGS, category=UserWarning)
+        yield
 
 
 def print_findings(args: argparse.Namespace, req: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from ..dialects import get_dialect
 from ..errors import KimiChatError, ReferenceDataError
 from ..families import family_of
 from ._io import InputError, fail
-from ._request import add_request_arguments, load_request, print_findings
+from ._request import add_request_arguments, findings_printed, load_request, print_findings
 
 
 def add_tokenizer_arguments(p: argparse.ArgumentParser) -> None:
@@ -120,7 +120,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     try:
         req = load_request(args)
-        r = rendered_tokens(args, req)
+        with findings_printed():  # the option findings are printed below with the other lint findings
+            r = rendered_tokens(args, req)
         print_findings(args, req)
     except (InputError, KimiChatError, TypeError) as e:
         return fail(str(e))

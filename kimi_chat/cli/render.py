@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
-from ..checks.lint import OPTION_WARNINGS
 from ..dialects import Status, get_dialect
 from ..errors import KimiChatError
 from ..prompt import render
 from ._io import InputError, fail, write_exact
-from ._request import add_request_arguments, load_request, print_findings
+from ._request import add_request_arguments, findings_printed, load_request, print_findings
 from .count import add_tokenizer_arguments, tokens_json
 
 
@@ -36,8 +34,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     try:
         req = load_request(args)
-        with warnings.catch_warnings():  # the option findings are printed below with the other lint findings
-            warnings.filterwarnings("ignore", message=OPTION_WARNINGS, category=UserWarning)
+        with findings_printed():  # the option findings are printed below with the other lint findings
             if args.tokens:
                 text = tokens_json(args, req)
             else:

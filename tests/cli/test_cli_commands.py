@@ -142,3 +142,22 @@ def test_verify_progress_says_when_it_shrinks(tmp_path):
                     seed=1, progress=seen.append)
     assert not report.equivalent
     assert seen[-1] == f"difference found after {report.examples} conversations; shrinking it"
+
+
+@needs_tokenizer
+@pytest.mark.parametrize("argv", [["count"], ["render", "--tokens"], ["render"]])
+def test_an_unread_option_is_reported_once_by_the_render_commands(argv, capsys, tmp_path):
+    """``count`` (and ``render``) print lint's finding for an option the template does not read; the
+    render's ``UserWarning`` for the same finding, which Python would show on stderr too, is not given."""
+    pytest.importorskip("tiktoken", reason="the `tokenizer` extra (tiktoken) is not installed")
+    import warnings
+
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps([{"role": "user", "content": "Hi"}]))
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")  # every warning the command gives is recorded, none filtered out
+        status = main([*argv, "-d", "kimi-k2-instruct-0905", "--kwargs", '{"thinkng": false}', str(f)])
+    err = _err(capsys)
+    assert status == 0
+    assert err.count("'thinkng'") == 1 and ": unread-kwarg: " in err
+    assert [str(w.message) for w in shown if "thinkng" in str(w.message)] == []

@@ -881,3 +881,107 @@ def test_refs_the_official_encoder_refuses(ref):
         "type": "object", "properties": {"g": {"$ref": ref}}, "$defs": {"group": {"type": "object"}}}}}]
     assert _official_or_skip()(tools) is None
     _same_as_official(tools)
+
+
+# ------------------------------------------------------- the one-pass encoder
+# ``typescript_fast`` writes what servers declare in one pass and leaves everything else (``None``) to the
+# parsing encoder. Where it writes, its text is the official encoder's for the deep-sorted tools (what the
+# tokenizer encodes), whatever the order of the keys it was given.
+
+_server_leaf = st.fixed_dictionaries(
+    {"type": st.sampled_from(["string", "number", "integer", "boolean", "null"])},
+    optional={"description": st.text(max_size=8), "minimum": st.integers() | st.floats(allow_nan=False),
+              "maximum": st.integers(), "minLength": st.integers(0, 9), "maxLength": st.integers(0, 9),
+              "pattern": st.text(max_size=4), "format": st.text(max_size=4), "minItems": st.integers(0, 3),
+              "default": _json_leaf},
+) | st.just({}) | st.just(True) | st.fixed_dictionaries(
+    {"enum": st.lists(st.text(max_size=3) | st.none() | st.integers() | st.booleans(), max_size=3)},
+    optional={"description": st.text(max_size=5), "default": st.text(max_size=3)})
+
+
+def _server_compound(children):
+    return (
+        st.fixed_dictionaries({"type": st.just("object")},
+                              optional={"properties": st.dictionaries(_names, children, max_size=3),
+                                        "required": st.lists(_names, max_size=3), "description": st.text(max_size=6),
+                                        "additionalProperties": st.booleans() | children})
+        | st.fixed_dictionaries({"type": st.just("array")},
+                                optional={"items": children, "minItems": st.integers(0, 3),
+                                          "maxItems": st.integers(0, 9), "description": st.text(max_size=6)})
+        | st.fixed_dictionaries({"anyOf": st.lists(children, max_size=3)}, optional={"description": st.text(max_size=6)})
+        | st.fixed_dictionaries({"type": st.lists(st.sampled_from(["string", "integer", "null", "object", "array"]),
+                                                  min_size=1, max_size=3)})
+    )
+
+
+_server_schema = st.recursive(_server_leaf, _server_compound, max_leaves=10)
+_server_tool = st.fixed_dictionaries(
+    {"type": st.just("function"),
+     "function": st.fixed_dictionaries(
+         {"name": st.text(max_size=6), "parameters": st.fixed_dictionaries(
+             {"type": st.just("object"), "properties": st.dictionaries(_names, _server_schema, max_size=4)},
+             optional={"required": st.lists(_names, max_size=3)})},
+         optional={"description": st.text(max_size=12)})})
+
+
+def _shuffled_keys(value, seed: int):
+    """``value`` with every dict's keys in another order (reversed or rotated, by ``seed``)."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        items = items[::-1] if seed % 2 else items[seed % max(1, len(items)):] + items[:seed % max(1, len(items))]
+        return {k: _shuffled_keys(v, seed + 1) for k, v in items}
+    if isinstance(value, list):
+        return [_shuffled_keys(v, seed + 1) for v in value]
+    return value
+
+
+@pytest.mark.oracle
+@_DIFF
+@given(st.lists(_server_tool, min_size=1, max_size=4), st.integers(0, 5))
+def test_one_pass_encoder_writes_server_tools_as_the_official_one(tools, seed):
+    from kimi_chat.families.k2.tools_ts import typescript_fast
+    from kimi_chat.reference.oracle import deep_sort_dict
+
+    official = _official_or_skip()
+    expected = official(deep_sort_dict(copy.deepcopy(tools)))
+    fast = typescript_fast(_shuffled_keys(tools, seed))
+    if expected is None:  # a `false`-free schema the official encoder refuses: none is generated here
+        pytest.fail(f"the official encoder refused {tools!r}")
+    if fast is None:  # only a schema nested deeper than the one-pass encoder goes is left to the other
+        from kimi_chat.families.k2.tools_ts import _FAST_DEPTH
+
+        assert max(len(p) for p in _paths(tools)) > _FAST_DEPTH
+    else:
+        assert fast == expected
+
+
+def _paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, path + (i,))
+
+
+@_DIFF
+@given(st.lists(_json_odd | st.fixed_dictionaries({"type": st.sampled_from(["function", "other"]) | _json_odd},
+                                                   optional={"function": st.fixed_dictionaries(
+                                                       {}, optional={"name": _json_odd, "description": _json_odd,
+                                                                     "parameters": _schema}) | _json_odd}),
+                max_size=3), st.integers(0, 5))
+def test_one_pass_encoder_writes_what_the_parsing_one_writes_or_leaves_it(tools, seed):
+    from kimi_chat.families.k2 import tools_ts
+    from kimi_chat.reference.oracle import deep_sort_dict
+
+    fast = tools_ts.typescript_fast(tools)
+    if fast is None:
+        return
+    assert tools_ts.typescript_fast(_shuffled_keys(tools, seed)) == fast
+    sorted_tools = deep_sort_dict(tools)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the one-pass encoder never writes what warns
+        assert tools_ts.typescript_fast(sorted_tools) == fast
+        text, pending = tools_ts._encode(sorted_tools, one_pass=False)
+    assert (text, pending) == (fast, [])

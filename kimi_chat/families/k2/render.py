@@ -33,6 +33,7 @@ from ...nesting import too_deep_error
 from ...nesting import deep_sort_dict, sorted_json
 from ...caches import LRUCache
 from ...prompt.writer import Writer
+from .tools_ts import typescript_fast, typescript_or_none
 
 __all__ = ["render_k2"]
 
@@ -61,12 +62,20 @@ _VIDEO_K25: Final = M.K25_VIDEO_PLACEHOLDER.text
 _REASONING_KEYS: Final = ("reasoning_content", "thinking", "reasoning")
 
 
+_ENCODERS: dict[tuple[str, str] | None, Any] = {}
+"""``JSONEncoder.encode`` of :func:`_json`, per separators (an encoder holds no state between calls)."""
+
+
 def _json(value: Any, separators: tuple[str, str] | None, where: str, index: int | None = None) -> str:
     # transformers' tojson: json.dumps(ensure_ascii=False, separators=..., sort_keys=False)
     if type(value) is str:
         return _encode_json_string(value)  # what json.dumps does for a str, without its set-up cost
+    encode = _ENCODERS.get(separators)
+    if encode is None:  # json.dumps(value, ensure_ascii=False, separators=..., default=...) without its set-up
+        encode = _ENCODERS[separators] = json.JSONEncoder(
+            ensure_ascii=False, separators=separators, default=_json_default).encode
     try:
-        return json.dumps(value, ensure_ascii=False, separators=separators, default=_json_default)
+        return encode(value)
     except (TypeError, ValueError) as e:  # the official template's tojson fails too
         why = f"not JSON-serialisable: {e}"
         raise RenderError(why if index is not None else f"{where}: {why}", message_index=index, field=where) from e
@@ -194,10 +203,16 @@ def _declaration(d: Dialect, tool_list: list[dict[str, Any]], key: bytes | None)
             if cacheable:
                 _DECLARATIONS.put((settings, key), result)
             return result
+    if d.tools_typescript:
+        # the one-pass encoder writes the same text for the tools as given and for their sorted copy
+        declared = typescript_fast(tool_list)
+        if declared is not None:
+            if cacheable:
+                _DECLARATIONS.put((settings, key), (False, declared))
+            return False, declared
     sorted_list = deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list
     declared = None
     if d.tools_typescript:
-        from .tools_ts import typescript_or_none
 
         # "" (no function tool) and a failed encoding both leave the template its JSON declaration
         warned: list[Any] = []
@@ -256,6 +271,7 @@ def render_k2(
                 break
 
     style = d.content_style
+    reasoning_first = d.reasoning_key == "reasoning"
     last = len(msgs) - 1
     marks = w.marks
     track = marks is not None
@@ -307,17 +323,23 @@ def render_k2(
                 elif think == "k25" and thinking is False and preserve is False:
                     emit(_EMPTY_THINK)
                 else:
-                    rc = msg["reasoning"] if d.reasoning_key == "reasoning" and "reasoning" in msg else _reasoning(msg)
+                    rc = msg["reasoning"] if reasoning_first and "reasoning" in msg else _reasoning(msg)
                     emit(_THINK)
-                    emit_text(_jinja_str(rc))
+                    emit_text(rc if type(rc) is str else _jinja_str(rc))
                     emit(_UNTHINK)
-                _content(d, content, w)
-                if msg.get("tool_calls"):
+                if type(content) is str:
+                    emit_text(content)  # what _content writes for a str
+                else:
+                    _content(d, content, w)
+                if "tool_calls" in msg and msg["tool_calls"]:
                     _tool_calls(d, msg, i, w)
             else:
                 if role == "tool":
                     _tool_result_header(d, msg, emit, emit_text)
-                _content(d, content, w)
+                if type(content) is str:
+                    emit_text(content)
+                else:
+                    _content(d, content, w)
         if i != last or not omit_last_im_end:
             emit(_IM_END)
 
