@@ -360,15 +360,24 @@ def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
     return out
 
 
-def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
+def _called(m: Any) -> Any:
+    """``m`` with the probe call added when it has no tool calls (see :func:`generated_turn`)."""
+    return m if m.get("tool_calls") else {**m, "tool_calls": [_PROBE_CALL]}
+
+
+def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any], called: bool = False) -> bool:
     """Whether assistant turns rendered one after the other are each written as when rendered alone (no
-    history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect."""
-    facts, key = _facts(tok), ("batch", d.name, _options_key(options))
+    history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect.
+    ``called``: every turn with a tool call (the probe's added to the others), as :func:`generated_turn`
+    asks a dialect that writes a final answer as history."""
+    facts, key = _facts(tok), ("batch-called" if called else "batch", d.name, _options_key(options))
     hit = facts.get(key)
     if hit is None:
         probe = [{"role": "assistant", "content": "a", "reasoning_content": "r"},
                  {"role": "assistant", "content": "b", "reasoning_content": "s", "tool_calls": [_PROBE_CALL]},
                  {"role": "assistant", "content": "c", "reasoning_content": "t"}]
+        if called:
+            probe = [_called(m) for m in probe]
         try:
             r = render_tokens(probe, tokenizer=tok, dialect=d, add_generation_prompt=True, **options)
             together = _turn_bodies(r, len(probe))
@@ -380,19 +389,31 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> 
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                  special_tokens: str) -> dict[int, list[int]] | None:
+                  special_tokens: str, called: bool = False) -> dict[int, list[int]] | None:
     """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
     assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
-    rendering is refused."""
+    rendering is refused or a turn does not begin with the generation prompt's prefill (then each turn is
+    asked alone, and :func:`generated_turn` names the message). ``called``: the probe call added to the
+    turns without tool calls and its section taken out again (:func:`generated_turn`)."""
     index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    turns = [_called(msgs[j]) for j in index] if called else [msgs[j] for j in index]
     try:
-        r = render_tokens([msgs[j] for j in index], tokenizer=tok, dialect=d, add_generation_prompt=True,
+        r = render_tokens(turns, tokenizer=tok, dialect=d, add_generation_prompt=True,
                           special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     except KimiChatError:
         return None
     bodies = _turn_bodies(r, len(index))
+    if bodies is None:
+        return None
+    if called:
+        for k, j in enumerate(index):
+            if turns[k] is not msgs[j]:  # the probe's section taken out
+                kept = _without_section(bodies[k], tok)
+                if kept is None:
+                    return None
+                bodies[k] = kept
     prefill = _prefill(d, tok, opts)[0]
-    if bodies is None or any(b[: len(prefill)] != prefill for b in bodies):
+    if any(b[: len(prefill)] != prefill for b in bodies):
         return None
     return {j: b[len(prefill):] for j, b in zip(index, bodies)}
 
@@ -427,6 +448,8 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
                 cur = []
         if cur:
             stretches.append(cur)
+        if len(turns) > 1 and _batch_keeps(d, tok, opts, called=True):
+            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True) or {})
     samples: list[Sample] = []
     for stretch in stretches:
         one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body)
