@@ -19,7 +19,8 @@ from .. import markers as M
 from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
-from ..prompt import render_segments
+from ..prompt import render, render_segments
+from ..tokens.prompt_ids import remember_prompt
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
@@ -161,8 +162,9 @@ def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str,
     return hit
 
 
-def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str, list[int]]:
-    """``(ids, text, generation prompt)``: what the generation prompt writes after an assistant turn's header
+def _prefill(d: Dialect, tok: KimiTokenizer,
+             options: Mapping[str, Any]) -> tuple[list[int], str, list[int], str]:
+    """``(ids, text, generation prompt, its text)``: what the generation prompt writes after an assistant turn's header
     (K2.5 / K2.6: ``<think>``; ``<think></think>`` with ``thinking=False``), the generation prompt less the
     untrained head of a probe turn, and the generation prompt's ids; learnt from the rendering once per
     dialect and options."""
@@ -173,7 +175,7 @@ def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tupl
         header, _, gp = _isolated({"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]}, d, tok,
                                   options, "text")
         ids = gp[len(header):] if gp[: len(header)] == header else []
-        hit = facts[key] = (ids, tok.decode(ids), gp)
+        hit = facts[key] = (ids, tok.decode(ids), gp, tok.decode(gp))
     return hit
 
 
@@ -200,7 +202,7 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
             raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
     else:
         _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
-    prefill, text, _ = _prefill(d, tokenizer, options)
+    prefill, text, _, _ = _prefill(d, tokenizer, options)
     if body[: len(prefill)] != prefill:
         where = f"messages[{index}]" if index is not None else "the assistant message"
         if tokenizer.decode(body).startswith(text):
@@ -485,11 +487,19 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     spans = r.spans
     if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
         return None
-    first = render_tokens(msgs[:s], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
-                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
-    head = len(first.ids) - len(gp)
-    if ids[: len(first.ids)] != first.ids:
+    # the first turn's request: its prompt text rendered (no tokens), the sample so far up to that turn's span
+    # decoded; equal texts ending with a special token before the generation prompt are equal ids (the encoder
+    # splits at special tokens), so the rendering's ids are the request's own
+    head = next((sp.start for sp in spans if sp.message_index >= s), -1)
+    if head <= 0 or spans[0].message_index >= s or ids[head - 1] not in tok.special_ids:
         return None
+    first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
+    prefix = tok.encoding.decode(ids[:head])
+    gp_text = _prefill(d, tok, opts)[3]
+    if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
+            and first_text.endswith(gp_text)):
+        return None
+    remember_prompt(tok, first_text, ids[:head] + gp)  # the next stretch's request starts with it
     labels = [IGNORE_INDEX] * len(ids)
     out_spans = []
     trained = set(turns)
