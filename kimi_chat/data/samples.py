@@ -19,10 +19,10 @@ from .. import markers as M
 from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
-from ..prompt import render, render_segments
+from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
-from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
+from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = [
@@ -317,10 +317,12 @@ def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[st
     generation prompt) does not write in their turn."""
     if not any(carried_reasoning(m) for m in msgs):
         return 0
+    lay = render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts)
+    parts, marks = lay.parts, lay.marks
     text: dict[int, list[str]] = {}
-    for seg in render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts):
-        if seg.trainable:
-            text.setdefault(seg.message_index, []).append(seg.text)
+    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
+        if mk[2]:  # a trainable piece of message mk[1]
+            text.setdefault(mk[1], []).extend(parts[mk[0]:b])
     return dropped_reasoning(msgs, lambda i: "".join(text.get(i, ())))
 
 
@@ -479,11 +481,14 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     would move), and it ends with the generation prompt."""
     s, e = turns[0], turns[-1]
     gp = _prefill(d, tok, opts)[2]
+    if s == e:  # the rendering is the turn's request: its ids alone (no attribution)
+        ids = render_ids(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                         special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+        last = body(e)
+        return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
     r = render_tokens(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
                       special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     ids, last = r.ids, body(e)
-    if s == e:  # the rendering is the turn's request
-        return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
     spans = r.spans
     if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
         return None
