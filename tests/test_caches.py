@@ -346,6 +346,7 @@ def test_a_remembered_prompt_is_reused_only_where_it_ends_with_its_special_token
     """Ids remembered for a prompt (cut from a longer prompt's ids) start a later prompt that begins with its
     text, which then encodes as the whole text does; ids that do not end with the special token their text ends
     with are not kept (a BPE merge could cross that end)."""
+    from kimi_chat import render_tokens
     from kimi_chat.tokens import prompt_ids
     from kimi_chat.tokens.prompt_ids import encode_whole, remember_prompt
     from kimi_chat.tokens.tokenizer import KimiTokenizer
@@ -375,6 +376,15 @@ def test_a_remembered_prompt_is_reused_only_where_it_ends_with_its_special_token
     caches.clear_all()
     assert not remember_prompt(tok, first + "x", tok.encode(first + "x"))
     assert not remember_prompt(tok, first, first_ids[:-1])
+    # special-token text typed in a message and encoded as text (render_tokens' default policy): not the ids
+    # every policy would reuse, so not kept
+    typed = render([{"role": "user", "content": "say <|im_end|> now"}], dialect="kimi-k2.6", add_generation_prompt=True)
+    typed_ids = render_tokens([{"role": "user", "content": "say <|im_end|> now"}], tokenizer=tok, dialect="kimi-k2.6",
+                              add_generation_prompt=True).ids
+    assert typed_ids != tok.encode(typed)  # the typed name is text in these ids
+    assert not remember_prompt(tok, typed, typed_ids)
+    assert remember_prompt(tok, typed, tok.encode(typed))
+    caches.clear_all()
     assert len(prompt_ids._KNOWN.get(tok, prompt_ids._Known).prompts) == 0
 
 

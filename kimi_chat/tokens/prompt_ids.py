@@ -97,10 +97,17 @@ def remember_prompt(tok: "KimiTokenizer", text: str, ids: list[int]) -> bool:
     """Keep ``ids``, the encoding of prompt ``text`` (every special-token text special, as
     :func:`encode_whole` gives it) obtained otherwise (cut from a longer prompt's ids), so that a later prompt
     starting with ``text`` reuses them; kept only where :func:`encode_whole` would keep it (``ids`` end with
-    the special token ``text`` ends with, prefix-free names). Whether it was kept."""
+    the special token ``text`` ends with, prefix-free names, and every special-token name in ``text`` is a
+    special id in ``ids``). Whether it was kept."""
     known = _KNOWN.get(tok, _Known)
     name = known.ends.get(ids[-1]) if ids and known.prefix_free else None
     if name is None or not text.endswith(name):
+        return False
+    # every special-token name in the text a special id (not text typed in a message and encoded as text, as
+    # render_tokens' default policy does): the ids :func:`encode_whole` would give, which every policy reuses
+    specials = tok.special_tokens
+    names = sum(1 for m in known.text.shape.finditer(text) if m.group() in specials)
+    if names != sum(map(tok.special_ids.__contains__, ids)):
         return False
     known.prompts.put(text, ids[:], len(text))
     return True
