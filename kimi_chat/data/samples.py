@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, Literal
 
 from .. import markers as M
@@ -360,7 +361,7 @@ def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
     ids, mask = r.ids, r.assistant_mask
     for sp in r.spans:
         if sp.message_index >= 0:
-            out[sp.message_index] += [ids[k] for k in range(sp.start, sp.end) if mask[k]]
+            out[sp.message_index] += compress(ids[sp.start : sp.end], mask[sp.start : sp.end])
     return out
 
 
