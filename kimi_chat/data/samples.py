@@ -24,6 +24,7 @@ from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
+from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = [
@@ -372,7 +373,7 @@ def _called(m: Any) -> Any:
 
 def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any], called: bool = False) -> bool:
     """Whether assistant turns rendered one after the other are each written as when rendered alone (no
-    history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect.
+    history rewriting among them): the condition of :func:`_batch_bodies` and :func:`_batch_texts`, probed once per dialect.
     ``called``: every turn with a tool call (the probe's added to the others), as :func:`generated_turn`
     asks a dialect that writes a final answer as history."""
     facts, key = _facts(tok), ("batch-called" if called else "batch", d.name, _options_key(options))
@@ -423,6 +424,45 @@ def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping
     return {j: b[len(prefill):] for j, b in zip(index, bodies)}
 
 
+def _batch_texts(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any]) -> dict[int, str]:
+    """The text of each assistant message's turn as generated (:func:`generated_turn`, as text: its trainable
+    text less the generation prompt's prefill), from one layout of the assistant messages alone, one after the
+    other (where :func:`_batch_keeps`). Empty when that rendering is refused. :func:`_stretch` checks a turn of its rendering against it."""
+    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    if not index:
+        return {}
+    try:
+        lay = render_layout([msgs[j] for j in index], dialect=d, add_generation_prompt=True, **opts)
+    except KimiChatError:
+        return {}
+    parts, marks = lay.parts, lay.marks
+    text: dict[int, list[str]] = {}
+    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
+        if mk[2] and mk[1] >= 0:
+            text.setdefault(mk[1], []).extend(parts[mk[0]:b])
+    prefill = _prefill(d, tok, opts)[1]
+    out = {}
+    for k, j in enumerate(index):
+        t = "".join(text.get(k, ()))
+        if t.startswith(prefill):
+            out[j] = t[len(prefill):]
+    return out
+
+
+def _same_turn(tok: KimiTokenizer, ids: list[int], a: int, b: int, text: str) -> bool:
+    """Whether ``ids[a:b]`` are the ids of ``text`` as generated: their text is ``text``, a special token
+    comes right before them and ends them (the encoder splits there: equal texts between special tokens are
+    equal ids) and every special-token name in ``text`` is a special id in them (none typed as text)."""
+    if a >= b or ids[a - 1] not in tok.special_ids or ids[b - 1] not in tok.special_ids:
+        return False
+    got = ids[a:b]
+    if tok.encoding.decode(got) != text:
+        return False
+    specials = tok.special_tokens
+    names = sum(1 for m in text_ids(tok).shape.finditer(text) if m.group() in specials)
+    return names == sum(map(tok.special_ids.__contains__, got))
+
+
 def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
                 special_tokens: str, turns: list[int], bodies: dict[int, list[int]] | None = None) -> list[Sample]:
     """The samples of ``turns``, stretch by stretch: a stretch (every turn, or, in a dialect that writes a final
@@ -439,10 +479,14 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
                                        **opts)
         return bodies[j]
 
+    texts: dict[int, str] = {}
     if _keeps_final_reasoning(d, tok, opts):
         stretches = [turns]
         if len(turns) > 1 and _batch_keeps(d, tok, opts):
-            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
+            if d.family_parts.segment_wise:  # ids encoded segment by segment, not the text's: compared as ids
+                bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
+            else:  # one stretch: only its last turn's ids are wanted alone, the others checked by their text
+                texts = _batch_texts(msgs, d, tok, opts)
     else:  # a final answer is re-rendered by the next request: try a stretch per final answer
         stretches, cur = [], []
         for i in turns:
@@ -454,10 +498,11 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
         if cur:
             stretches.append(cur)
         if len(turns) > 1 and _batch_keeps(d, tok, opts, called=True):
+            # every final answer ends a stretch, its ids wanted: every turn's ids from one rendering
             bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True) or {})
     samples: list[Sample] = []
     for stretch in stretches:
-        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body)
+        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body, texts, bodies)
         for sample in [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens,
                                                                   stretch, body):
             prev = samples[-1] if samples else None
@@ -474,7 +519,8 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
 
 
 def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-             special_tokens: str, turns: list[int], body: Any) -> Sample | None:
+             special_tokens: str, turns: list[int], body: Any, texts: Mapping[int, str] | None = None,
+             bodies: dict[int, list[int]] | None = None) -> Sample | None:
     """``turns`` as one sample from one rendering of the last turn's prompt, or ``None`` when that rendering is
     not every turn's request as generated. Checked: it begins with the first turn's prompt (rendered too), every
     assistant message from the first turn on is written as the generation prompt then its turn as generated,
@@ -517,16 +563,22 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
             return None
         m = msgs[j]
         if isinstance(m, Mapping) and m.get("role") == "assistant":
-            try:
-                want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
-                                                                   special_tokens=special_tokens, index=j, **opts)
-            except RenderError:
-                if j in trained:
-                    raise
-                return None  # a context-only turn the model cannot have generated: checked request by request
             a = sp.start + len(gp)
-            if ids[sp.start:a] != gp or ids[a:sp.end] != want:
+            if ids[sp.start:a] != gp:
                 return None
+            if texts and bodies is not None and j not in bodies and j in texts \
+                    and _same_turn(tok, ids, a, sp.end, texts[j]):
+                want = bodies[j] = ids[a:sp.end]  # the turn as generated, checked by its text
+            else:
+                try:
+                    want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
+                                                                       special_tokens=special_tokens, index=j, **opts)
+                except RenderError:
+                    if j in trained:
+                        raise
+                    return None  # a context-only turn the model cannot have generated: checked request by request
+                if ids[a:sp.end] != want:
+                    return None
             if j in trained:
                 labels[a:sp.end] = want
                 out_spans.append((a, sp.end))
