@@ -342,6 +342,53 @@ def test_concurrent_renders_equal_single_threaded(monkeypatch):
 
 
 @needs_reference
+def test_a_remembered_prompt_is_reused_only_where_it_ends_with_its_special_token():
+    """Ids remembered for a prompt (cut from a longer prompt's ids) start a later prompt that begins with its
+    text, which then encodes as the whole text does; ids that do not end with the special token their text ends
+    with are not kept (a BPE merge could cross that end)."""
+    from kimi_chat import render_tokens
+    from kimi_chat.tokens import prompt_ids
+    from kimi_chat.tokens.prompt_ids import encode_whole, remember_prompt
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k2.6")
+    caches.clear_all()
+    turns = [{"role": "user", "content": "What is 2+2? " * 30}, {"role": "assistant", "content": "4."},
+             {"role": "user", "content": "And 3+3?"}]
+    first = render(turns[:1], dialect="kimi-k2.6", add_generation_prompt=True)
+    whole = render(turns, dialect="kimi-k2.6", add_generation_prompt=True)
+    assert whole.startswith(first)  # the request of the first turn starts the later one
+    first_ids = tok.encode(first)
+    assert remember_prompt(tok, first, first_ids)
+    known = prompt_ids._KNOWN.get(tok, prompt_ids._Known)
+    assert [p for p, _ in known.prompts.items()] == [first]
+    # a wrong id in the remembered prefix would show in the result: it is reused as it was given
+    marked = [first_ids[0] + 1, *first_ids[1:]]
+    caches.clear_all()
+    remember_prompt(tok, first, marked)
+    reused = encode_whole(tok, whole)
+    assert reused[: len(marked)] == marked and reused[len(marked):] == tok.encode(whole)[len(first_ids):]
+    caches.clear_all()
+    remember_prompt(tok, first, first_ids)
+    got = encode_whole(tok, whole)
+    assert got == tok.encode(whole)
+    # text that ends in ordinary text (no special token at its end) is not kept
+    caches.clear_all()
+    assert not remember_prompt(tok, first + "x", tok.encode(first + "x"))
+    assert not remember_prompt(tok, first, first_ids[:-1])
+    # special-token text typed in a message and encoded as text (render_tokens' default policy): not the ids
+    # every policy would reuse, so not kept
+    typed = render([{"role": "user", "content": "say <|im_end|> now"}], dialect="kimi-k2.6", add_generation_prompt=True)
+    typed_ids = render_tokens([{"role": "user", "content": "say <|im_end|> now"}], tokenizer=tok, dialect="kimi-k2.6",
+                              add_generation_prompt=True).ids
+    assert typed_ids != tok.encode(typed)  # the typed name is text in these ids
+    assert not remember_prompt(tok, typed, typed_ids)
+    assert remember_prompt(tok, typed, tok.encode(typed))
+    caches.clear_all()
+    assert len(prompt_ids._KNOWN.get(tok, prompt_ids._Known).prompts) == 0
+
+
+@needs_reference
 @pytest.mark.oracle
 @pytest.mark.parametrize("dialect", list(K2_DIALECTS))
 @settings(max_examples=10, deadline=None)

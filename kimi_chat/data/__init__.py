@@ -26,9 +26,13 @@ up to a final answer (the next request re-renders it without its reasoning) in K
 by default.
 
 Cost: a stretch of turns is built from one rendering of its last request, checked turn by turn against the
-first turn's request and each turn as generated (where a check fails, turn by turn with ``extend_tokens``,
-which tokenizes only what a request adds); the turns as generated come from one rendering of the assistant
-messages alone. Linear in the conversation's length (``benchmarks/data_core.py``).
+first turn's request (rendered as text only: equal texts ending with a special token are equal ids) and each
+turn as generated (where a check fails, turn by turn with ``extend_tokens``, which tokenizes only what a
+request adds); the turns as generated come from one rendering of the assistant messages alone, in every
+dialect. The first request's ids are kept as a known prompt, so the next stretch's request tokenizes only
+what follows them. Where one sample holds the conversation, linear in its length; where the dialect re-renders
+each final answer (one sample per stretch, each holding the history) the samples themselves grow
+quadratically, and so does the cost, in step with the ids written (``benchmarks/data_core.py``).
 
 How a turn is written as generated: the dialect's template is asked for the turn on its own (an assistant
 turn's text depends on the message alone); where it writes a final answer as history, reasoning dropped,

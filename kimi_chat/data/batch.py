@@ -18,7 +18,7 @@ from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, UnsupportedOptionError
 from ..tokens.tokenizer import KimiTokenizer
 from .findings import Finding, conversation_findings
-from .samples import InvalidRowError, Sample, conversation_samples, reasoning_options
+from .samples import IGNORE_INDEX, InvalidRowError, Sample, conversation_samples, reasoning_options
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow
@@ -74,31 +74,47 @@ class BatchResult:
     errors: int = 0
 
 
-def _list_array(pa: Any, lists: Sequence[Sequence[int]], typecode: str, value_type: Any) -> Any:
-    """A ``list<value_type>`` array of ``lists``, built from flat buffers (no per-element Python objects
-    through pyarrow)."""
+def _offsets(pa: Any, lengths: Sequence[int]) -> Any:
+    """The int32 offsets array of lists of ``lengths``."""
     offsets = array("i", [0])
-    values = array(typecode)
     total = 0
+    for n in lengths:
+        total += n
+        offsets.append(total)
+    return pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
+
+
+def _flat(pa: Any, lists: Sequence[Sequence[int]], typecode: str, value_type: Any) -> Any:
+    """The values of ``lists`` back to back, as one array of ``value_type`` (no per-element Python objects
+    through pyarrow)."""
+    values = array(typecode)
     for x in lists:
         values.extend(x)
-        total += len(x)
-        offsets.append(total)
-    vals = pa.Array.from_buffers(value_type, len(values), [None, pa.py_buffer(values)])
-    offs = pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
-    return pa.ListArray.from_arrays(offs, vals)
+    return pa.Array.from_buffers(value_type, len(values), [None, pa.py_buffer(values)])
+
+
+def _list_array(pa: Any, lists: Sequence[Sequence[int]], typecode: str, value_type: Any) -> Any:
+    """A ``list<value_type>`` array of ``lists``, built from flat buffers."""
+    return pa.ListArray.from_arrays(_offsets(pa, [len(x) for x in lists]), _flat(pa, lists, typecode, value_type))
 
 
 def samples_to_batch(samples: Sequence[tuple[str, Sample]]) -> "pyarrow.RecordBatch":
-    """``(sample_id, sample)`` pairs as one record batch of :data:`SCHEMA`."""
+    """``(sample_id, sample)`` pairs as one record batch of :data:`SCHEMA`. The id columns share one offsets
+    array; ``assistant_masks`` is computed from the labels' values by pyarrow (``labels != -100``)."""
     pa = pyarrow_module()
+    import pyarrow.compute as pc
+
     schema = globals().get("SCHEMA") or __getattr__("SCHEMA")
     ss = [s for _, s in samples]
+    lengths = [len(s.input_ids) for s in ss]
+    offsets = _offsets(pa, lengths)
+    labels = _flat(pa, [s.labels for s in ss], "i", pa.int32())
+    masks = pc.not_equal(labels, pa.scalar(IGNORE_INDEX, pa.int32())).cast(pa.int8())
     return pa.RecordBatch.from_arrays([
-        _list_array(pa, [s.input_ids for s in ss], "i", pa.int32()),
-        _list_array(pa, [s.labels for s in ss], "i", pa.int32()),
-        _list_array(pa, [s.assistant_masks for s in ss], "b", pa.int8()),
-        pa.array([len(s.input_ids) for s in ss], pa.int32()),
+        pa.ListArray.from_arrays(offsets, _flat(pa, [s.input_ids for s in ss], "i", pa.int32())),
+        pa.ListArray.from_arrays(offsets, labels),
+        pa.ListArray.from_arrays(offsets, masks),
+        pa.array(lengths, pa.int32()),
         pa.array([sid for sid, _ in samples], pa.string()),
         _list_array(pa, [s.turns for s in ss], "i", pa.int32()),
     ], schema=schema)

@@ -13,15 +13,18 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, Literal
 
 from .. import markers as M
 from ..caches import PerTokenizer
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
-from ..prompt import render_segments
+from ..prompt import render, render_layout
+from ..tokens.prompt_ids import remember_prompt
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
-from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
+from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
+from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = [
@@ -161,8 +164,9 @@ def _keeps_final_reasoning(d: Dialect, tok: KimiTokenizer, options: Mapping[str,
     return hit
 
 
-def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tuple[list[int], str, list[int]]:
-    """``(ids, text, generation prompt)``: what the generation prompt writes after an assistant turn's header
+def _prefill(d: Dialect, tok: KimiTokenizer,
+             options: Mapping[str, Any]) -> tuple[list[int], str, list[int], str]:
+    """``(ids, text, generation prompt, its text)``: what the generation prompt writes after an assistant turn's header
     (K2.5 / K2.6: ``<think>``; ``<think></think>`` with ``thinking=False``), the generation prompt less the
     untrained head of a probe turn, and the generation prompt's ids; learnt from the rendering once per
     dialect and options."""
@@ -173,7 +177,7 @@ def _prefill(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> tupl
         header, _, gp = _isolated({"role": "assistant", "content": "a", "tool_calls": [_PROBE_CALL]}, d, tok,
                                   options, "text")
         ids = gp[len(header):] if gp[: len(header)] == header else []
-        hit = facts[key] = (ids, tok.decode(ids), gp)
+        hit = facts[key] = (ids, tok.decode(ids), gp, tok.decode(gp))
     return hit
 
 
@@ -200,7 +204,7 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
             raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
     else:
         _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
-    prefill, text, _ = _prefill(d, tokenizer, options)
+    prefill, text, _, _ = _prefill(d, tokenizer, options)
     if body[: len(prefill)] != prefill:
         where = f"messages[{index}]" if index is not None else "the assistant message"
         if tokenizer.decode(body).startswith(text):
@@ -315,10 +319,12 @@ def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[st
     generation prompt) does not write in their turn."""
     if not any(carried_reasoning(m) for m in msgs):
         return 0
+    lay = render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts)
+    parts, marks = lay.parts, lay.marks
     text: dict[int, list[str]] = {}
-    for seg in render_segments(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts):
-        if seg.trainable:
-            text.setdefault(seg.message_index, []).append(seg.text)
+    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
+        if mk[2]:  # a trainable piece of message mk[1]
+            text.setdefault(mk[1], []).extend(parts[mk[0]:b])
     return dropped_reasoning(msgs, lambda i: "".join(text.get(i, ())))
 
 
@@ -356,19 +362,28 @@ def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
     ids, mask = r.ids, r.assistant_mask
     for sp in r.spans:
         if sp.message_index >= 0:
-            out[sp.message_index] += [ids[k] for k in range(sp.start, sp.end) if mask[k]]
+            out[sp.message_index] += compress(ids[sp.start : sp.end], mask[sp.start : sp.end])
     return out
 
 
-def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> bool:
+def _called(m: Any) -> Any:
+    """``m`` with the probe call added when it has no tool calls (see :func:`generated_turn`)."""
+    return m if m.get("tool_calls") else {**m, "tool_calls": [_PROBE_CALL]}
+
+
+def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any], called: bool = False) -> bool:
     """Whether assistant turns rendered one after the other are each written as when rendered alone (no
-    history rewriting among them): the condition of :func:`_batch_bodies`, probed once per dialect."""
-    facts, key = _facts(tok), ("batch", d.name, _options_key(options))
+    history rewriting among them): the condition of :func:`_batch_bodies` and :func:`_batch_texts`, probed once per dialect.
+    ``called``: every turn with a tool call (the probe's added to the others), as :func:`generated_turn`
+    asks a dialect that writes a final answer as history."""
+    facts, key = _facts(tok), ("batch-called" if called else "batch", d.name, _options_key(options))
     hit = facts.get(key)
     if hit is None:
         probe = [{"role": "assistant", "content": "a", "reasoning_content": "r"},
                  {"role": "assistant", "content": "b", "reasoning_content": "s", "tool_calls": [_PROBE_CALL]},
                  {"role": "assistant", "content": "c", "reasoning_content": "t"}]
+        if called:
+            probe = [_called(m) for m in probe]
         try:
             r = render_tokens(probe, tokenizer=tok, dialect=d, add_generation_prompt=True, **options)
             together = _turn_bodies(r, len(probe))
@@ -380,21 +395,72 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any]) -> 
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                  special_tokens: str) -> dict[int, list[int]] | None:
+                  special_tokens: str, called: bool = False) -> dict[int, list[int]] | None:
     """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
     assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
-    rendering is refused."""
+    rendering is refused or a turn does not begin with the generation prompt's prefill (then each turn is
+    asked alone, and :func:`generated_turn` names the message). ``called``: the probe call added to the
+    turns without tool calls and its section taken out again (:func:`generated_turn`)."""
     index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    turns = [_called(msgs[j]) for j in index] if called else [msgs[j] for j in index]
     try:
-        r = render_tokens([msgs[j] for j in index], tokenizer=tok, dialect=d, add_generation_prompt=True,
+        r = render_tokens(turns, tokenizer=tok, dialect=d, add_generation_prompt=True,
                           special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     except KimiChatError:
         return None
     bodies = _turn_bodies(r, len(index))
+    if bodies is None:
+        return None
+    if called:
+        for k, j in enumerate(index):
+            if turns[k] is not msgs[j]:  # the probe's section taken out
+                kept = _without_section(bodies[k], tok)
+                if kept is None:
+                    return None
+                bodies[k] = kept
     prefill = _prefill(d, tok, opts)[0]
-    if bodies is None or any(b[: len(prefill)] != prefill for b in bodies):
+    if any(b[: len(prefill)] != prefill for b in bodies):
         return None
     return {j: b[len(prefill):] for j, b in zip(index, bodies)}
+
+
+def _batch_texts(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any]) -> dict[int, str]:
+    """The text of each assistant message's turn as generated (:func:`generated_turn`, as text: its trainable
+    text less the generation prompt's prefill), from one layout of the assistant messages alone, one after the
+    other (where :func:`_batch_keeps`). Empty when that rendering is refused. :func:`_stretch` checks a turn of its rendering against it."""
+    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    if not index:
+        return {}
+    try:
+        lay = render_layout([msgs[j] for j in index], dialect=d, add_generation_prompt=True, **opts)
+    except KimiChatError:
+        return {}
+    parts, marks = lay.parts, lay.marks
+    text: dict[int, list[str]] = {}
+    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
+        if mk[2] and mk[1] >= 0:
+            text.setdefault(mk[1], []).extend(parts[mk[0]:b])
+    prefill = _prefill(d, tok, opts)[1]
+    out = {}
+    for k, j in enumerate(index):
+        t = "".join(text.get(k, ()))
+        if t.startswith(prefill):
+            out[j] = t[len(prefill):]
+    return out
+
+
+def _same_turn(tok: KimiTokenizer, ids: list[int], a: int, b: int, text: str) -> bool:
+    """Whether ``ids[a:b]`` are the ids of ``text`` as generated: their text is ``text``, a special token
+    comes right before them and ends them (the encoder splits there: equal texts between special tokens are
+    equal ids) and every special-token name in ``text`` is a special id in them (none typed as text)."""
+    if a >= b or ids[a - 1] not in tok.special_ids or ids[b - 1] not in tok.special_ids:
+        return False
+    got = ids[a:b]
+    if tok.encoding.decode(got) != text:
+        return False
+    specials = tok.special_tokens
+    names = sum(1 for m in text_ids(tok).shape.finditer(text) if m.group() in specials)
+    return names == sum(map(tok.special_ids.__contains__, got))
 
 
 def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
@@ -413,10 +479,14 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
                                        **opts)
         return bodies[j]
 
+    texts: dict[int, str] = {}
     if _keeps_final_reasoning(d, tok, opts):
         stretches = [turns]
         if len(turns) > 1 and _batch_keeps(d, tok, opts):
-            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
+            if d.family_parts.segment_wise:  # ids encoded segment by segment, not the text's: compared as ids
+                bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
+            else:  # one stretch: only its last turn's ids are wanted alone, the others checked by their text
+                texts = _batch_texts(msgs, d, tok, opts)
     else:  # a final answer is re-rendered by the next request: try a stretch per final answer
         stretches, cur = [], []
         for i in turns:
@@ -427,9 +497,12 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
                 cur = []
         if cur:
             stretches.append(cur)
+        if len(turns) > 1 and _batch_keeps(d, tok, opts, called=True):
+            # every final answer ends a stretch, its ids wanted: every turn's ids from one rendering
+            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True) or {})
     samples: list[Sample] = []
     for stretch in stretches:
-        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body)
+        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body, texts, bodies)
         for sample in [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens,
                                                                   stretch, body):
             prev = samples[-1] if samples else None
@@ -446,7 +519,8 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
 
 
 def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-             special_tokens: str, turns: list[int], body: Any) -> Sample | None:
+             special_tokens: str, turns: list[int], body: Any, texts: Mapping[int, str] | None = None,
+             bodies: dict[int, list[int]] | None = None) -> Sample | None:
     """``turns`` as one sample from one rendering of the last turn's prompt, or ``None`` when that rendering is
     not every turn's request as generated. Checked: it begins with the first turn's prompt (rendered too), every
     assistant message from the first turn on is written as the generation prompt then its turn as generated,
@@ -454,19 +528,30 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     would move), and it ends with the generation prompt."""
     s, e = turns[0], turns[-1]
     gp = _prefill(d, tok, opts)[2]
+    if s == e:  # the rendering is the turn's request: its ids alone (no attribution)
+        ids = render_ids(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                         special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+        last = body(e)
+        return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
     r = render_tokens(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
                       special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     ids, last = r.ids, body(e)
-    if s == e:  # the rendering is the turn's request
-        return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
     spans = r.spans
     if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
         return None
-    first = render_tokens(msgs[:s], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
-                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
-    head = len(first.ids) - len(gp)
-    if ids[: len(first.ids)] != first.ids:
+    # the first turn's request: its prompt text rendered (no tokens), the sample so far up to that turn's span
+    # decoded; equal texts ending with a special token before the generation prompt are equal ids (the encoder
+    # splits at special tokens), so the rendering's ids are the request's own
+    head = next((sp.start for sp in spans if sp.message_index >= s), -1)
+    if head <= 0 or spans[0].message_index >= s or ids[head - 1] not in tok.special_ids:
         return None
+    first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
+    prefix = tok.encoding.decode(ids[:head])
+    gp_text = _prefill(d, tok, opts)[3]
+    if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
+            and first_text.endswith(gp_text)):
+        return None
+    remember_prompt(tok, first_text, ids[:head] + gp)  # the next stretch's request starts with it
     labels = [IGNORE_INDEX] * len(ids)
     out_spans = []
     trained = set(turns)
@@ -478,16 +563,22 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
             return None
         m = msgs[j]
         if isinstance(m, Mapping) and m.get("role") == "assistant":
-            try:
-                want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
-                                                                   special_tokens=special_tokens, index=j, **opts)
-            except RenderError:
-                if j in trained:
-                    raise
-                return None  # a context-only turn the model cannot have generated: checked request by request
             a = sp.start + len(gp)
-            if ids[sp.start:a] != gp or ids[a:sp.end] != want:
+            if ids[sp.start:a] != gp:
                 return None
+            if texts and bodies is not None and j not in bodies and j in texts \
+                    and _same_turn(tok, ids, a, sp.end, texts[j]):
+                want = bodies[j] = ids[a:sp.end]  # the turn as generated, checked by its text
+            else:
+                try:
+                    want = body(j) if j in trained else generated_turn(m, dialect=d, tokenizer=tok,
+                                                                       special_tokens=special_tokens, index=j, **opts)
+                except RenderError:
+                    if j in trained:
+                        raise
+                    return None  # a context-only turn the model cannot have generated: checked request by request
+                if ids[a:sp.end] != want:
+                    return None
             if j in trained:
                 labels[a:sp.end] = want
                 out_spans.append((a, sp.end))

@@ -26,7 +26,7 @@ from .text_ids import TextIds, text_ids
 if TYPE_CHECKING:
     from .tokenizer import KimiTokenizer
 
-__all__ = ["encode_whole", "PREFIXES", "PREFIX_CHARS"]
+__all__ = ["encode_whole", "remember_prompt", "PREFIXES", "PREFIX_CHARS"]
 
 PREFIXES = 32
 """Prompts kept per tokenizer (the most recently used)."""
@@ -91,6 +91,26 @@ def encode_whole(tok: "KimiTokenizer", text: str) -> list[int]:
         if name is not None and text.endswith(name) and (hit is None or len(text) > len(hit[0])):
             known.prompts.put(text, ids[:], len(text))  # a copy: the caller owns `ids`
     return ids
+
+
+def remember_prompt(tok: "KimiTokenizer", text: str, ids: list[int]) -> bool:
+    """Keep ``ids``, the encoding of prompt ``text`` (every special-token text special, as
+    :func:`encode_whole` gives it) obtained otherwise (cut from a longer prompt's ids), so that a later prompt
+    starting with ``text`` reuses them; kept only where :func:`encode_whole` would keep it (``ids`` end with
+    the special token ``text`` ends with, prefix-free names, and every special-token name in ``text`` is a
+    special id in ``ids``). Whether it was kept."""
+    known = _KNOWN.get(tok, _Known)
+    name = known.ends.get(ids[-1]) if ids and known.prefix_free else None
+    if name is None or not text.endswith(name):
+        return False
+    # every special-token name in the text a special id (not text typed in a message and encoded as text, as
+    # render_tokens' default policy does): the ids :func:`encode_whole` would give, which every policy reuses
+    specials = tok.special_tokens
+    names = sum(1 for m in known.text.shape.finditer(text) if m.group() in specials)
+    if names != sum(map(tok.special_ids.__contains__, ids)):
+        return False
+    known.prompts.put(text, ids[:], len(text))
+    return True
 
 
 def _first_turn(known: _Known, text: str) -> list[int]:
