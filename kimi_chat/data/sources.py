@@ -142,21 +142,29 @@ class Source:
         """One small record per chunk, enough for :meth:`read_chunk` to read that chunk alone (in another
         process or on another machine that sees the same path): ``index``, ``first_row``, and for JSONL the
         byte ``offset`` and ``line`` of its first row (found by one pass over the file, without parsing it)."""
+        return list(self.iter_plan())
+
+    def iter_plan(self, skip: frozenset[int] = frozenset()) -> Iterator[dict[str, int]]:
+        """The records of :meth:`plan`, streamed while the file is scanned (a JSONL file is read as lines, never
+        parsed: the workers that :meth:`read_chunk` parse it), less those whose index is in ``skip``."""
         n = self.chunk_rows
         if self.kind != "jsonl":
             total = self.num_rows() or 0
-            return [{"index": k, "first_row": k * n} for k in range((total + n - 1) // n)]
-        out: list[dict[str, int]] = []
+            yield from ({"index": k, "first_row": k * n} for k in range((total + n - 1) // n) if k not in skip)
+            return
         row = 0
         offset = 0
         with open(self.path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
-                if raw.strip():
-                    if row % n == 0:
-                        out.append({"index": row // n, "first_row": row, "offset": offset, "line": lineno})
+                if not raw.isspace():
+                    if row % n == 0 and row // n not in skip:
+                        yield {"index": row // n, "first_row": row, "offset": offset, "line": lineno}
                     row += 1
                 offset += len(raw)
-        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without an opened ``datasets`` dataset: each process opens its own."""
+        return {k: v for k, v in self.__dict__.items() if k != "_ds"}
 
     def read_chunk(self, entry: Mapping[str, int]) -> Chunk:
         """The chunk of a :meth:`plan` record."""
