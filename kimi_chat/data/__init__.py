@@ -36,7 +36,8 @@ it is asked for the turn as it writes a turn with tool calls (whose reasoning it
 section is taken out. Both facts are probed on the rendering once per dialect, options and tokenizer, not
 listed by name. A turn that cannot follow its generation prompt is refused naming the message (reasoning
 under ``thinking=False``; a tokenizer that encodes the opened ``<think>`` as text). Options that hold data of
-the whole conversation (Kimi-K3's ``image_prompts``, one per image) are not split per request: not supported.
+the whole conversation are not split per request; Kimi-K3's ``image_prompts`` (one per image) are a field of
+the row instead, written into each sample as the official encoder writes them (:mod:`kimi_chat.data.image_prompts`).
 
 **Reasoning policies** (``reasoning=``):
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .options import RenderOptions
-from .sources import normalize_row
+from .sources import ROW_FIELDS, normalize_row
 
 if TYPE_CHECKING:
     import datasets
@@ -78,7 +78,7 @@ def render_dataset(
     options = RenderOptions.make(dialect, tokenizer, reasoning=reasoning, max_length=max_length, overlong=overlong,
                                  on_error="record")
     options.render([], first_row=0)  # the core's refusals (a policy the dialect cannot do) here, not in a worker
-    inputs = dataset.select_columns([c for c in ("messages", "tools", "id") if c in dataset.column_names])
+    inputs = dataset.select_columns([c for c in ROW_FIELDS if c in dataset.column_names])
     fingerprint = options.fingerprint(f"dataset={dataset._fingerprint}", f"batch_size={batch_size}")
     out = inputs.with_format("arrow").map(
         DatasetRenderer(options),
