@@ -91,6 +91,6 @@ __all__ = [
 
 # The pipeline on the batch core (kimi_chat.data.dataset, .pipeline, .ray_engine; docs/training-data.md):
 # render_dataset runs it over a Hugging Face datasets.Dataset (datasets imported when called).
-from .dataset import render_dataset  # noqa: E402
+from .dataset import RenderedDataset, render_dataset, render_dataset_with_findings  # noqa: E402
 
-__all__ += ["render_dataset"]
+__all__ += ["render_dataset", "render_dataset_with_findings", "RenderedDataset"]
