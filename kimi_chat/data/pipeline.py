@@ -200,10 +200,12 @@ def render_chunk(options: RenderOptions, chunk: Chunk, outdir: str, fingerprint:
 
 def _mp_context() -> Any:
     """The start method of the worker processes: a fork server that has imported the batch core once (each
-    worker starts in milliseconds, and no thread of this process is forked), else spawn."""
+    worker starts in milliseconds, and no thread of this process is forked), else spawn. Preloaded too: what
+    a worker's first chunk would import (pyarrow imports pandas, when installed, on its first record batch;
+    the fork server skips a module that is not installed)."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload([batch.__name__, __name__, "pyarrow"])
+        ctx.set_forkserver_preload([batch.__name__, __name__, "pyarrow", "pyarrow.parquet", "pandas", "tiktoken"])
         return ctx
     return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
 
