@@ -112,6 +112,33 @@ def _load() -> str:
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
 
 
+def _spin(n: int) -> float:
+    """Pure-Python work on no data: its CPU seconds."""
+    t = time.process_time()
+    x = 0
+    for i in range(n):
+        x += i * i
+    return time.process_time() - t
+
+
+def machine_parallelism(n: int = 20_000_000) -> str:
+    """The control for the clock ratio: the same pure-CPU loop in 1 and in 2 processes (nothing shared,
+    nothing to read): its efficiency by the clock is the most any program gets on this machine right now."""
+    import multiprocessing
+
+    walls, cores = {}, {}
+    for k in (1, 2):
+        with multiprocessing.get_context("spawn").Pool(k) as pool:
+            pool.map(_spin, [1] * k)  # started
+            t = time.perf_counter()
+            cpu = sum(pool.map(_spin, [n] * k))
+            walls[k] = time.perf_counter() - t
+            cores[k] = cpu / walls[k]
+    eff = walls[1] / walls[2]  # k times the work in walls[k]: rate(2) / (2 * rate(1))
+    return (f"control (a pure-CPU loop, 1 vs 2 processes): {eff:.2f} by the clock; this process tree got "
+            f"{cores[1]:.2f} and {cores[2]:.2f} cores")
+
+
 def bench_parallel(n: int, turns: int, with_ray: bool, shard_rows: int | None = None) -> None:
     """The local engine at 1 and 2 workers on ``n`` conversations in shards of ``shard_rows`` (default n/16).
     Efficiency by the clock: rate(2) / (2 * rate(1)); by CPU time: the CPU seconds of the whole run at 1 worker
@@ -142,6 +169,7 @@ def bench_parallel(n: int, turns: int, with_ray: bool, shard_rows: int | None = 
                   f"{cpu[workers]:.1f} s (driver {driver:.1f} s, workers {worker_cpu:.1f} s); {_load()}")
         print(f"parallel efficiency at 2 workers: {rates[2] / (2 * rates[1]):.2f} by the clock (goal >= 0.8 on an "
               f"idle machine; worker start included); {cpu[1] / cpu[2]:.2f} by CPU time (1.0: the pool adds no work)")
+        print(machine_parallelism())
         if with_ray:
             import ray
 
