@@ -8,11 +8,12 @@ record of a few numbers; the worker reads and parses that chunk (:meth:`~.source
 it and writes its shard. So the work that grows with the data (decoding, parsing, rendering, writing) is all
 in the workers, and the shards are the same as with one worker, whichever worker renders which chunk.
 
-Memory is bounded: at most two chunks per worker are in flight, each held only by the worker reading it. A row the batch core cannot render is a
-finding (``on_error="record"``) or stops the run naming it (``"raise"``); an unexpected exception in a worker
-stops the run naming the row it was on; a worker process that dies (killed, out of memory, a crash in native
-code) stops the run naming the row it was rendering, found again by rendering the rows it had in hand one by
-one in a fresh process. Finished shards stay finished: ``resume=True`` continues without redoing them.
+Memory is bounded: at most two chunks per worker are in flight, each held only by the worker reading it. A row the
+batch core cannot render is a finding (``on_error="record"``) or stops the run naming it (``"raise"``); an
+unexpected exception in a worker stops the run naming the row it was on; a worker process that dies (killed, out of
+memory, a crash in native code) stops the run naming the row it was rendering, found again by rendering the rows it
+had in hand one by one in a fresh process. Finished shards stay finished: ``resume=True`` continues without redoing
+them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from .options import RenderOptions, default_workers
 from .report import totals_by_kind
 from .sources import Chunk, Source
 
-__all__ = ["PipelineError", "RunResult", "run_local", "render_chunk", "render_chunk_data", "render_entry", "prepare_outdir", "finding_dicts", "manifest",
+__all__ = ["PipelineError", "RunResult", "run_local", "render_chunk", "render_chunk_data", "render_entry",
+           "prepare_outdir", "finding_dicts", "manifest",
            "RUN_ROWS"]
 
 RUN_ROWS = 64
@@ -229,7 +231,8 @@ def _pin_crash(options: RenderOptions, rows: list[tuple[Chunk, int]]) -> str | N
     return None
 
 
-def _in_hand(slots: Any, source: Source, pending: Mapping[Future[Any], Mapping[str, int]]) -> list[tuple[Chunk, int]]:
+def _in_hand(slots: Any, source: Source,
+             pending: Mapping[Future[Any], Mapping[str, int]]) -> list[tuple[Chunk, int]]:
     """The rows the workers said they were on, with their chunks (read again here, from the input)."""
     out = []
     for s in range(len(slots) // 2):

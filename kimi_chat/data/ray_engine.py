@@ -2,13 +2,14 @@
 one's own: the batch core as a Ray Data ``map_batches`` with a callable class, so that each actor loads its
 tokenizer once.
 
-* :func:`run_ray` (the engine): a Ray dataset of the input's chunk records (:meth:`kimi_chat.data.sources.Source.iter_plan`:
-  a few numbers per chunk); each :class:`ChunkRenderer` actor reads its chunk from the input path itself,
-  renders it and writes it exactly as the local engine does (:func:`kimi_chat.data.pipeline.render_chunk`: the
-  same shard file, rows, ``sample_id``, findings and fingerprint), and returns the shard's record. So OUTDIR is
-  laid out as the local engine's, and ``resume=True`` skips the shards an interrupted run finished (each
-  shard's record and fingerprint are in its file metadata: :func:`kimi_chat.data.parquet.finished_shards`).
-  The input path and OUTDIR must be visible to every node (a shared filesystem).
+* :func:`run_ray` (the engine): a Ray dataset of the input's chunk records
+  (:meth:`kimi_chat.data.sources.Source.iter_plan`: a few numbers per chunk); each :class:`ChunkRenderer` actor
+  reads its chunk from the input path itself, renders it and writes it exactly as the local engine does
+  (:func:`kimi_chat.data.pipeline.render_chunk`: the same shard file, rows, ``sample_id``, findings and
+  fingerprint), and returns the shard's record. So OUTDIR is laid out as the local engine's, and ``resume=True``
+  skips the shards an interrupted run finished (each shard's record and fingerprint are in its file metadata:
+  :func:`kimi_chat.data.parquet.finished_shards`). The input path and OUTDIR must be visible to every node (a
+  shared filesystem).
 * :class:`KimiSamples` (the recipe, docs/training-data.md): for a Ray dataset of conversations read by Ray itself
   (``ray.data.read_parquet``...), ``ds.map_batches(KimiSamples, fn_constructor_kwargs={...}, compute=ray.data.ActorPoolStrategy(size=N),
   batch_format="pyarrow")`` gives the samples. Ray Data has no global row number: give every row an ``id``
