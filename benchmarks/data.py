@@ -1,6 +1,7 @@
 """Training-data speed and memory: kimi_chat's data path against what a trainer would do instead, same process.
 
-    python benchmarks/data.py [--conversations N] [--parallel N] [--ray] [--memory 10000,200000] [--renderers]
+    python benchmarks/data.py [--conversations N] [--parallel N] [--shard-rows N] [--ray] [--memory 10000,200000]
+                              [--renderers] [--only parallel|memory]
 
 On synthetic K2.6 agent loops (system prompt; rounds of a user question, an assistant turn with reasoning and a
 tool call, the tool result, an assistant answer with reasoning; one tool declared):
@@ -111,42 +112,83 @@ def _write_input(path: Path, n: int, turns: int) -> Path:
     return path
 
 
-def bench_parallel(n: int, turns: int, with_ray: bool) -> None:
+def _load() -> str:
+    """The machine's load, for reading the clock ratios: the load averages over 1, 5 and 15 minutes."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def _spin(n: int) -> float:
+    """Pure-Python work on no data: its CPU seconds."""
+    t = time.process_time()
+    x = 0
+    for i in range(n):
+        x += i * i
+    return time.process_time() - t
+
+
+def machine_parallelism(n: int = 20_000_000) -> str:
+    """The control for the clock ratio: the same pure-CPU loop in 1 and in 2 processes (nothing shared,
+    nothing to read): its efficiency by the clock is the most any program gets on this machine right now."""
+    import multiprocessing
+
+    walls, cores = {}, {}
+    for k in (1, 2):
+        with multiprocessing.get_context("spawn").Pool(k) as pool:
+            pool.map(_spin, [1] * k)  # started
+            t = time.perf_counter()
+            cpu = sum(pool.map(_spin, [n] * k))
+            walls[k] = time.perf_counter() - t
+            cores[k] = cpu / walls[k]
+    eff = walls[1] / walls[2]  # k times the work in walls[k]: rate(2) / (2 * rate(1))
+    return (f"control (a pure-CPU loop, 1 vs 2 processes): {eff:.2f} by the clock; this process tree got "
+            f"{cores[1]:.2f} and {cores[2]:.2f} cores")
+
+
+def bench_parallel(n: int, turns: int, with_ray: bool, shard_rows: int | None = None) -> None:
+    """The local engine at 1 and 2 workers on ``n`` conversations in shards of ``shard_rows`` (default n/16).
+    Efficiency by the clock: rate(2) / (2 * rate(1)); by CPU time: the CPU seconds of the whole run at 1 worker
+    (everything is in this process) over those at 2 (this process, the driver, plus every worker's CPU on its
+    chunks: reading, parsing, rendering, writing), 1.0 when the pool adds no work. On a machine that other
+    processes load, the clock ratio measures them too: the load average is printed with it."""
     from kimi_chat.data.pipeline import run_local
     from kimi_chat.data.sources import open_source
 
     options = RenderOptions.make(DIALECT)
+    rows = shard_rows or max(50, n // 16)
     tmp = Path(tempfile.mkdtemp(prefix="kimi-data-bench-"))
     try:
         src = _write_input(tmp / "in.jsonl", n, turns)
+        run_local(open_source(src, rows), tmp / "warm", options, workers=1, progress=False)  # caches, page cache
         rates, cpu = {}, {}
+        print(f"parallel: {n} conversations ({turns} rounds each) in shards of {rows}; before: {_load()}")
         for workers in (1, 2):
             out = tmp / f"out{workers}"
-            r = run_local(open_source(src, max(50, n // 16)), out, options, workers=workers, progress=False)
-            cpu[workers] = sum(s["cpu_seconds"] for s in r.shards)
+            driver = time.process_time()
+            r = run_local(open_source(src, rows), out, options, workers=workers, progress=False)
+            driver = time.process_time() - driver
+            worker_cpu = sum(s["cpu_seconds"] for s in r.shards) if workers > 1 else 0.0
+            cpu[workers] = driver + worker_cpu
             rates[workers] = r.rows / r.seconds
             print(f"local engine, {workers} worker(s): {n} conversations in {r.seconds:.2f} s = "
-                  f"{rates[workers]:,.0f} conversations/s, {r.tokens / r.seconds:,.0f} tokens/s; "
-                  f"{cpu[workers]:.1f} CPU s rendering")
-        print(f"parallel efficiency at 2 workers: {rates[2] / (2 * rates[1]):.2f} by the clock (goal >= 0.8; worker "
-              f"start and the machine's other load included: load average {os.getloadavg()[0]:.1f} on "
-              f"{os.cpu_count()} cores); by the workers' CPU time {cpu[1] / cpu[2]:.2f} (1.0: the pool adds no work)")
+                  f"{rates[workers]:,.0f} conversations/s, {r.tokens / r.seconds:,.0f} tokens/s; CPU "
+                  f"{cpu[workers]:.1f} s (driver {driver:.1f} s, workers {worker_cpu:.1f} s); {_load()}")
+        print(f"parallel efficiency at 2 workers: {rates[2] / (2 * rates[1]):.2f} by the clock (goal >= 0.8 on an "
+              f"idle machine; worker start included); {cpu[1] / cpu[2]:.2f} by CPU time (1.0: the pool adds no work)")
+        print(machine_parallelism())
         if with_ray:
             import ray
 
-            from kimi_chat.data.ray_engine import run_ray
+            from kimi_chat.data.ray_engine import local_cluster, run_ray
 
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            ray.init(num_cpus=3, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-            try:
+            with local_cluster(3):
                 t = time.perf_counter()
-                r = run_ray(open_source(src, max(50, n // 16)), tmp / "ray", options, workers=2, progress=False)
+                r = run_ray(open_source(src, rows), tmp / "ray", options, workers=2, progress=False)
                 secs = time.perf_counter() - t
                 print(f"ray engine, 2 actors (local cluster): {n} conversations in {secs:.2f} s = "
                       f"{r.rows / secs:,.0f} conversations/s (actor start included); "
                       f"{r.rows / secs / rates[2]:.2f}x the local engine at 2 workers")
-            finally:
-                ray.shutdown()
+            del ray
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -223,16 +265,19 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--turns", type=int, default=3, help="rounds per conversation (4 messages each)")
     ap.add_argument("--parallel", type=int, default=2000, help="conversations for the parallel runs (0: skip)")
+    ap.add_argument("--shard-rows", type=int, default=None, help="rows per shard in the parallel runs (default n/16)")
+    ap.add_argument("--only", choices=("parallel", "memory"), help="run only this part")
     ap.add_argument("--ray", action="store_true", help="also the Ray engine on a local cluster")
     ap.add_argument("--memory", default="10000,200000", help="input sizes for the memory peak ('' to skip)")
     ap.add_argument("--renderers", action="store_true", help="also PrimeIntellect's renderers 0.1.12")
     args = ap.parse_args()
-    bench_per_conversation(args.conversations, args.turns)
-    if args.renderers:
-        bench_renderers(args.conversations, args.turns)
-    if args.parallel:
-        bench_parallel(args.parallel, args.turns, args.ray)
-    if args.memory:
+    if args.only is None:
+        bench_per_conversation(args.conversations, args.turns)
+        if args.renderers:
+            bench_renderers(args.conversations, args.turns)
+    if args.parallel and args.only in (None, "parallel"):
+        bench_parallel(args.parallel, args.turns, args.ray, args.shard_rows)
+    if args.memory and args.only in (None, "memory"):
         bench_memory([int(x) for x in args.memory.split(",") if x])
 
 

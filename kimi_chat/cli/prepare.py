@@ -51,7 +51,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="local (default): a process pool on this machine; ray: Ray Data map_batches on the Ray "
                    "cluster ray.init() finds (or a local one)")
     p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run in OUTDIR (same options): finished shards are kept")
+                   help="continue an interrupted run in OUTDIR (same options, either engine): finished shards are kept")
     p.add_argument("--report", metavar="FILE", help="write the data report (JSON) to FILE")
     p.add_argument("--on-error", choices=("record", "raise"), default="record",
                    help="record (default): a bad row is reported with its line and skipped; raise: stop at the first")
@@ -100,9 +100,6 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--workers {args.workers}: give at least 1")
     if args.max_length is not None and args.max_length < 1:
         return fail(f"--max-length {args.max_length}: give a positive number of tokens")
-    if args.engine == "ray" and args.resume:
-        return fail("--resume is for the local engine (Ray Data writes its files in one go): rerun without --resume "
-                    "into an empty OUTDIR")
     try:
         options = _options(args)
         _check_options(options)
@@ -113,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
                 from ..data.ray_engine import run_ray
             except ImportError as e:
                 raise InputError(f"--engine ray needs Ray Data: pip install -e '.[ray]' (in the checkout) ({e})") from e
-            result = run_ray(source, args.output, options, workers=args.workers, progress=progress)
+            result = run_ray(source, args.output, options, workers=args.workers, resume=args.resume,
+                             progress=progress)
         else:
             result = run_local(source, args.output, options, workers=args.workers, resume=args.resume,
                                progress=progress)

@@ -40,7 +40,8 @@ it is asked for the turn as it writes a turn with tool calls (whose reasoning it
 section is taken out. Both facts are probed on the rendering once per dialect, options and tokenizer, not
 listed by name. A turn that cannot follow its generation prompt is refused naming the message (reasoning
 under ``thinking=False``; a tokenizer that encodes the opened ``<think>`` as text). Options that hold data of
-the whole conversation (Kimi-K3's ``image_prompts``, one per image) are not split per request: not supported.
+the whole conversation are not split per request; Kimi-K3's ``image_prompts`` (one per image) are a field of
+the row instead, written into each sample as the official encoder writes them (:mod:`kimi_chat.data.image_prompts`).
 
 **Reasoning policies** (``reasoning=``):
 
@@ -94,6 +95,6 @@ __all__ = [
 
 # The pipeline on the batch core (kimi_chat.data.dataset, .pipeline, .ray_engine; docs/training-data.md):
 # render_dataset runs it over a Hugging Face datasets.Dataset (datasets imported when called).
-from .dataset import render_dataset  # noqa: E402
+from .dataset import RenderedDataset, render_dataset, render_dataset_with_findings  # noqa: E402
 
-__all__ += ["render_dataset"]
+__all__ += ["render_dataset", "render_dataset_with_findings", "RenderedDataset"]

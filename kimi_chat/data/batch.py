@@ -18,6 +18,7 @@ from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, UnsupportedOptionError
 from ..tokens.tokenizer import KimiTokenizer
 from .findings import Finding, conversation_findings
+from .image_prompts import row_image_prompts
 from .samples import IGNORE_INDEX, InvalidRowError, Sample, conversation_samples, reasoning_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -194,8 +195,11 @@ def conversations_to_batch(
         sid = _sample_id(row, index)
         try:
             messages, tools = row_conversation(row)
+            messages, images = row_image_prompts(row, d, messages, tools)  # K3: the row's image_prompts
             result = conversation_samples(messages, dialect=d, tokenizer=tokenizer, tools=tools,
                                           reasoning=reasoning, warn=False, **opts)  # type: ignore[arg-type]
+            if images is not None:
+                result.samples = images.apply(result.samples, tokenizer)
             row_findings = (conversation_findings(messages, dialect=d, tools=tools, row=index, sample_id=sid, **opts)
                             if findings else [])
         except (KimiChatError, TypeError, ValueError) as e:

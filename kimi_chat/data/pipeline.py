@@ -2,11 +2,18 @@
 in a process pool (``concurrent.futures.ProcessPoolExecutor``, one tokenizer per worker process, loaded once),
 each chunk written as one Parquet shard (:mod:`.parquet`), the findings kept beside it, a manifest last.
 
-Memory is bounded: at most two chunks per worker are read ahead. A row the batch core cannot render is a
-finding (``on_error="record"``) or stops the run naming it (``"raise"``); an unexpected exception in a worker
-stops the run naming the row it was on; a worker process that dies (killed, out of memory, a crash in native
-code) stops the run naming the row it was rendering, found again by rendering the rows it had in hand one by
-one in a fresh process. Finished shards stay finished: ``resume=True`` continues without redoing them.
+The workers read their chunks themselves: the driver only scans the input for where each chunk starts
+(:meth:`~.sources.Source.iter_plan`: a JSONL file's lines are counted, not parsed) and sends each worker a
+record of a few numbers; the worker reads and parses that chunk (:meth:`~.sources.Source.read_chunk`), renders
+it and writes its shard. So the work that grows with the data (decoding, parsing, rendering, writing) is all
+in the workers, and the shards are the same as with one worker, whichever worker renders which chunk.
+
+Memory is bounded: at most two chunks per worker are in flight, each held only by the worker reading it. A row the
+batch core cannot render is a finding (``on_error="record"``) or stops the run naming it (``"raise"``); an
+unexpected exception in a worker stops the run naming the row it was on; a worker process that dies (killed, out of
+memory, a crash in native code) stops the run naming the row it was rendering, found again by rendering the rows it
+had in hand one by one in a fresh process. Finished shards stay finished: ``resume=True`` continues without redoing
+them.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from .options import RenderOptions, default_workers
 from .report import totals_by_kind
 from .sources import Chunk, Source
 
-__all__ = ["PipelineError", "RunResult", "run_local", "render_chunk", "render_chunk_data", "finding_dicts", "manifest",
+__all__ = ["PipelineError", "RunResult", "run_local", "render_chunk", "render_chunk_data", "render_entry",
+           "prepare_outdir", "finding_dicts", "manifest",
            "RUN_ROWS"]
 
 RUN_ROWS = 64
@@ -48,6 +56,8 @@ class RunResult:
     tokens: int = 0
     trained_tokens: int = 0
     errors: int = 0
+    driver_cpu_seconds: float = 0.0
+    """CPU time of the process that ran the engine (the workers' own is each shard's ``cpu_seconds``)."""
     shards: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
@@ -84,13 +94,38 @@ _SLOTS: Any = None
 _SLOT: int = -1
 
 
-def _init_worker(slots: Any, counter: Any) -> None:
-    """Process-pool initializer: claim a slot of ``slots`` (where this worker says which rows it is on)."""
+_SOURCES: dict[tuple[str, str, int], Source] = {}
+"""This worker's open inputs (a ``datasets`` directory is opened once per process, not once per chunk)."""
+
+
+def _init_worker(slots: Any, counter: Any, options: RenderOptions | None = None) -> None:
+    """Process-pool initializer: claim a slot of ``slots`` (where this worker says which rows it is on) and
+    load the tokenizer of ``options`` (once per worker, before its first chunk)."""
     global _SLOTS, _SLOT
     _SLOTS = slots
     with counter.get_lock():
         _SLOT = counter.value
         counter.value += 1
+    if options is not None:
+        options.tokenizer.load()
+
+
+def _worker_source(source: Source) -> Source:
+    key = (source.name, source.kind, source.chunk_rows)
+    if key not in _SOURCES:
+        _SOURCES[key] = source
+    return _SOURCES[key]
+
+
+def render_entry(options: RenderOptions, source: Source, entry: Mapping[str, int], outdir: str,
+                 fingerprint: str) -> dict[str, Any]:
+    """Read the chunk of plan record ``entry`` from ``source`` (in this process), render it and write it as a
+    shard of ``outdir``: :func:`render_chunk` of the chunk read here; its ``cpu_seconds`` count the reading."""
+    cpu = time.process_time()
+    chunk = _worker_source(source).read_chunk(entry)
+    record = render_chunk(options, chunk, outdir, fingerprint)
+    record["cpu_seconds"] = round(time.process_time() - cpu, 3)
+    return record
 
 
 def _mark(first: int, count: int) -> None:
@@ -167,10 +202,12 @@ def render_chunk(options: RenderOptions, chunk: Chunk, outdir: str, fingerprint:
 
 def _mp_context() -> Any:
     """The start method of the worker processes: a fork server that has imported the batch core once (each
-    worker starts in milliseconds, and no thread of this process is forked), else spawn."""
+    worker starts in milliseconds, and no thread of this process is forked), else spawn. Preloaded too: what
+    a worker's first chunk would import (pyarrow imports pandas, when installed, on its first record batch;
+    the fork server skips a module that is not installed)."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload([batch.__name__, __name__, "pyarrow"])
+        ctx.set_forkserver_preload([batch.__name__, __name__, "pyarrow", "pyarrow.parquet", "pandas", "tiktoken"])
         return ctx
     return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
 
@@ -194,15 +231,17 @@ def _pin_crash(options: RenderOptions, rows: list[tuple[Chunk, int]]) -> str | N
     return None
 
 
-def _in_hand(slots: Any, pending: Mapping[Future[Any], Chunk]) -> list[tuple[Chunk, int]]:
-    """The rows the workers said they were on, with their chunks."""
+def _in_hand(slots: Any, source: Source,
+             pending: Mapping[Future[Any], Mapping[str, int]]) -> list[tuple[Chunk, int]]:
+    """The rows the workers said they were on, with their chunks (read again here, from the input)."""
     out = []
     for s in range(len(slots) // 2):
         first, count = slots[2 * s], slots[2 * s + 1]
         if first < 0:
             continue
-        for chunk in pending.values():
-            if chunk.first_row <= first < chunk.first_row + chunk.size:
+        for entry in pending.values():
+            if entry["first_row"] <= first < entry["first_row"] + source.chunk_rows:
+                chunk = source.read_chunk(entry)
                 out += [(chunk, r) for r in range(first, first + count)]
     return out
 
@@ -226,8 +265,9 @@ def run_local(
     if workers < 1:
         raise ValueError(f"workers={workers}: give at least 1")
     fingerprint = options.fingerprint(f"chunk_rows={source.chunk_rows}")
-    done = _prepare_outdir(out, fingerprint, resume)
+    done = prepare_outdir(out, fingerprint, resume)
     started = time.perf_counter()
+    driver_cpu = time.process_time()
     result = RunResult()
     records: dict[int, dict[str, Any]] = dict(done)
     total = source.num_rows()
@@ -245,15 +285,16 @@ def run_local(
     for rec in done.values():
         bar.update(rec["rows"])
     try:
-        chunks = (c for c in source.chunks(frozenset(done)) if c.index not in done)
         if workers == 1:
-            for chunk in chunks:
-                finished(render_chunk(options, chunk, str(out), fingerprint))
+            for chunk in source.chunks(frozenset(done)):
+                if chunk.index not in done:
+                    finished(render_chunk(options, chunk, str(out), fingerprint))
         else:
-            _run_pool(options, chunks, out, fingerprint, workers, finished)
+            _run_pool(options, source, frozenset(done), out, fingerprint, workers, finished)
     finally:
         bar.close()
     result.seconds = time.perf_counter() - started
+    result.driver_cpu_seconds = time.process_time() - driver_cpu
     result.shards = [records[i] for i in sorted(records)]
     result.totals = totals_by_kind(parquet.read_findings(out, records))
     for rec in result.shards:
@@ -267,18 +308,18 @@ def run_local(
     return result
 
 
-def _run_pool(options: RenderOptions, chunks: Iterable[Chunk], out: Path, fingerprint: str, workers: int,
-              finished: Callable[[dict[str, Any]], None]) -> None:
+def _run_pool(options: RenderOptions, source: Source, skip: frozenset[int], out: Path, fingerprint: str,
+              workers: int, finished: Callable[[dict[str, Any]], None]) -> None:
+    """Each chunk of ``source`` (but ``skip``) rendered by a worker that reads it itself (:func:`render_entry`)."""
     ctx = _mp_context()
     slots = ctx.Array("q", [-1, 0] * workers, lock=False)
     counter = ctx.Value("i", 0)
-    pending: dict[Future[Any], Chunk] = {}
-    ex = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(slots, counter))
+    pending: dict[Future[Any], Mapping[str, int]] = {}
+    ex = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(slots, counter, options))
 
     def collect(block: bool) -> None:
         done, _ = wait(list(pending), return_when=FIRST_COMPLETED, timeout=None if block else 0)
         for fut in done:
-            chunk = pending[fut]
             try:
                 rec = fut.result()
             except BrokenProcessPool:
@@ -287,19 +328,19 @@ def _run_pool(options: RenderOptions, chunks: Iterable[Chunk], out: Path, finger
             finished(rec)
 
     try:
-        for chunk in chunks:
+        for entry in source.iter_plan(skip):
             while len(pending) >= 2 * workers:
                 collect(True)
-            pending[ex.submit(render_chunk, options, chunk, str(out), fingerprint)] = chunk
+            pending[ex.submit(render_entry, options, source, entry, str(out), fingerprint)] = entry
             collect(False)
         while pending:
             collect(True)
     except BrokenProcessPool:
-        in_hand = _in_hand(slots, pending)
         ex.shutdown(wait=False, cancel_futures=True)
+        in_hand = _in_hand(slots, source, pending)
         where = _pin_crash(options, in_hand) if in_hand else None
-        rows = (f"{where}" if where else
-                "rows " + ", ".join(f"{c.first_row}..{c.first_row + c.size - 1}" for c in pending.values()))
+        rows = (f"{where}" if where else "rows " + ", ".join(
+            f"{e['first_row']}..{e['first_row'] + source.chunk_rows - 1}" for e in pending.values()))
         raise PipelineError(f"a worker process died while rendering {rows}; the shards finished so far are kept: "
                             "fix or remove that row and run again with --resume") from None
     except BaseException:
@@ -308,7 +349,10 @@ def _run_pool(options: RenderOptions, chunks: Iterable[Chunk], out: Path, finger
     ex.shutdown(wait=True)
 
 
-def _prepare_outdir(out: Path, fingerprint: str, resume: bool) -> dict[int, dict[str, Any]]:
+def prepare_outdir(out: Path, fingerprint: str, resume: bool) -> dict[int, dict[str, Any]]:
+    """Make ``out`` ready for a run of ``fingerprint``: an empty or new directory, or with ``resume`` one holding
+    shards of the same run (returned by index: their records), its old manifest removed. An
+    :class:`~.parquet.OutputError` names the fix otherwise."""
     if out.exists() and not out.is_dir():
         raise parquet.OutputError(f"{out}: exists and is not a directory (give a directory for the shards)")
     out.mkdir(parents=True, exist_ok=True)

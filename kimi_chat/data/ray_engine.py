@@ -2,35 +2,42 @@
 one's own: the batch core as a Ray Data ``map_batches`` with a callable class, so that each actor loads its
 tokenizer once.
 
-* :func:`run_ray` (the engine): a Ray dataset of the input's chunk records (:meth:`kimi_chat.data.sources.Source.plan`:
-  a few numbers per chunk); each :class:`ChunkRenderer` actor reads its chunk from the input path itself,
-  renders it exactly as the local engine does (:func:`kimi_chat.data.pipeline.render_chunk_data`: same rows, same
-  ``sample_id``, same findings), saves the chunk's findings beside the output, and returns the samples, which
-  Ray Data writes as Parquet (``Dataset.write_parquet``). The input path and OUTDIR must be visible to every
-  node (a shared filesystem), as for any Ray Data file output.
+* :func:`run_ray` (the engine): a Ray dataset of the input's chunk records
+  (:meth:`kimi_chat.data.sources.Source.iter_plan`: a few numbers per chunk); each :class:`ChunkRenderer` actor
+  reads its chunk from the input path itself, renders it and writes it exactly as the local engine does
+  (:func:`kimi_chat.data.pipeline.render_chunk`: the same shard file, rows, ``sample_id``, findings and
+  fingerprint), and returns the shard's record. So OUTDIR is laid out as the local engine's, and ``resume=True``
+  skips the shards an interrupted run finished (each shard's record and fingerprint are in its file metadata:
+  :func:`kimi_chat.data.parquet.finished_shards`). The input path and OUTDIR must be visible to every node (a
+  shared filesystem).
 * :class:`KimiSamples` (the recipe, docs/training-data.md): for a Ray dataset of conversations read by Ray itself
   (``ray.data.read_parquet``...), ``ds.map_batches(KimiSamples, fn_constructor_kwargs={...}, compute=ray.data.ActorPoolStrategy(size=N),
   batch_format="pyarrow")`` gives the samples. Ray Data has no global row number: give every row an ``id``
   (the ``sample_id``), as the local engine's row numbers are not known there.
 
-Ray is started by whoever runs this (``ray.init()``); :func:`run_ray` starts a local one on 127.0.0.1 when none is
-running and ``$RAY_ADDRESS`` names none.
+Ray is started by whoever runs this (``ray.init()``); :func:`run_ray` starts a local one when none is running
+and ``$RAY_ADDRESS`` names none: :func:`local_cluster`, bound to the loopback interface only.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from . import parquet
 from .options import RenderOptions, TokenizerSpec
-from .pipeline import RunResult, manifest, render_chunk_data
+from .pipeline import RunResult, manifest, prepare_outdir, render_entry
 from .report import totals_by_kind
 from .sources import Source, normalize_row
 
-__all__ = ["ChunkRenderer", "KimiSamples", "run_ray"]
+__all__ = ["ChunkRenderer", "KimiSamples", "run_ray", "local_cluster", "LOOPBACK", "SINGLE_MACHINE_ENV"]
+
+LOOPBACK = "127.0.0.1"
+"""The address a local cluster started here binds and advertises."""
 
 
 def _samples_table(batches: list[Any], fingerprint: str | None = None) -> Any:
@@ -47,26 +54,25 @@ def _samples_table(batches: list[Any], fingerprint: str | None = None) -> Any:
 
 
 class ChunkRenderer:
-    """Ray Data callable class of :func:`run_ray`: a batch of chunk records in, those chunks' samples out
-    (one tokenizer per actor, loaded in ``__init__``)."""
+    """Ray Data callable class of :func:`run_ray`: a batch of chunk records in, each chunk read from the input,
+    rendered and written as its shard of OUTDIR (:func:`kimi_chat.data.pipeline.render_entry`), the shards'
+    records out (column ``record``, JSON). One tokenizer per actor, loaded in ``__init__``."""
 
-    def __init__(self, options: RenderOptions, path: str, kind: str, chunk_rows: int, outdir: str,
-                 fingerprint: str) -> None:
+    def __init__(self, options: RenderOptions, source: Source, outdir: str, fingerprint: str) -> None:
         self.options = options
-        self.source = Source(path, kind, chunk_rows)
-        self.outdir = Path(outdir)
+        self.source = source
+        self.outdir = outdir
         self.fingerprint = fingerprint
         options.tokenizer.load()
 
     def __call__(self, entries: Any) -> Any:
-        batches: list[Any] = []
-        for entry in entries.to_pylist():
-            chunk = self.source.read_chunk(entry)
-            b, findings, record = render_chunk_data(self.options, chunk)
-            findings.append({"kind": "_chunk", **record})  # the chunk's counts, read back by run_ray
-            parquet.write_findings(self.outdir, chunk.index, findings)
-            batches += [x for x in b if x.num_rows]
-        return _samples_table(batches, self.fingerprint)
+        import json
+
+        import pyarrow as pa
+
+        records = [render_entry(self.options, self.source, e, self.outdir, self.fingerprint)
+                   for e in entries.to_pylist()]
+        return pa.table({"record": pa.array([json.dumps(r) for r in records], pa.string())})
 
 
 class KimiSamples:
@@ -93,73 +99,102 @@ class KimiSamples:
         return _samples_table([self.options.render(rows).batch])
 
 
-def _ensure_ray(workers: int) -> None:
-    """Connect to the Ray cluster this process already uses or ``$RAY_ADDRESS`` names, else start a local one
-    on the loopback interface only, with ``workers`` CPUs, no dashboard and no usage statistics sent."""
+SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch between a cluster of machines and one machine: ``"0"`` makes Ray take the loopback address as the
+node's (its default on Windows and macOS), so that its servers bind 127.0.0.1. Without it Ray replaces a
+``node_ip_address`` of 127.0.0.1 by the machine's routable address and binds its gRPC servers to every interface."""
+
+
+@contextmanager
+def local_cluster(num_cpus: int) -> Iterator[None]:
+    """A local, single-machine Ray cluster for the block, shut down after it: every server it starts (GCS,
+    raylet, object manager, the workers' gRPC, the agents) bound to the loopback interface and reporting
+    127.0.0.1 (:data:`SINGLE_MACHINE_ENV` set to ``"0"`` for it and the processes it starts), no dashboard, no
+    usage statistics sent. ``num_cpus``: the CPUs it offers."""
+    import ray
+    from ray._private import ray_constants
+
+    saved = {k: os.environ.get(k) for k in (SINGLE_MACHINE_ENV, "RAY_USAGE_STATS_ENABLED")}
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[SINGLE_MACHINE_ENV] = "0"  # the processes Ray starts read it
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False  # this process read it when it imported Ray
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, _node_ip_address=LOOPBACK, log_to_driver=False,
+                 dashboard_host=LOOPBACK)
+        yield
+    finally:
+        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextmanager
+def _cluster(workers: int) -> Iterator[None]:
+    """The Ray cluster this process already uses or ``$RAY_ADDRESS`` names, else a :func:`local_cluster` with
+    ``workers`` CPUs for this run."""
     import ray
 
     if ray.is_initialized():
-        return
-    if os.environ.get("RAY_ADDRESS"):
+        yield
+    elif os.environ.get("RAY_ADDRESS"):
         ray.init()
-        return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=workers, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        yield
+    else:
+        with local_cluster(workers):
+            yield
 
 
 def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, workers: int | None = None,
-            progress: bool = True) -> RunResult:
-    """Render ``source`` into ``outdir`` with Ray Data (``workers`` actors; default: the cluster's CPUs)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+            resume: bool = False, progress: bool = True) -> RunResult:
+    """Render ``source`` into ``outdir`` with Ray Data (``workers`` actors; default: the cluster's CPUs less
+    one). ``resume``: keep the shards an interrupted run of the same options finished (as the local engine)."""
+    import json
+
     import ray
 
     from .options import default_workers
 
     out = Path(outdir)
-    if out.exists() and any(out.iterdir()):
-        raise parquet.OutputError(f"{out}: not empty: Ray Data writes into an empty directory (remove it, or "
-                                  "choose another)")
-    out.mkdir(parents=True, exist_ok=True)
-    _ensure_ray((workers or default_workers()) + 1)  # a CPU more than actors: see below
-    # the actors, and a CPU left for Ray Data's own tasks (the write): all CPUs held by actors would deadlock it
-    spare = max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
-    workers = min(workers, spare) if workers else spare
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = progress
     fingerprint = options.fingerprint(f"chunk_rows={source.chunk_rows}")
-    started = time.perf_counter()
-    plan = source.plan()
     if isinstance(options.tokenizer, TokenizerSpec):
         options.tokenizer.files_hash()  # fail here on a missing file, not in an actor
-    if plan:
-        ds = ray.data.from_items(plan, override_num_blocks=len(plan))
-        ds = ds.map_batches(
-            ChunkRenderer,
-            fn_constructor_args=(options, str(source.path), source.kind, source.chunk_rows, str(out), fingerprint),
-            batch_size=1,
-            batch_format="pyarrow",
-            compute=ray.data.ActorPoolStrategy(size=min(workers, len(plan))),
-            num_cpus=1,
-        )
-        # writing is I/O: its tasks take no CPU, so the actors still held when they start cannot starve them
-        ds.write_parquet(str(out), ray_remote_args={"num_cpus": 0})
-    result = RunResult()
-    records = [{k: v for k, v in f.items() if k != "kind"}
-               for f in parquet.read_findings(out, internal=True) if f.get("kind") == "_chunk"]
-    result.totals = totals_by_kind(parquet.read_findings(out))
-    for rec in sorted(records, key=lambda r: r["index"]):
+    done = prepare_outdir(out, fingerprint, resume)
+    started = time.perf_counter()
+    records: dict[int, dict[str, Any]] = dict(done)
+    with _cluster((workers or default_workers()) + 1):
+        # a CPU more than the actors: Ray Data's own tasks (reading the plan's blocks) must not wait for them
+        spare = max(1, int(ray.cluster_resources().get("CPU", 1)) - 1)
+        workers = min(workers, spare) if workers else spare
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = progress
+        plan = list(source.iter_plan(frozenset(done)))  # a few numbers per chunk
+        if plan:
+            ds = ray.data.from_items(plan, override_num_blocks=len(plan))
+            ds = ds.map_batches(
+                ChunkRenderer,
+                fn_constructor_args=(options, source, str(out), fingerprint),
+                batch_size=1,
+                batch_format="pyarrow",
+                compute=ray.data.ActorPoolStrategy(size=min(workers, len(plan))),
+                num_cpus=1,
+            )
+            for row in ds.iter_rows():
+                rec = json.loads(row["record"])
+                records[rec["index"]] = rec
+    result = RunResult(seconds=time.perf_counter() - started)
+    result.shards = [records[i] for i in sorted(records)]
+    result.totals = totals_by_kind(parquet.read_findings(out, records))
+    for rec in result.shards:
         result.rows += rec["rows"]
+        result.samples += rec["samples"]
+        result.tokens += rec["tokens"]
+        result.trained_tokens += rec["trained_tokens"]
         result.errors += rec["errors"]
-    files = parquet.sample_files(out)
-    for p in files:
-        t = pq.read_table(p, columns=["length", "assistant_masks"])
-        result.samples += t.num_rows
-        if t.num_rows:
-            result.tokens += int(pc.sum(t.column("length")).as_py() or 0)
-            result.trained_tokens += int(pc.sum(pc.list_flatten(t.column("assistant_masks"))).as_py() or 0)
-    result.shards = [{"file": p.name} for p in files]
-    result.seconds = time.perf_counter() - started
     result.manifest = manifest(source.name, options, fingerprint, result, engine="ray", workers=workers)
     parquet.write_manifest(out, result.manifest)
     return result

@@ -1,7 +1,8 @@
 """Reading conversations for the data pipeline, streamed: JSONL, Parquet, or a ``datasets`` ``save_to_disk``
 directory, in chunks of rows (memory bounded by the chunk, however large the input).
 
-A row is ``{"messages": [...], "tools": [...], "id": ...}`` (``tools`` and ``id`` optional). Rows are
+A row is ``{"messages": [...], "tools": [...], "id": ...}`` (``tools`` and ``id`` optional; Kimi-K3 rows may add
+``image_prompts``, one per image: :mod:`kimi_chat.data.image_prompts`). Rows are
 numbered from 0 in input order: in JSONL the non-blank lines (blank lines are no rows), in Parquet and
 ``datasets`` the table rows. That number is a sample's default ``sample_id`` and the ``row`` of a finding;
 for JSONL each chunk also knows every row's 1-based line number, which the report prints.
@@ -22,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Chunk", "BadRow", "SourceError", "open_source", "normalize_row", "Source"]
+
+ROW_FIELDS = ("messages", "tools", "id", "image_prompts")
+"""The columns a row is read from (others are not read): ``image_prompts`` is Kimi-K3's, one per image
+(:mod:`kimi_chat.data.image_prompts`)."""
 
 DEFAULT_CHUNK_ROWS = 2000
 """Rows per chunk (one output shard each) when the caller does not say."""
@@ -99,8 +104,9 @@ def normalize_row(row: Mapping[str, Any]) -> dict[str, Any]:
             out.pop(key, None)
             continue
         out[key] = _drop_none(v)
-    if out.get("id") is None:
-        out.pop("id", None)
+    for key in ("id", "image_prompts"):
+        if out.get(key) is None:
+            out.pop(key, None)
     return out
 
 
@@ -142,21 +148,29 @@ class Source:
         """One small record per chunk, enough for :meth:`read_chunk` to read that chunk alone (in another
         process or on another machine that sees the same path): ``index``, ``first_row``, and for JSONL the
         byte ``offset`` and ``line`` of its first row (found by one pass over the file, without parsing it)."""
+        return list(self.iter_plan())
+
+    def iter_plan(self, skip: frozenset[int] = frozenset()) -> Iterator[dict[str, int]]:
+        """The records of :meth:`plan`, streamed while the file is scanned (a JSONL file is read as lines, never
+        parsed: the workers that :meth:`read_chunk` parse it), less those whose index is in ``skip``."""
         n = self.chunk_rows
         if self.kind != "jsonl":
             total = self.num_rows() or 0
-            return [{"index": k, "first_row": k * n} for k in range((total + n - 1) // n)]
-        out: list[dict[str, int]] = []
+            yield from ({"index": k, "first_row": k * n} for k in range((total + n - 1) // n) if k not in skip)
+            return
         row = 0
         offset = 0
         with open(self.path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
-                if raw.strip():
-                    if row % n == 0:
-                        out.append({"index": row // n, "first_row": row, "offset": offset, "line": lineno})
+                if not raw.isspace():
+                    if row % n == 0 and row // n not in skip:
+                        yield {"index": row // n, "first_row": row, "offset": offset, "line": lineno}
                     row += 1
                 offset += len(raw)
-        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without an opened ``datasets`` dataset: each process opens its own."""
+        return {k: v for k, v in self.__dict__.items() if k != "_ds"}
 
     def read_chunk(self, entry: Mapping[str, int]) -> Chunk:
         """The chunk of a :meth:`plan` record."""
@@ -195,7 +209,7 @@ class Source:
         end = first + n
         for p in self._parquet_files():
             pf = pq.ParquetFile(p)
-            cols = [c for c in ("messages", "tools", "id") if c in pf.schema_arrow.names]
+            cols = [c for c in ROW_FIELDS if c in pf.schema_arrow.names]
             for g in range(pf.metadata.num_row_groups):
                 size = pf.metadata.row_group(g).num_rows
                 if start < end and start + size > first:
@@ -256,7 +270,7 @@ class Source:
         for p in self._parquet_files():
             pf = pq.ParquetFile(p)
             _check_columns(pf.schema_arrow.names, f"{p}")
-            cols = [c for c in ("messages", "tools", "id") if c in pf.schema_arrow.names]
+            cols = [c for c in ROW_FIELDS if c in pf.schema_arrow.names]
             yield from pf.iter_batches(batch_size=self.chunk_rows, columns=cols)
 
     def _dataset(self) -> Any:
@@ -268,7 +282,7 @@ class Source:
                 raise SourceError(f"{self.name}: a DatasetDict (splits {sorted(ds)}): give one split's directory, "
                                   f"e.g. {self.path / sorted(ds)[0]}")
             _check_columns(ds.column_names, self.name)
-            self._ds = ds.select_columns([c for c in ("messages", "tools", "id") if c in ds.column_names])
+            self._ds = ds.select_columns([c for c in ROW_FIELDS if c in ds.column_names])
         return self._ds
 
     def _arrow_chunks(self, batches: Iterator[Any], skip: frozenset[int]) -> Iterator[Chunk]:

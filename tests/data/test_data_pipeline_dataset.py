@@ -72,3 +72,33 @@ def test_render_dataset_refuses_what_it_cannot_render(saved):
         render_dataset(ds, dialect="kimi-k2.5", reasoning="keep")
     with pytest.raises(ValueError, match="no 'messages' column"):
         render_dataset(ds.rename_column("messages", "chat"), dialect=DIALECT)
+
+
+def test_the_findings_are_kept_beside_the_samples(tmp_path):
+    """A row the dialect refuses gives no sample and is not lost: it is a ``bad_row`` finding with its index and
+    the error naming the field; the other findings (the reasoning K2.6's official template drops) are there too,
+    in row order, cached with the samples; ``render_dataset`` warns how many rows gave no sample."""
+    from kimi_chat.data import KINDS, render_dataset_with_findings
+
+    import json
+
+    rows = conversations(5)
+    rows[3] = {"id": "robot", "messages": [{"role": "user", "content": 3}], "tools": rows[3]["tools"]}
+    # messages and tools as JSON strings (a column of any shape), as the sources read them too
+    as_json = [{"id": r["id"], "messages": json.dumps(r["messages"]), "tools": json.dumps(r["tools"])} for r in rows]
+    datasets.Dataset.from_list(as_json).save_to_disk(str(tmp_path / "ds"))
+    ds = datasets.load_from_disk(str(tmp_path / "ds"))
+    out = render_dataset_with_findings(ds, dialect=DIALECT, num_proc=2, batch_size=2)
+    good = [r for r in rows if r["id"] != "robot"]
+    assert _sorted(out.samples.to_list()) == _sorted(batch_samples(good, RenderOptions.make(DIALECT)))
+    assert out.samples.column_names == SCHEMA.names
+    (bad,) = out.bad_rows().to_list()
+    assert (bad["row"], bad["sample_id"]) == (3, "robot")
+    assert "messages[0].content" in bad["message"]
+    expected = RenderOptions.make(DIALECT).render(rows).findings  # the batch core's findings of the same rows
+    assert out.findings.to_list() == [f.to_dict() for f in expected]
+    assert set(out.totals()) <= set(KINDS) and out.totals()["bad_row"] == 1
+    assert out.totals()["reasoning_dropped"] == sum(f.count for f in expected if f.kind == "reasoning_dropped")
+    with pytest.warns(UserWarning, match=r"1 row\(s\) of the dataset give no sample"):
+        samples = render_dataset(ds, dialect=DIALECT, num_proc=2, batch_size=2)
+    assert _sorted(samples.to_list()) == _sorted(out.samples.to_list())

@@ -217,3 +217,23 @@ def test_a_policy_the_dialect_cannot_do_is_refused_before_any_work(tmp_path, row
     assert status == 2
     assert "--reasoning keep" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_workers_read_their_chunks_the_driver_parses_nothing(tmp_path, rows, options, monkeypatch):
+    """With a pool, the driver only finds where each chunk starts; the workers read and parse the rows (the
+    work that grows with the data is all in the workers). Here the driver cannot parse a row at all; the
+    workers (other processes) can, and the shards are those of one worker."""
+    from kimi_chat.data import sources
+
+    src = _input(tmp_path, rows)
+    run_local(open_source(src, 2), tmp_path / "one", options, workers=1, progress=False)
+
+    def no_parsing(*args, **kwargs):
+        raise AssertionError("the driver parsed a row")
+
+    monkeypatch.setattr(sources, "_parse_line", no_parsing)
+    monkeypatch.setattr(sources, "normalize_row", no_parsing)
+    two = run_local(open_source(src, 2), tmp_path / "two", options, workers=2, progress=False)
+    assert read_samples(tmp_path / "two") == read_samples(tmp_path / "one")
+    assert list(parquet.read_findings(tmp_path / "two")) == list(parquet.read_findings(tmp_path / "one"))
+    assert (two.rows, two.errors) == (9, 2)

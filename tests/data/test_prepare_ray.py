@@ -1,7 +1,7 @@
 """``kimi-chat prepare --engine ray`` and the documented ``ray.data`` recipe, on a local Ray cluster this module
-starts (4 logical CPUs: two actors and Ray Data's list and write tasks; advertised on 127.0.0.1, no dashboard,
-no usage statistics) and stops: the same samples, sample ids and
-findings as the local engine."""
+starts (``kimi_chat.data.ray_engine.local_cluster``: 4 logical CPUs, bound to 127.0.0.1 only, no dashboard, no
+usage statistics) and stops: the same samples, sample ids and findings as the local engine, ``--resume``
+keeping the shards an interrupted run finished, and no Ray server listening beyond the loopback interface."""
 
 from __future__ import annotations
 
@@ -30,14 +30,98 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "training-data.md"
 
 @pytest.fixture(scope="module")
 def cluster():
+    from kimi_chat.data.ray_engine import local_cluster
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
         mp.delenv("RAY_ADDRESS", raising=False)
-        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-        try:
+        with local_cluster(4):
             yield
-        finally:
-            ray.shutdown()
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes started under ``pid`` (Ray's servers and workers, for the driver's pid), from /proc."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat", encoding="utf-8") as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p and c not in out]
+        out.update(kids)
+        todo += kids
+    return out
+
+
+def _listening(pids: set[int]) -> list[tuple[int, str, int]]:
+    """(pid, address, port) of every TCP socket the processes ``pids`` listen on (/proc/net/tcp and tcp6)."""
+    import ipaddress
+
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = pid
+        except OSError:
+            continue
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="ascii") as f:
+            for line in list(f)[1:]:
+                cols = line.split()
+                local, state, inode = cols[1], cols[3], cols[9]
+                if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                    continue
+                hexaddr, port = local.split(":")
+                raw = bytes.fromhex(hexaddr)
+                # the kernel prints each 32-bit word of the address in host (little-endian) order
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                ip = ipaddress.ip_address(raw)
+                ip = getattr(ip, "ipv4_mapped", None) or ip  # ::ffff:127.0.0.1 is 127.0.0.1
+                out.append((inodes[inode], str(ip), int(port, 16)))
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/net"), reason="reads the listening sockets from Linux's /proc")
+def test_the_local_cluster_listens_on_the_loopback_interface_only(cluster):
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    sockets = _listening(_descendants(os.getpid()) | {os.getpid()})
+    assert sockets, "no listening socket found for the Ray processes"
+    assert [s for s in sockets if s[1] not in ("127.0.0.1", "::1")] == []
+
+
+def test_ray_resume_keeps_the_finished_shards(tmp_path, cluster):
+    from kimi_chat.cli import main
+    from kimi_chat.data import parquet
+
+    rows = conversations(7)
+    src = write_jsonl(tmp_path / "in.jsonl", [rows[0], "{not json", *rows[1:]])
+    common = [str(src), "-d", DIALECT, "--shard-rows", "2", "-q"]
+    assert main(["prepare", *common, "-o", str(tmp_path / "local"), "--workers", "1"]) == 0
+    part = tmp_path / "part"
+    assert main(["prepare", *common, "-o", str(part), "--engine", "ray"]) == 0
+    # interrupted: no manifest, shard 3 missing, shard 2 half-written
+    (part / parquet.MANIFEST).unlink()
+    (part / parquet.shard_name(3)).unlink()
+    (part / parquet.shard_name(2)).rename(part / f".{parquet.shard_name(2)}.tmp")
+    kept = {i: os.stat(part / parquet.shard_name(i)).st_mtime_ns for i in (0, 1)}
+    assert main(["prepare", *common, "-o", str(part), "--engine", "ray"]) == 2  # not without --resume
+    assert main(["prepare", *common, "-o", str(part), "--engine", "ray", "--resume",
+                 "--report", str(tmp_path / "r.json")]) == 0
+    assert {i: os.stat(part / parquet.shard_name(i)).st_mtime_ns for i in (0, 1)} == kept
+    assert sorted(p.name for p in part.glob("*.parquet")) == [parquet.shard_name(i) for i in range(4)]
+    assert read_samples(part) == read_samples(tmp_path / "local")
+    assert list(parquet.read_findings(part)) == list(parquet.read_findings(tmp_path / "local"))
+    manifest = json.loads((part / parquet.MANIFEST).read_text())
+    assert (manifest["engine"], manifest["rows"], manifest["errors"]) == ("ray", 8, 1)
+    assert json.loads((tmp_path / "r.json").read_text())["totals"]["bad_row"] == 1
 
 
 def test_ray_engine_writes_the_local_engines_samples(tmp_path, cluster):
