@@ -227,6 +227,12 @@ class Dialect:
         return "history-split-or-all" if self.reads_preserve_thinking else "history-split"
 
     @property
+    def always_thinks(self) -> bool:
+        """Whether every generation prompt opens reasoning and no option turns it off (Kimi-K2.7-Code): a
+        request asking for thinking asks for nothing else, one asking for none cannot be honoured."""
+        return not self.thinking_switch and self.prefills_think()
+
+    @property
     def thinking_switch(self) -> bool:
         """Whether the request can turn reasoning off (the ``thinking`` option: K2.5, K2.6, K3)."""
         return "thinking" in self.options

@@ -165,6 +165,10 @@ def _thinking(body: Mapping[str, Any], d: Dialect, out: dict[str, tuple[Any, str
                  f"({', '.join(_THINKING_KEYS)}); ignored")
     if "type" in obj and "thinking" in d.options:  # (no type: enabled, the templates' default too)
         out["thinking"] = (on, "thinking.type")
+    elif "type" in obj and d.always_thinks:  # (Kimi-K2.7-Code: "enabled" is what it does anyway)
+        if not on:
+            warn(f"the request's thinking.type \"disabled\" cannot turn reasoning off for {d.name}: the model always "
+                 "thinks and its template has no thinking switch; ignored")
     elif "type" in obj:
         warn(f"the request's thinking.type {_dump(kind)} does not change the prompt of {d.name}: its template "
              "has no thinking switch; ignored")
