@@ -212,7 +212,7 @@ class Dialect:
             return True
         if self.family == "k2":
             return False
-        return self.family_parts.keeps_all_reasoning
+        return self.family_parts.official.keeps_all_reasoning
 
     @property
     def reasoning_policy(self) -> Literal["none", "history-split", "history-split-or-all", "all"]:
@@ -242,7 +242,7 @@ class Dialect:
         """The marker spellings that end an assistant turn (the engine's end-of-generation tokens)."""
         fam = self.family_parts
         ends = fam.output_format.end_of_turn_ids
-        return tuple(m.text for m in fam.markers if m.id is not None and m.id in ends)
+        return tuple(m.text for m in fam.markers.all if m.id is not None and m.id in ends)
 
     # -- the handle: each method is the stage that does it, with this dialect --
 
@@ -296,7 +296,7 @@ class Dialect:
         names), loaded once per config. Raises :class:`~kimi_chat.errors.ReferenceDataError` naming the fix
         when the reference data (``$KIMI_CHAT_REFERENCE_DIR``) is missing, ``ModuleNotFoundError`` naming the
         extra to install when tiktoken is."""
-        config = self.family_parts.reference_tokenizer(self)
+        config = self.family_parts.tokens.reference_tokenizer(self)
         key = (config, str(reference_dir) if reference_dir is not None else None)
         tok = _TOKENIZERS.get(key)
         if tok is None:

@@ -222,7 +222,7 @@ def _marker_text(d: Dialect) -> re.Pattern[str]:
     """The special-token spellings of ``d``'s family's tokenizer (``typed-marker``): its markers, reserved names."""
     pattern = _MARKER_TEXT_CACHE.get(d.family)
     if pattern is None:
-        markers = d.family_parts.markers
+        markers = d.family_parts.markers.all
         pattern = re.compile("|".join([*(re.escape(m.text) for m in markers), _RESERVED]))
         _MARKER_TEXT_CACHE[d.family] = pattern
     return pattern

@@ -406,7 +406,7 @@ def _check_tokenization(model: "NativeModel", tok: "KimiTokenizer") -> list[Chec
 
 
 def _family_markers(d: Dialect) -> tuple[M.Marker, ...]:
-    return d.family_parts.markers
+    return d.family_parts.markers.all
 
 
 def _vocabulary_markers(model: "NativeModel", d: Dialect) -> tuple[list[M.Marker], list[str]]:

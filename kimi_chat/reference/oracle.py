@@ -208,4 +208,4 @@ def render_official(
     from ..dialects import get_dialect
 
     d = get_dialect(dialect)
-    return d.family_parts.official_render(messages, tools, d, add_generation_prompt, **options)
+    return d.family_parts.official.render(messages, tools, d, add_generation_prompt, **options)

@@ -553,7 +553,7 @@ def render_tokens(
     _check_policy(special_tokens)
     d = get_dialect(dialect)
     check_vocabulary(tokenizer, d)
-    if d.family_parts.segment_wise:
+    if d.family_parts.tokens.segment_wise:
         r = _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
                             special_tokens, options, strict)
         warn_dropped_reasoning(messages, d, r, stacklevel=3)
@@ -626,7 +626,7 @@ def render_ids(
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    if d.family_parts.segment_wise:
+    if d.family_parts.tokens.segment_wise:
         return render_tokens(messages, tokenizer=tokenizer, tools=tools, dialect=d,
                              add_generation_prompt=add_generation_prompt,
                              continue_final_message=continue_final_message, special_tokens=special_tokens,
@@ -671,7 +671,7 @@ def extend_tokens(
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
-    if d.family_parts.segment_wise:  # the full render, when it starts with the previous ids and the completion
+    if d.family_parts.tokens.segment_wise:  # the full render, when it starts with the previous ids and the completion
         full = _segment_tokens(messages, tok, tools, d, add_generation_prompt, False, policy, opts, False)
         n = len(previous.ids)
         if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:

@@ -12,12 +12,13 @@ from __future__ import annotations
 from types import ModuleType
 
 from ... import markers as M
-from .. import Family
+from .. import (CheckParts, Family, FamilyMarkers, GrammarParts, OfficialRendering, ServingParts,
+                TokenPolicy)
 from .format import FORMAT, TOKEN_CLASSES
 from .grammar import K2Translator
 from .render import render_k2
 from ...prompt.template import template_writer
-from . import tooling
+from . import tooling, usage
 from .lint import lint_k2
 from .oracle import official_k2_render
 
@@ -40,32 +41,24 @@ def _constraint() -> ModuleType:
 FAMILY = Family(
     name="k2",
     title="Kimi-K2",
-    markers=tuple(M.MARKERS),
+    markers=FamilyMarkers(
+        all=tuple(M.MARKERS),
+        output=tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None),
+        vocabulary=(M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE),
+        turn_end=M.IM_END,
+        inspected=tooling.inspected_markers,
+    ),
     output_format=FORMAT,
-    # -- prompt, tokens, grammar, output --
-    format_markers=tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None),
-    grammar_translator=K2Translator,
     write_prompt=template_writer(render_k2),
-    segment_wise=False,
-    vocabulary=(M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE),
-
-    # -- servers --
-    serving=_serving,
-    usage="kimi_chat.families.k2.usage",
-    constraint=_constraint,
-
-    # -- checks, engines, cli, reference --
+    tokens=TokenPolicy(
+        segment_wise=False,
+        base_tokenizer="k2",
+        reference_tokenizer=tooling.reference_tokenizer,
+        snapshot_tokenizer=tooling.snapshot_tokenizer,
+    ),
+    grammar=GrammarParts(translator=K2Translator, constraint=_constraint),
     lint=lint_k2,
-    official_render=official_k2_render,
-    jinja_templates=True,
-    turn_end=M.IM_END,
-    inspected_markers=tooling.inspected_markers,
-    fix_hint=None,
-    verify_requests=tooling.verify_requests,
-    refusals_differ=False,
-    probes=(),
-    reference_tokenizer=tooling.reference_tokenizer,
-    base_tokenizer="k2",
-    snapshot_tokenizer=tooling.snapshot_tokenizer,
-    keeps_all_reasoning=False,
+    serving=ServingParts(hooks=_serving, pending_prompt_tokens=usage.pending_prompt_tokens),
+    official=OfficialRendering(render=official_k2_render, jinja_templates=True, keeps_all_reasoning=False),
+    checks=CheckParts(fix_hint=None, verify_requests=tooling.verify_requests, refusals_differ=False, probes=()),
 )

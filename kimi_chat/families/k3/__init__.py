@@ -11,11 +11,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from ... import markers as M
-from .. import Family
+from .. import (CheckParts, Family, FamilyMarkers, GrammarParts, OfficialRendering, ServingParts,
+                TokenPolicy)
 from .format import FORMAT, TAGS, TOKEN_CLASSES
 from .grammar import K3Translator
 from .render import write_k3
-from . import tooling
+from . import tooling, usage
 from .lint import lint_k3
 from .oracle import official_render
 
@@ -38,33 +39,26 @@ def _constraint() -> ModuleType:
 FAMILY = Family(
     name="k3",
     title="Kimi-K3",
-    markers=tuple(M.K3_MARKERS),
+    markers=FamilyMarkers(
+        all=tuple(M.K3_MARKERS),
+        output=(*(M.K3_BY_TEXT[t] for t in (TAGS.open, TAGS.close, TAGS.sep)),
+                *(m for ms in TOKEN_CLASSES.values() for m in ms if isinstance(m, M.Marker))),
+        vocabulary=(M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG),
+        turn_end=M.K3_END_OF_MSG,
+        inspected=tooling.inspected_markers,
+    ),
     output_format=FORMAT,
-    # -- prompt, tokens, grammar, output --
-    format_markers=(*(M.K3_BY_TEXT[t] for t in (TAGS.open, TAGS.close, TAGS.sep)),
-                    *(m for ms in TOKEN_CLASSES.values() for m in ms if isinstance(m, M.Marker))),
-    grammar_translator=K3Translator,
     write_prompt=write_k3,
-    segment_wise=True,
-    vocabulary=(M.K3_OPEN, M.K3_CLOSE, M.K3_SEP, M.K3_END_OF_MSG),
-
-    # -- servers --
-    serving=_serving,
-    usage="kimi_chat.families.k3.usage",
-    constraint=_constraint,
-
-    # -- checks, engines, cli, reference --
+    tokens=TokenPolicy(
+        segment_wise=True,
+        base_tokenizer="k3",
+        reference_tokenizer=lambda d: "k3",
+        snapshot_tokenizer=tooling.snapshot_tokenizer,
+    ),
+    grammar=GrammarParts(translator=K3Translator, constraint=_constraint),
     lint=lint_k3,
-    official_render=official_render,
-    jinja_templates=False,
-    turn_end=M.K3_END_OF_MSG,
-    inspected_markers=tooling.inspected_markers,
-    fix_hint=tooling.K3_FIX_HINT,
-    verify_requests=tooling.verify_requests,
-    refusals_differ=True,
-    probes=tooling.PROBES,
-    reference_tokenizer=lambda d: "k3",
-    base_tokenizer="k3",
-    snapshot_tokenizer=tooling.snapshot_tokenizer,
-    keeps_all_reasoning=True,
+    serving=ServingParts(hooks=_serving, pending_prompt_tokens=usage.pending_prompt_tokens),
+    official=OfficialRendering(render=official_render, jinja_templates=False, keeps_all_reasoning=True),
+    checks=CheckParts(fix_hint=tooling.K3_FIX_HINT, verify_requests=tooling.verify_requests, refusals_differ=True,
+                      probes=tooling.PROBES),
 )

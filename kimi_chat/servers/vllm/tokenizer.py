@@ -126,7 +126,7 @@ def load_kimi_tokenizer(directory: str | Path) -> KimiTokenizer:
         )
     cfg_path = d / TOKENIZER_CONFIG_FILE
     family = directory_family(_read_json(d / "config.json"), _read_json(cfg_path))
-    return family.snapshot_tokenizer(d, None)
+    return family.tokens.snapshot_tokenizer(d, None)
 
 
 def chat_template_of(directory: str | Path) -> str | None:
