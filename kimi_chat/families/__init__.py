@@ -3,14 +3,15 @@
 A *family* is a way of writing a conversation and an assistant turn: Kimi-K2's ``<|im_*|>`` turns,
 ``<think>`` and tool-call sections (``k2``); Kimi-K3's XTML tags ``<|open|>TAG attrs<|sep|>`` …
 ``<|close|>TAG<|sep|>`` and ``<|end_of_msg|>`` (``k3``). Each is one package, ``kimi_chat.families.<name>``,
-whose ``FAMILY`` is its :class:`Family` record; each dialect record (:mod:`kimi_chat.dialects`) names its
+whose ``family`` module's ``FAMILY`` is its :class:`Family` record and whose ``spec`` module holds the switches
+its dialect records set (``K2Spec``, ``K3Spec``); each dialect record (:mod:`kimi_chat.dialects`) names its
 family. A dialect carries its family's record (:attr:`kimi_chat.dialects.Dialect.family_parts`, resolved once
 through :func:`family_of`); the stages (:mod:`kimi_chat.prompt`, :mod:`kimi_chat.tokens`, :mod:`kimi_chat.output`,
 :mod:`kimi_chat.grammar`, :mod:`kimi_chat.checks`, …) take their parts from it and know no family by name.
 :func:`family_of` is called only where a name becomes a dialect or a family (:mod:`kimi_chat.dialects`, the CLI,
 the server plugins' entry).
 
-Adding a family is one new folder (``families/<name>/``, its ``__init__`` building ``FAMILY``) and one line
+Adding a family is one new folder (``families/<name>/``, its ``family`` module building ``FAMILY``) and one line
 in :data:`REGISTRY`. The registry holds the family packages' paths, imported on first use (the one place a
 module is loaded by a path string): a family package builds on the family-agnostic core (markers, messages, the
 prompt writer, the PEG engine, the tokenizer) and the stages reach it only through a dialect's record, so no
@@ -109,9 +110,6 @@ class OfficialRendering:
     """The official rendering is a Jinja chat template (and kimi_chat ships one per dialect,
     ``templates/<dialect>.jinja``); ``False``: its tokenizer renders in Python, and a Jinja template is a port
     that a host (llama.cpp) runs as given."""
-    keeps_all_reasoning: bool
-    """It writes every assistant turn's reasoning, always (a request's ``thinking.keep="all"`` asks for nothing
-    else: ``kimi-chat render`` does not warn it is ignored)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,10 +160,11 @@ class Family:
 
 
 REGISTRY: dict[str, str] = {
-    "k2": "kimi_chat.families.k2",
-    "k3": "kimi_chat.families.k3",
+    "k2": "kimi_chat.families.k2.family",
+    "k3": "kimi_chat.families.k3.family",
 }
-"""Family name -> the package whose ``FAMILY`` is its :class:`Family`. Adding a family is adding a line."""
+"""Family name -> the module whose ``FAMILY`` is its :class:`Family` (``families/<name>/family.py``). Adding a
+family is adding a line."""
 
 
 def family_names() -> tuple[str, ...]:

@@ -562,7 +562,7 @@ def render_tokens(
                                          continue_final_message, special_tokens, strict, options)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
-    if not add_generation_prompt and not continue_final_message and d.omit_last_im_end_without_generation_prompt:
+    if not add_generation_prompt and not continue_final_message and d.spec.last_turn_open_without_generation_prompt:
         # a training example whose last assistant turn is never closed: say so (lint's finding), as a warning
         finding = unterminated_last_turn(d, normalize_messages(messages), add_generation_prompt)
         if finding is not None:
