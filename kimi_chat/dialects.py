@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from .families import Family
     from .findings import LintWarning
     from .grammar.request import Constraint
-    from .output import ParsedMessage, StreamParser
-    from .prompt import Segment
+    from .output.stream import StreamParser
+    from .output.types import ParsedMessage
+    from .prompt.writer import Segment
     from .tokens.rendered import RenderedTokens
     from .tokens.tokenizer import KimiTokenizer
 

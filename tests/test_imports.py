@@ -98,9 +98,7 @@ _NATIVE = ("type-only: NativeModel, the type the helpers take, lives in engines/
 ALLOWED_EDGES: dict[tuple[str, str], str] = {
     ("kimi_chat.dialects", "kimi_chat.grammar.request"):
         _HANDLE,
-    ("kimi_chat.dialects", "kimi_chat.output"):
-        _HANDLE,
-    ("kimi_chat.dialects", "kimi_chat.prompt"):
+    ("kimi_chat.dialects", "kimi_chat.output.stream"):
         _HANDLE,
     ("kimi_chat.dialects", "kimi_chat.tokens.rendered"):
         _HANDLE,
