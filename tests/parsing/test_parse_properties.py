@@ -340,7 +340,7 @@ def test_round_trip_through_the_formatter(message, dialect):
         # K2.5: the generation prompt ends with <think>; the model writes what follows it
         turn = turn[len(THINK):]
     msg = parse(turn, dialect=dialect)
-    calls = message.get("tool_calls", []) if d.tool_calls else []
+    calls = message.get("tool_calls", []) if d.spec.tool_calls else []
 
     def nonblank(s: Any) -> Any:
         return s if s and not s.isspace() else None

@@ -55,6 +55,7 @@ from typing import Any
 from pathlib import Path
 
 from ..family import choose_family, model_names, named_dialect, override
+from ...caches import LRUCache
 from ...dialects import Dialect
 from ..forced import forced, forced_dialect, forced_grammar, log_kept, thinking_off
 from ..hooks import ServingHooks, serving_of
@@ -148,12 +149,17 @@ def served_dialect() -> Dialect | None:
     ov = override(None)
     if ov is not None:
         return ov[0]
-    return _named(tuple(served_names()))
+    names = tuple(served_names())
+    hit = _NAMED.get(names, _MISSING)
+    if hit is _MISSING:
+        hit = named_dialect(list(names))
+        _NAMED.put(names, hit)
+    return hit
 
 
-@functools.lru_cache(maxsize=8)
-def _named(names: tuple[str, ...]) -> Dialect | None:
-    return named_dialect(list(names))
+_MISSING = object()
+_NAMED: LRUCache[Dialect | None] = LRUCache("sglang.named_dialects", 8)
+"""The dialect the served model's names choose, by names (a model directory's names are read from its files)."""
 
 
 def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls: bool, *, serving: ServingHooks,
