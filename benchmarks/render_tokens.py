@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio_hf = f"{t_hf / t_rt:6.1f}x"
         elif hf is not None and oracle_template is not None:
             template = oracle_template(d)
-            hf_tools = deep_sort_dict(TOOLS) if d.sort_tool_keys else TOOLS
+            hf_tools = deep_sort_dict(TOOLS) if d.spec.sort_tool_keys else TOOLS
             extra = {}
-            if d.tools_typescript:
+            if d.spec.tools_typescript:
                 from kimi_chat.families.k2.tools_ts import tools_to_typescript
 
                 extra["tools_ts_str"] = tools_to_typescript(TOOLS)

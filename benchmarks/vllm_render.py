@@ -96,8 +96,8 @@ def k2_table(root: Path, repeat: int) -> float:
         model = make_model_dir(root, name)
         ours = renderer_from_config(vllm_config(model))
         hf = _hf_renderer(model, name)
-        tools = deep_sort_dict(TOOLS) if d.sort_tool_keys else TOOLS
-        extra = {"tools_ts_str": tools_to_typescript(tools)} if d.tools_typescript else {}
+        tools = deep_sort_dict(TOOLS) if d.spec.sort_tool_keys else TOOLS
+        extra = {"tools_ts_str": tools_to_typescript(tools)} if d.spec.tools_typescript else {}
         for n in SIZES:
             r, c = _row(name, n, ours, hf, chat_params(TOOLS), chat_params(tools, content_format="string", **extra),
                         repeat)

@@ -8,10 +8,13 @@ reads, its reasoning policy, the markers that end its turns) and what one does w
 :meth:`~Dialect.lint`, :meth:`~Dialect.tokenizer`). The free functions (:func:`kimi_chat.render` with
 ``dialect=``...) take the same names.
 
-What differs between the revisions is a handful of choices (default system prompt, how tools are
-declared, role header names, tool-call id policy, tool result layout, ``<think>`` policy, end-of-turn
-policy, how the tokenizer pre-processes tools). One renderer per family serves them all; adding a
-revision is adding a record (:func:`register_dialect`; the built-in ones are below).
+A record is a shared header (name, status, aliases, model names, the oracle file and the options it renders with,
+the options the dialect reads, known problems, its family) and a ``spec`` owned by its family, whose switches are
+named by what they do: :class:`~kimi_chat.families.k2.spec.K2Spec` (default system prompt, how tools are declared,
+role header names, tool-call id policy, tool result layout, message bodies, media, ``<think>`` policy, end-of-turn
+policy) and :class:`~kimi_chat.families.k3.spec.K3Spec`. One renderer per family serves every spec; adding a
+revision is adding a record (:func:`register_dialect`; the built-in ones are below: a revision that differs from
+another in little is ``dataclasses.replace`` of that one, as Kimi-K2.7-Code is of Kimi-K2.6).
 
 Each dialect carries its provenance status, from ``../shared/reference/PROVENANCE.md``:
 
@@ -32,19 +35,24 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ReferenceDataError, UnknownDialectError
+from .families.k2.spec import K2Spec
+from .families.k3.spec import K3Spec
 
 if TYPE_CHECKING:
     from .families import Family
     from .findings import LintWarning
     from .grammar.request import Constraint
-    from .output import ParsedMessage, StreamParser
-    from .prompt import Segment
+    from .output.stream import StreamParser
+    from .output.types import ParsedMessage
+    from .prompt.writer import Segment
     from .tokens.rendered import RenderedTokens
     from .tokens.tokenizer import KimiTokenizer
 
 __all__ = [
     "Status",
     "Dialect",
+    "K2Spec",
+    "K3Spec",
     "DIALECTS",
     "K2_DIALECTS",
     "ALIASES",
@@ -73,8 +81,8 @@ class Status(str, Enum):
 class Dialect:
     """One official template revision, as a set of rendering choices, and the handle to work in it.
 
-    The fields are read by :mod:`kimi_chat.render` (prompt), :mod:`kimi_chat.parse` (output) and the
-    CLI. They are facts read off the oracle template named by ``oracle``. The properties are the facts a user
+    The header's fields are read by every stage and the CLI; the family's renderer reads the ``spec``. They are
+    facts read off the oracle template named by ``oracle``. The properties are the facts a user
     asks (:attr:`reasoning_policy`, :attr:`thinking_switch`, :attr:`end_markers`; ``family``, ``status`` and
     ``options`` are fields) and the methods do each stage's work in this dialect (:meth:`render`,
     :meth:`render_tokens`, :meth:`parse`, :meth:`stream`, :meth:`constraint`, :meth:`lint`, :meth:`tokenizer`).
@@ -92,55 +100,16 @@ class Dialect:
     oracle: str
     """Path of the oracle template, relative to the reference directory."""
     summary: str
-    default_system: str | None
-    """System prompt inserted when the first message is not a system message (``None``: never)."""
-    tools_prefix: str = ""
-    """Text between ``<|im_middle|>`` and the tools JSON of the ``tool_declare`` block."""
-    tools_separators: tuple[str, str] | None = None
-    """``separators`` of the template's ``tojson`` (``None``: ``', '`` and ``': '``)."""
-    tools_typescript: bool = False
-    """The tokenizer passes a TypeScript-style declaration (``tools_ts_str``) in place of the JSON."""
-    sort_tool_keys: bool = False
-    """The official tokenizer sorts the keys of every dict in ``tools`` before rendering."""
-    role_names: Literal["fixed", "name_or_role"] = "fixed"
-    """``fixed``: headers say ``system/user/assistant/tool``; ``name_or_role``: ``message.name`` or role."""
-    tool_calls: bool = True
-    """The template renders ``assistant.tool_calls`` (rev1 silently drops them)."""
-    tool_call_ids: Literal["given", "regenerate"] = "given"
-    """``regenerate``: ids are rewritten as ``functions.NAME:INDEX`` (index within the message)."""
-    string_arguments: Literal["raw", "json"] = "raw"
-    """``raw``: string arguments are written as they are; ``json``: JSON-encoded again (double)."""
-    tool_result_header: str | None = "\n"
-    """Text between ``## Return of ID`` and the result (``None``: no ``## Return of`` header)."""
-    content_style: Literal["rev1", "k2", "macro"] = "k2"
-    """How message bodies are written; see :mod:`kimi_chat.render`."""
-    media: Literal["k2", "k25"] = "k2"
-    """Media parts of list content. ``k2``: a part of type ``image`` or with an ``image`` /
-    ``image_url`` key is ``<|media_start|>image<|media_content|><|media_pad|><|media_end|>`` (plus a
-    newline, except in ``rev1`` content style); video parts render as nothing. ``k25``: parts are told
-    by their type: images ``<|media_begin|>...`` and videos the K2.5 placeholder, each plus a newline."""
-    think: Literal["none", "history_split", "k25"] = "none"
-    """``<think>`` policy for assistant turns. ``history_split``: assistant turns up to the last one
-    without tool calls get ``<think></think>``, later ones their reasoning. ``k25`` (K2.5, K2.6): the
-    same, plus the generation prompt opens ``<think>`` (or ``<think></think>`` with ``thinking=False``)
-    and later turns get ``<think></think>`` with ``thinking=False`` (K2.6: unless ``preserve_thinking``,
-    which also drops the history split, when the dialect reads it, see :attr:`options`)."""
-    reasoning_key: Literal["reasoning_content", "reasoning"] = "reasoning_content"
-    """The key a kept turn's reasoning is read from first. ``reasoning_content``: the template reads
-    only it, which transformers fills from ``reasoning_content``, ``thinking`` or ``reasoning`` (the
-    first given); ``reasoning`` (K2.6): ``reasoning`` when the message has it, else the former."""
-    omit_last_im_end_without_generation_prompt: bool = False
-    """0905: without a generation prompt, the last message gets no ``<|im_end|>`` (prefill mode)."""
+    spec: K2Spec | K3Spec = field(default_factory=K2Spec)
+    """The family's switches (:class:`~kimi_chat.families.k2.spec.K2Spec`, :class:`~kimi_chat.families.k3.spec.K3Spec`),
+    named by what they do: read by that family's renderer, lint rules and tooling."""
     options: tuple[str, ...] = ()
     """Render options (template kwargs) this dialect reads, e.g. ``thinking``."""
     aliases: tuple[str, ...] = field(default=())
-    family: Literal["k2", "k3"] = "k2"
-    """The format family: which renderer (:mod:`kimi_chat.render`) and output format serve it. ``k2``:
-    ``<|im_*|>`` turns and tool-call sections (every K2 revision); ``k3``: XTML, rendered in Python by the
-    official ``encoding_k3`` (the K2 fields above do not apply to it)."""
-    keeps_history_reasoning: bool = False
-    """Every assistant turn keeps its reasoning, always, with no option to turn it off (Kimi-K2.7-Code: what
-    Kimi-K2.6 does with ``preserve_thinking=True``; the generation prompt always opens ``<think>``)."""
+    family: str = "k2"
+    """The format family (a :data:`kimi_chat.families.REGISTRY` name): which renderer and output format serve it.
+    ``k2``: ``<|im_*|>`` turns and tool-call sections (every K2 revision, with a ``K2Spec``); ``k3``: XTML,
+    rendered in Python by the official ``encoding_k3`` (with a ``K3Spec``)."""
     model_names: tuple[str, ...] = ()
     """Published model names (Hugging Face ids, API names) whose chat format this dialect is: the data of
     :func:`dialect_for_model` and :func:`get_dialect` (case, ``_`` or space for ``-`` and the organisation
@@ -154,8 +123,10 @@ class Dialect:
     ``thinking`` and ``preserve_thinking`` true)."""
 
     def __post_init__(self) -> None:
-        if self.family == "k2" and self.keeps_history_reasoning and self.think != "k25":
-            raise ValueError(f"dialect {self.name}: keeps_history_reasoning needs think='k25' (the K2.5 line)")
+        wants = _SPECS.get(self.family)
+        if wants is not None and not isinstance(self.spec, wants):
+            raise TypeError(f"dialect {self.name}: a {self.family} dialect's spec is a {wants.__name__}, "
+                            f"not {type(self.spec).__name__}")
 
     @property
     def reads_preserve_thinking(self) -> bool:
@@ -166,7 +137,7 @@ class Dialect:
     @property
     def reasoning(self) -> bool:
         """Whether the model's output may carry ``<think>`` reasoning."""
-        return self.think != "none"
+        return self.spec.reasoning
 
     def check_options(self, options: Mapping[str, object], *, what: str = "option", require_bool: bool = True) -> None:
         """Refuse template options this dialect does not read (and, with ``require_bool``, non-bool
@@ -185,10 +156,8 @@ class Dialect:
 
     def prefills_think(self, **options: object) -> bool:
         """Whether the generation prompt already opens ``<think>``, so the model's output starts
-        inside reasoning (K2.5 and K2.6 with ``thinking`` on)."""
-        if self.think != "k25":
-            return False
-        return "thinking" not in self.options or options.get("thinking", True) is not False
+        inside reasoning (K2.5 and K2.6 with ``thinking`` on, K2.7-Code always)."""
+        return self.spec.prefills_think("thinking" in self.options, options)
 
     # -- facts --
 
@@ -208,11 +177,7 @@ class Dialect:
     @property
     def keeps_every_reasoning(self) -> bool:
         """Whether every assistant turn's reasoning is rendered, whatever the options (Kimi-K2.7-Code, Kimi-K3)."""
-        if self.keeps_history_reasoning:
-            return True
-        if self.family == "k2":
-            return False
-        return self.family_parts.keeps_all_reasoning
+        return self.spec.keeps_every_reasoning
 
     @property
     def reasoning_policy(self) -> Literal["none", "history-split", "history-split-or-all", "all"]:
@@ -227,6 +192,12 @@ class Dialect:
         return "history-split-or-all" if self.reads_preserve_thinking else "history-split"
 
     @property
+    def always_thinks(self) -> bool:
+        """Whether every generation prompt opens reasoning and no option turns it off (Kimi-K2.7-Code): a
+        request asking for thinking asks for nothing else, one asking for none cannot be honoured."""
+        return not self.thinking_switch and self.prefills_think()
+
+    @property
     def thinking_switch(self) -> bool:
         """Whether the request can turn reasoning off (the ``thinking`` option: K2.5, K2.6, K3)."""
         return "thinking" in self.options
@@ -236,7 +207,7 @@ class Dialect:
         """The marker spellings that end an assistant turn (the engine's end-of-generation tokens)."""
         fam = self.family_parts
         ends = fam.output_format.end_of_turn_ids
-        return tuple(m.text for m in fam.markers if m.id is not None and m.id in ends)
+        return tuple(m.text for m in fam.markers.all if m.id is not None and m.id in ends)
 
     # -- the handle: each method is the stage that does it, with this dialect --
 
@@ -290,7 +261,7 @@ class Dialect:
         names), loaded once per config. Raises :class:`~kimi_chat.errors.ReferenceDataError` naming the fix
         when the reference data (``$KIMI_CHAT_REFERENCE_DIR``) is missing, ``ModuleNotFoundError`` naming the
         extra to install when tiktoken is."""
-        config = self.family_parts.reference_tokenizer(self)
+        config = self.family_parts.tokens.reference_tokenizer(self)
         key = (config, str(reference_dir) if reference_dir is not None else None)
         tok = _TOKENIZERS.get(key)
         if tok is None:
@@ -309,6 +280,9 @@ class Dialect:
             _TOKENIZERS[key] = tok
         return tok
 
+
+_SPECS: dict[str, type] = {"k2": K2Spec, "k3": K3Spec}
+"""The spec class of each built-in family's dialects (a record of another family may carry either)."""
 
 _FAMILY_PARTS: dict[str, Family] = {}
 """The family records :attr:`Dialect.family_parts` resolved so far, by family name."""
@@ -341,15 +315,16 @@ _K2_6 = Dialect(
     oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
     summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
     "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
-    default_system=None,
-    tools_separators=(",", ":"),
-    tools_typescript=True,
-    sort_tool_keys=True,
-    role_names="name_or_role",
-    content_style="macro",
-    media="k25",
-    think="k25",
-    reasoning_key="reasoning",
+    spec=K2Spec(
+        tools_separators=(",", ":"),
+        tools_typescript=True,
+        sort_tool_keys=True,
+        role_names="name_or_role",
+        bodies="think_content_calls",
+        media="typed_media",
+        think="history_split_prefilled",
+        reasoning_key="reasoning",
+    ),
     options=("thinking", "preserve_thinking"),
     model_names=("moonshotai/Kimi-K2.6",),
     known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
@@ -362,7 +337,7 @@ _K2_7_CODE = replace(
     summary="Kimi-K2.7-Code: Kimi-K2.6's format and tokenizer with reasoning always on and every "
     "assistant turn's reasoning kept (K2.6's template with thinking and preserve_thinking forced; "
     "no template of its own is public); no options",
-    keeps_history_reasoning=True,
+    spec=replace(_K2_6.spec, keeps_every_reasoning=True),
     options=(),
     oracle_options=(("thinking", True), ("preserve_thinking", True)),
     model_names=("moonshotai/Kimi-K2.7-Code",),
@@ -376,11 +351,13 @@ _BUILT_IN: tuple[Dialect, ...] = (
             status=Status.VERIFIED,
             oracle="Kimi-K2-Instruct/chat_template.rev1.jinja",
             summary="Kimi-K2-Instruct, July 2025 original: no tool-call support (tool calls are dropped)",
-            default_system=_K2_SYSTEM_V1,
-            role_names="fixed",
-            tool_calls=False,
-            tool_result_header=None,
-            content_style="rev1",
+            spec=K2Spec(
+                default_system=_K2_SYSTEM_V1,
+                role_names="fixed",
+                tool_calls=False,
+                tool_result_header=None,
+                bodies="content_only",
+            ),
             known_problems=("no-tool-calls",),
         ),
         Dialect(
@@ -389,12 +366,14 @@ _BUILT_IN: tuple[Dialect, ...] = (
             oracle="Kimi-K2-Instruct/chat_template.rev2.jinja",
             summary="Kimi-K2-Instruct, Jul-Aug 2025: first with tool calls; ids regenerated, "
             "string arguments JSON-encoded twice, literal backslash-n after '## Return of'",
-            default_system=_K2_SYSTEM_V1,
-            role_names="fixed",
-            tool_call_ids="regenerate",
-            string_arguments="json",
-            tool_result_header="\\n",
-            content_style="k2",
+            spec=K2Spec(
+                default_system=_K2_SYSTEM_V1,
+                role_names="fixed",
+                tool_call_ids="regenerate",
+                string_arguments="json",
+                tool_result_header="\\n",
+                bodies="content_then_calls",
+            ),
             known_problems=("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n",
                             "llama-server-continuation"),
         ),
@@ -403,13 +382,15 @@ _BUILT_IN: tuple[Dialect, ...] = (
             status=Status.UNVERIFIED,
             oracle="unverified/Kimi-K2-Instruct-0905.chat_template.candidate-A.jinja",
             summary="Kimi-K2-Instruct-0905: ids kept, '# Tools' header, name-or-role headers",
-            default_system=_K2_SYSTEM_V2,
-            tools_prefix="\n  # Tools\n  ",
-            sort_tool_keys=True,
-            role_names="name_or_role",
-            tool_result_header="\n    ",
-            content_style="k2",
-            omit_last_im_end_without_generation_prompt=True,
+            spec=K2Spec(
+                default_system=_K2_SYSTEM_V2,
+                tools_prefix="\n  # Tools\n  ",
+                sort_tool_keys=True,
+                role_names="name_or_role",
+                tool_result_header="\n    ",
+                bodies="content_then_calls",
+                last_turn_open_without_generation_prompt=True,
+            ),
             aliases=("kimi-k2-instruct",),
             model_names=("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-0905-preview"),
             known_problems=("missing-final-im-end", "llama-server-chat-fails", "llama-server-continuation"),
@@ -419,11 +400,13 @@ _BUILT_IN: tuple[Dialect, ...] = (
             status=Status.SINGLE_SOURCE,
             oracle="Kimi-K2-Thinking/chat_template.rev1.jinja",
             summary="Kimi-K2-Thinking, Nov 2025 initial: <think> kept after the last plain assistant turn",
-            default_system=_K2_SYSTEM_V2,
-            sort_tool_keys=True,
-            role_names="name_or_role",
-            content_style="macro",
-            think="history_split",
+            spec=K2Spec(
+                default_system=_K2_SYSTEM_V2,
+                sort_tool_keys=True,
+                role_names="name_or_role",
+                bodies="think_content_calls",
+                think="history_split",
+            ),
             aliases=("kimi-k2-thinking",),
             model_names=("moonshotai/Kimi-K2-Thinking",),
             known_problems=("superseded-revision", "llama-server-continuation"),
@@ -435,14 +418,15 @@ _BUILT_IN: tuple[Dialect, ...] = (
             summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
             "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system; "
             "reasoning from reasoning_content; no preserve_thinking",
-            default_system=None,
-            tools_separators=(",", ":"),
-            tools_typescript=True,
-            sort_tool_keys=True,
-            role_names="name_or_role",
-            content_style="macro",
-            media="k25",
-            think="k25",
+            spec=K2Spec(
+                tools_separators=(",", ":"),
+                tools_typescript=True,
+                sort_tool_keys=True,
+                role_names="name_or_role",
+                bodies="think_content_calls",
+                media="typed_media",
+                think="history_split_prefilled",
+            ),
             options=("thinking",),
             model_names=("moonshotai/Kimi-K2.5",),
             known_problems=("needs-tools-ts-str", "llama-server-continuation"),
@@ -458,8 +442,8 @@ KIMI_K3 = Dialect(
     oracle="Kimi-K3/encoding_k3.py",
     summary="Kimi-K3 (July 2026): XTML markup of <|open|>/<|close|>/<|sep|>/<|end_of_msg|>, no Jinja template; "
     "encoded segment by segment; thinking_effort low/high/max (default max); tool results re-ordered by id",
-    default_system=None,
     family="k3",
+    spec=K3Spec(),
     model_names=("moonshotai/Kimi-K3",),
     options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
 )

@@ -51,7 +51,7 @@ def template_path(dialect: str | Dialect) -> Path:
     """
     d = get_dialect(dialect)
     name = d.name
-    if not d.family_parts.jinja_templates:
+    if not d.family_parts.official.jinja_templates:
         raise FileNotFoundError(f"dialect {name!r} has no Jinja chat template: its official tokenizer renders "
                                 "in Python (kimi_chat.render serves it; servers: --tokenizer-mode / the release's tokenizer)")
     filename = name + ".jinja"

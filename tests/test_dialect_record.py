@@ -12,6 +12,7 @@ import pytest
 from kimi_chat import Dialect, Status, UnknownDialectError, get_dialect, parse, register_dialect, render, unregister_dialect
 from kimi_chat import markers as M
 from kimi_chat.dialects import ALIASES, DIALECTS, K2_DIALECTS, MODEL_NAMES, dialect_for_model
+from kimi_chat.families.k2.spec import K2Spec
 
 from conftest import needs_reference
 
@@ -20,11 +21,13 @@ RECORD = Dialect(
     status=Status.RECONSTRUCTED,
     oracle="none/fixture.jinja",
     summary="a made-up K2 revision: name-or-role headers, its own default system prompt, a history split",
-    default_system="You are a fixture.",
-    sort_tool_keys=True,
-    role_names="name_or_role",
-    content_style="macro",
-    think="history_split",
+    spec=K2Spec(
+        default_system="You are a fixture.",
+        sort_tool_keys=True,
+        role_names="name_or_role",
+        bodies="think_content_calls",
+        think="history_split",
+    ),
     aliases=("kimi-k2-fixture",),
     model_names=("example-org/Kimi-K2-Fixture",),
 )

@@ -22,8 +22,8 @@ from kimi_chat.templates import template_dirs, template_path, template_text
 from kimi_chat.testing.strategies import ODD_KINDS, odd_requests, requests
 
 ALL = list(DIALECTS)
-SORTED = [name for name, d in DIALECTS.items() if d.sort_tool_keys]
-UNSORTED = [name for name, d in DIALECTS.items() if not d.sort_tool_keys]
+SORTED = [name for name, d in DIALECTS.items() if d.spec.sort_tool_keys]
+UNSORTED = [name for name, d in DIALECTS.items() if not d.spec.sort_tool_keys]
 TEMPLATE_ODD_KINDS = tuple(k for k in ODD_KINDS if k != "non-bool option")
 
 
@@ -31,14 +31,14 @@ def ours(dialect, messages, tools=None, add_generation_prompt=True, ts=True, **o
     """Our template rendered the way the official tokenizer renders its own (without sorting)."""
     d = get_dialect(dialect)
     kwargs = dict(options)
-    if ts and d.tools_typescript and tools:
+    if ts and d.spec.tools_typescript and tools:
         kwargs["tools_ts_str"] = tools_to_typescript(tools)
     return render_template(template_text(d), messages, tools=tools, add_generation_prompt=add_generation_prompt,
                            sort_tool_keys=False, **kwargs)
 
 
 def dumps(tools, dialect):
-    return json.dumps(deep_sort_dict(tools), ensure_ascii=False, separators=get_dialect(dialect).tools_separators)
+    return json.dumps(deep_sort_dict(tools), ensure_ascii=False, separators=get_dialect(dialect).spec.tools_separators)
 
 
 # -- the property -------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ TS_REJECTED = {"type": "function", "function": {"name": "bad", "parameters": {
 
 def json_fallback(tools, dialect):
     """``tools``, plus for K2.5/K2.6 a tool that sends the template to its JSON declaration."""
-    return tools + [TS_REJECTED] if get_dialect(dialect).tools_typescript else tools
+    return tools + [TS_REJECTED] if get_dialect(dialect).spec.tools_typescript else tools
 
 
 @pytest.mark.parametrize("dialect", SORTED)
@@ -156,7 +156,7 @@ def test_unsorted_tools_are_sorted(dialect):
     tools = json_fallback(UNSORTED_TOOLS, dialect)
     out = ours(dialect, msgs, tools, ts=False)  # K2.5 without tools_ts_str: the JSON fallback
     assert dumps(tools, dialect) in out
-    if not get_dialect(dialect).tools_typescript:
+    if not get_dialect(dialect).spec.tools_typescript:
         assert out == render(msgs, tools=UNSORTED_TOOLS, dialect=dialect)
     else:  # the TypeScript declaration, computed by the template itself
         assert ours(dialect, msgs, UNSORTED_TOOLS, ts=False) == ours(dialect, msgs, UNSORTED_TOOLS)
@@ -186,8 +186,8 @@ def test_sorted_json_matches_json_dumps_byte_for_byte(dialect):
     msgs = [{"role": "user", "content": "hi"}]
     out = ours(dialect, msgs, tools, ts=False)
     declared = out.split("<|im_middle|>", 1)[1].split("<|im_end|>", 1)[0]
-    assert declared == get_dialect(dialect).tools_prefix + dumps(tools, dialect)
-    if not get_dialect(dialect).tools_typescript:
+    assert declared == get_dialect(dialect).spec.tools_prefix + dumps(tools, dialect)
+    if not get_dialect(dialect).spec.tools_typescript:
         assert out == render(msgs, tools=tools, dialect=dialect)
 
 
@@ -200,7 +200,7 @@ def test_k25_tools_ts_str_is_used_when_given(dialect):
     assert ours(dialect, msgs, UNSORTED_TOOLS) == render(msgs, tools=UNSORTED_TOOLS, dialect=dialect)
 
 
-@pytest.mark.parametrize("dialect", [n for n, d in DIALECTS.items() if d.tool_calls and d.tool_call_ids == "given"])
+@pytest.mark.parametrize("dialect", [n for n, d in DIALECTS.items() if d.spec.tool_calls and d.spec.tool_call_ids == "given"])
 def test_tool_call_without_id_is_written_empty_like_render(dialect):
     # official parity: the official templates write an empty id (no raise_exception in ours any more)
     msgs = [{"role": "user", "content": "hi"},

@@ -196,12 +196,12 @@ def _family(dialect: str | None) -> Family:
 
 def _markers_for(dialect: str | None) -> tuple[M.Marker, ...]:
     d = _record(dialect)
-    return d.family_parts.inspected_markers(d)
+    return d.family_parts.markers.inspected(d)
 
 
 def _turn_end(dialect: str | None) -> M.Marker:
     """The marker that ends the model's turn (its family's: ``<|im_end|>`` for K2, ``<|end_of_msg|>`` for K3)."""
-    return _family(dialect).turn_end
+    return _family(dialect).markers.turn_end
 
 
 def _gguf_facts(meta: dict[str, Any], dialect: str | None) -> list[TokenizerFact]:
@@ -344,7 +344,7 @@ class Inspection:
         path: what a command run from any directory finds; ``templates/<dialect>.jinja`` if the file is
         missing), ``None`` for Kimi-K3 (no template)."""
         d = self.fix_dialect
-        if d is None or not _family(d).jinja_templates:
+        if d is None or not _family(d).official.jinja_templates:
             return None
         own = own_template_path(d)
         return str(own) if own is not None else f"templates/{d}.jinja"
@@ -363,7 +363,7 @@ class Inspection:
         """What to do: :attr:`fix_command`, or for Kimi-K3 (no template to use instead) how to render
         its prompts exactly (its family's ``fix_hint``)."""
         d = self.fix_dialect
-        hint = _family(d).fix_hint if d is not None else None
+        hint = _family(d).checks.fix_hint if d is not None else None
         return hint if hint is not None else self.fix_command
 
     @property

@@ -222,7 +222,7 @@ def _marker_text(d: Dialect) -> re.Pattern[str]:
     """The special-token spellings of ``d``'s family's tokenizer (``typed-marker``): its markers, reserved names."""
     pattern = _MARKER_TEXT_CACHE.get(d.family)
     if pattern is None:
-        markers = d.family_parts.markers
+        markers = d.family_parts.markers.all
         pattern = re.compile("|".join([*(re.escape(m.text) for m in markers), _RESERVED]))
         _MARKER_TEXT_CACHE[d.family] = pattern
     return pattern
@@ -263,7 +263,7 @@ def unterminated_last_turn(d: Dialect, msgs: Sequence[Mapping[str, Any]], add_ge
     """The ``unterminated-last-turn`` finding (``None`` when it does not apply): ``d`` (0905) writes no
     ``<|im_end|>`` after the last message without a generation prompt (a prefill, as the official
     template does), so a training example ending with an assistant turn never labels its end of turn."""
-    if add_generation_prompt or not d.omit_last_im_end_without_generation_prompt or not msgs:
+    if add_generation_prompt or not d.spec.last_turn_open_without_generation_prompt or not msgs:
         return None
     if msgs[-1].get("role") != "assistant":
         return None  # no-generation-prompt says what matters there

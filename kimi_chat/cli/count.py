@@ -71,9 +71,9 @@ def snapshot_tokenizer(directory: str | None, d: Any, config: str | None, flag: 
 
     family = family_of(d)
     if directory:
-        return family.snapshot_tokenizer(Path(directory), config)
+        return family.tokens.snapshot_tokenizer(Path(directory), config)
     try:
-        return KimiTokenizer.from_reference(family.reference_tokenizer(d))
+        return KimiTokenizer.from_reference(family.tokens.reference_tokenizer(d))
     except ReferenceDataError as e:
         raise InputError(f"{e} (or give a model snapshot directory with {flag} DIR)") from e
 

@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{e}" + ("" if args.tokenizer_dir else " (or give a model snapshot directory with --tokenizer-dir DIR)"))
     except (InputError, KimiChatError, OSError) as e:
         return fail(str(e))
-    what = f"{d.name} template" if family_of(d).jinja_templates else f"{d.name} special tokens"
+    what = f"{d.name} template" if family_of(d).official.jinja_templates else f"{d.name} special tokens"
     what += ", terse" if args.terse else ""
     print(f"kimi-chat: wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {what}) "
           f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr)

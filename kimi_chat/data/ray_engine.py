@@ -88,7 +88,7 @@ class KimiSamples:
         if tokenizer_dir is not None:
             from ..dialects import get_dialect
 
-            tok = get_dialect(dialect).family_parts.snapshot_tokenizer(Path(tokenizer_dir), None)
+            tok = get_dialect(dialect).family_parts.tokens.snapshot_tokenizer(Path(tokenizer_dir), None)
         self.options = RenderOptions.make(dialect, tok, reasoning=reasoning, max_length=max_length,
                                           overlong=overlong)
 

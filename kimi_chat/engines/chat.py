@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import ctypes
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError
@@ -17,9 +18,41 @@ from ..output.format import format_for
 from ..output import Delta, ParsedMessage, StreamParser
 
 if TYPE_CHECKING:
-    from .native import NativeModel
+    from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = ["ChatResult", "chat_stream", "apply_builtin_template", "render_embedded"]
+
+
+class LoadedModel(Protocol):
+    """What the chat helpers here and :mod:`kimi_chat.engines.conformance` use of a loaded model: the surface of
+    :class:`kimi_chat.engines.native.NativeModel` (which imports these helpers, so they name this protocol, not it)."""
+
+    path: Path
+    backend: str
+    dialect: Dialect
+    dialect_source: str
+    n_vocab: int
+    _lib: Any
+    """The llama.cpp bindings the model was loaded with (``llama_cpp``)."""
+    @property
+    def generate(self) -> Callable[..., Iterator[int]]:
+        """``(ids, *, max_tokens, grammar, seed, temperature, ...) -> generated ids`` (:meth:`NativeModel.generate`)."""
+
+    @property
+    def embedded_chat_template(self) -> str | None: ...
+    def is_eog(self, token_id: int) -> bool: ...
+    def eog_ids(self) -> list[int]: ...
+    def token_text(self, token_id: int) -> str: ...
+    def token_attr(self, token_id: int) -> int: ...
+    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
+    def piece(self, token_id: int, special: bool = True) -> bytes: ...
+    def detokenize(self, ids: Iterable[int], special: bool = True) -> str: ...
+    def tokenizer(self) -> KimiTokenizer: ...
+    def prompt_ids(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+                   dialect: str | Dialect | None = None, **options: Any) -> list[int]: ...
+    def chat(self, messages: Sequence[Any], **kwargs: Any) -> ChatResult: ...
+    def apply_builtin_template(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+                               template: str | None = None) -> str: ...
 
 
 @dataclass
@@ -66,7 +99,7 @@ class ChatResult:
 
 
 def chat_stream(
-    model: "NativeModel",
+    model: LoadedModel,
     messages: Sequence[Any],
     *,
     tools: Sequence[Any] | None = None,
@@ -141,7 +174,7 @@ def chat_stream(
     )
 
 
-def apply_builtin_template(model: "NativeModel", messages: Sequence[Mapping[str, Any]], *,
+def apply_builtin_template(model: LoadedModel, messages: Sequence[Mapping[str, Any]], *,
                            add_generation_prompt: bool = True, template: str | None = None) -> str:
     """:meth:`NativeModel.apply_builtin_template <kimi_chat.engines.native.NativeModel.apply_builtin_template>`."""
     lib = model._lib
@@ -166,7 +199,7 @@ def apply_builtin_template(model: "NativeModel", messages: Sequence[Mapping[str,
     return buf.raw[:n].decode("utf-8")
 
 
-def render_embedded(model: "NativeModel", messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
+def render_embedded(model: LoadedModel, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
                     add_generation_prompt: bool = True, **kwargs: Any) -> str:
     """:meth:`NativeModel.render_embedded <kimi_chat.engines.native.NativeModel.render_embedded>`."""
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter

@@ -36,9 +36,9 @@ from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError
 from ..output.format import format_for
 from ..prompt import render
+from .chat import LoadedModel
 
 if TYPE_CHECKING:
-    from .native import NativeModel
     from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = ["Check", "ConformanceReport", "CORPUS", "GROUPS", "check_model", "report_from_dict"]
@@ -390,7 +390,7 @@ def role_note(ours: str, engine: str, messages: Sequence[Mapping[str, Any]]) -> 
 # the checks
 
 
-def _check_tokenization(model: "NativeModel", tok: "KimiTokenizer") -> list[Check]:
+def _check_tokenization(model: LoadedModel, tok: "KimiTokenizer") -> list[Check]:
     out = []
     for category, texts in CORPUS.items():
         diffs = [(t, o, e) for t in texts
@@ -406,10 +406,10 @@ def _check_tokenization(model: "NativeModel", tok: "KimiTokenizer") -> list[Chec
 
 
 def _family_markers(d: Dialect) -> tuple[M.Marker, ...]:
-    return d.family_parts.markers
+    return d.family_parts.markers.all
 
 
-def _vocabulary_markers(model: "NativeModel", d: Dialect) -> tuple[list[M.Marker], list[str]]:
+def _vocabulary_markers(model: LoadedModel, d: Dialect) -> tuple[list[M.Marker], list[str]]:
     """The family's markers whose id the GGUF has a named token for, and the names of the others."""
     present, absent = [], []
     for m in _family_markers(d):
@@ -422,7 +422,7 @@ def _vocabulary_markers(model: "NativeModel", d: Dialect) -> tuple[list[M.Marker
     return present, absent
 
 
-def _check_specials(model: "NativeModel", tok: "KimiTokenizer", d: Dialect) -> list[Check]:
+def _check_specials(model: LoadedModel, tok: "KimiTokenizer", d: Dialect) -> list[Check]:
     present, absent = _vocabulary_markers(model, d)
     out = []
     absent_note = f"not in this vocabulary: {', '.join(absent)}" if absent else None
@@ -480,7 +480,7 @@ def _compare_prompts(group_name: str, label: str, ours: str, engine: str,
                  text_difference(ours, engine), note)
 
 
-def _check_builtin(model: "NativeModel", d: Dialect) -> list[Check]:
+def _check_builtin(model: LoadedModel, d: Dialect) -> list[Check]:
     out = []
     for label, messages in CONVERSATIONS:
         ours = render(list(messages), dialect=d)
@@ -523,7 +523,7 @@ def _check_server(server: str, d: Dialect, timeout: float) -> list[Check]:
     return out
 
 
-def _check_generation(model: "NativeModel", d: Dialect) -> list[Check]:
+def _check_generation(model: LoadedModel, d: Dialect) -> list[Check]:
     out = []
     messages = [{"role": "user", "content": "Say hello."}]
     try:
@@ -584,7 +584,7 @@ def _engine_version(backend: str) -> str:
 
 
 def check_model(
-    model: "NativeModel",
+    model: LoadedModel,
     *,
     server: str | None = None,
     dialect: str | Dialect | None = None,

@@ -125,7 +125,7 @@ class Constraint:
         return llguidance.LLMatcher(tok, self.grammar(), log_level=0)
 
     def _family(self) -> Any:
-        return self.dialect.family_parts.constraint()
+        return self.dialect.family_parts.grammar.constraint()
 
     def accepts(self, text: str) -> bool:
         """Whether constrained generation could produce exactly ``text`` (the assistant output, markers
@@ -246,7 +246,7 @@ class _ByteVocab:
 def byte_tokenizer(dialect: Dialect) -> tuple[llguidance.LLTokenizer, dict[str, int]]:
     """A byte-level llguidance tokenizer whose special tokens are ``dialect``'s markers (its family's
     ``special_markers``), and the id of each marker spelling."""
-    fam = dialect.family_parts.constraint()
+    fam = dialect.family_parts.grammar.constraint()
     specials = [m.text for m in fam.special_markers(dialect)]
     vocab = _ByteVocab(specials, fam.end_markers(dialect)[0])
     return llguidance.LLTokenizer(llguidance.TokenizerWrapper(vocab)), {s: 256 + i for i, s in enumerate(specials)}
@@ -427,7 +427,7 @@ def _build(tools: Sequence[Any] | None, d: Dialect, tool_choice: Any, parallel_t
         if additional_properties == "declared":
             response = declared_only(response)
     prepared = tuple(notes)  # what reading the schemas found (invalid schemas, references): the GBNF export's too
-    fam = d.family_parts.constraint()
+    fam = d.family_parts.grammar.constraint()
     names = {name: i for i, name in enumerate(fns)}
     try:
             lark, family_notes = build_lark(fam.TRANSLATOR, fam.GRAMMAR, bundled, tool_choice, parallel_tool_calls, d,

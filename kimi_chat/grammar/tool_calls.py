@@ -97,6 +97,6 @@ def tool_call_grammar(
         opts, start = after_reasoning_options(d, {"reasoning": reasoning, **options})
         reasoning = bool(opts.pop("reasoning", reasoning))
         options = opts
-    return build_grammar(family.grammar_translator, family.output_format.grammar, tools, tool_choice,
+    return build_grammar(family.grammar.translator, family.output_format.grammar, tools, tool_choice,
                          parallel_tool_calls, d, max_calls, first_index, token_markers, reasoning, content, options,
                          reply_schema=reply_schema, start_rule=start)

@@ -286,7 +286,7 @@ def after_reasoning(dialect: Dialect, options: Mapping[str, Any]) -> tuple[dict[
     reasoning ended (a server applies it from there: vLLM, SGLang with a reasoning parser): the family's
     ``after_reasoning`` (its constraint module; K2: the body, as with thinking off; K3: after the think
     channel, whose close ended the reasoning), over ``options``."""
-    extra, start = dialect.family_parts.constraint().after_reasoning(dialect)
+    extra, start = dialect.family_parts.grammar.constraint().after_reasoning(dialect)
     return {**options, **extra}, start
 
 

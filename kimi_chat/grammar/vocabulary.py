@@ -40,7 +40,7 @@ def format_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> tuple[M.Marker, 
     """The markers with a special-token id that the output format of ``dialect``'s family writes (its
     record's ``format_markers``): K2, every marker of :data:`kimi_chat.families.k2.format.TOKEN_CLASSES`;
     K3, the tag markers (``<|open|>``, ``<|close|>``, ``<|sep|>``) and ``<|end_of_msg|>``."""
-    return get_dialect(dialect).family_parts.format_markers
+    return get_dialect(dialect).family_parts.markers.output
 
 
 def default_token_markers(dialect: str | Dialect = DEFAULT_DIALECT) -> frozenset[str]:

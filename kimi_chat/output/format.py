@@ -40,12 +40,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..families import REGISTRY
-
 if TYPE_CHECKING:
     from .peg import Expr, Machine, MarkerTable
 
-__all__ = ["OutputFormat", "FAMILIES", "format_for", "reserved_hints"]
+__all__ = ["OutputFormat", "format_for", "reserved_hints"]
 
 
 @dataclass(frozen=True)
@@ -119,24 +117,16 @@ def reserved_hints(names: Mapping[int, str], first: int, count: int, name: Calla
     return out
 
 
-FAMILIES = REGISTRY
-"""The family registry (:data:`kimi_chat.families.REGISTRY`), under its former name: each family's
-:class:`~kimi_chat.families.Family` record carries its ``output_format``."""
-
-
 def format_for(dialect: object) -> OutputFormat:
     """The output format of ``dialect`` (a :class:`~kimi_chat.dialects.Dialect`): its family record's
-    ``output_format`` (:attr:`~kimi_chat.dialects.Dialect.family_parts`). ``NotImplementedError`` names a family that is
-    not registered; ``TypeError`` an object of a registered family that is not a dialect (``get_dialect(name)``
-    makes one)."""
-    family_name = getattr(dialect, "family", "k2")
+    ``output_format`` (:attr:`~kimi_chat.dialects.Dialect.family_parts`). ``NotImplementedError`` names the
+    family of an object that has no registered family's parts (not a dialect, or a dialect of an unregistered
+    family: ``kimi_chat.get_dialect(name)`` makes a dialect and names the registered families)."""
     try:
         family = dialect.family_parts  # type: ignore[attr-defined]
     except (KeyError, AttributeError):
         name = getattr(dialect, "name", dialect)
-        if family_name in REGISTRY:
-            raise TypeError(f"format_for takes a Dialect, got {type(dialect).__name__} {name!r}: pass "
-                            "kimi_chat.get_dialect(name)") from None
-        raise NotImplementedError(f"dialect {name}: no output format for the {family_name!r} "
-                                  f"family yet (formats: {', '.join(REGISTRY)})") from None
+        raise NotImplementedError(f"dialect {name}: no output format for the {getattr(dialect, 'family', 'k2')!r} "
+                                  "family (format_for takes a Dialect of a registered family: "
+                                  "kimi_chat.get_dialect(name) makes one)") from None
     return family.output_format

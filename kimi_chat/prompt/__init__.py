@@ -130,7 +130,7 @@ def render_segments(
     encoder segment. ``strict`` and the other arguments are :func:`render`'s."""
     w = Writer(marked=True)
     write_prompt(w, messages, tools, dialect, add_generation_prompt, continue_final_message, options, strict)
-    if get_dialect(dialect).family_parts.segment_wise:
+    if get_dialect(dialect).family_parts.tokens.segment_wise:
         return [Segment(p.text, p.message_index, p.trainable) for p in w.layout().pieces()]
     return w.segments()
 

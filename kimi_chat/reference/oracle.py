@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import KimiChatError, ReferenceDataError
 from ..nesting import deep_sort_dict
 from . import reference_dir
+from ..families.k2.spec import K2Spec
 
 __all__ = [
     "OracleUnavailable", "NoOracleTemplateError", "deep_sort_dict", "render_template", "render_as_tokenizer",
@@ -182,14 +183,16 @@ def render_as_tokenizer(
 
     d = get_dialect(dialect)
     kwargs = dict(options)
-    if d.tools_typescript and tools:
-        ts_tools = deep_sort_dict(list(tools)) if d.sort_tool_keys else list(tools)
+    k2 = d.spec if isinstance(d.spec, K2Spec) else None  # (a K3 port declares tools as its encoder does: no switch)
+    sort_tool_keys = k2 is not None and k2.sort_tool_keys
+    if k2 is not None and k2.tools_typescript and tools:
+        ts_tools = deep_sort_dict(list(tools)) if sort_tool_keys else list(tools)
         ts = (tools_ts or official_tools_ts)(ts_tools)
         if ts is not None:  # as the tokenizer: a failed encoding passes nothing, the template writes JSON
             kwargs["tools_ts_str"] = ts
     return render_template(
         template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
-        sort_tool_keys=d.sort_tool_keys, **kwargs,
+        sort_tool_keys=sort_tool_keys, **kwargs,
     )
 
 
@@ -208,4 +211,4 @@ def render_official(
     from ..dialects import get_dialect
 
     d = get_dialect(dialect)
-    return d.family_parts.official_render(messages, tools, d, add_generation_prompt, **options)
+    return d.family_parts.official.render(messages, tools, d, add_generation_prompt, **options)

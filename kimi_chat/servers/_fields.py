@@ -336,7 +336,7 @@ template ignores them, so the prompt is what the official template renders."""
 
 def _refused(d: Dialect, code: str) -> bool:
     if code == "developer-role":  # (the name-or-role templates head the turn with the role: a system turn)
-        return d.role_names == "fixed"
+        return getattr(d.spec, "role_names", "fixed") == "fixed"  # (K3: no role header either)
     return code in LINT_REFUSED
 
 

@@ -36,7 +36,6 @@ with the same code (:func:`body_options`; ``kimi_chat/cli/_body.py``).
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +44,6 @@ from typing import Any
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import RequestError
-from ..families import family_of
 from ._fields import (
     MOONSHOT_FIXED,
     MOONSHOT_TEMPERATURE,
@@ -165,6 +163,10 @@ def _thinking(body: Mapping[str, Any], d: Dialect, out: dict[str, tuple[Any, str
                  f"({', '.join(_THINKING_KEYS)}); ignored")
     if "type" in obj and "thinking" in d.options:  # (no type: enabled, the templates' default too)
         out["thinking"] = (on, "thinking.type")
+    elif "type" in obj and d.always_thinks:  # (Kimi-K2.7-Code: "enabled" is what it does anyway)
+        if not on:
+            warn(f"the request's thinking.type \"disabled\" cannot turn reasoning off for {d.name}: the model always "
+                 "thinks and its template has no thinking switch; ignored")
     elif "type" in obj:
         warn(f"the request's thinking.type {_dump(kind)} does not change the prompt of {d.name}: its template "
              "has no thinking switch; ignored")
@@ -322,8 +324,7 @@ def prompt_tokens(ids: Sequence[int], *, dialect: str | Dialect, request: ChatRe
     not prompt (Kimi-K3: ``<|open|>response<|sep|>`` with thinking off, measured against KVV's ground
     truths 36 / 119 where the release's tokenizer gives 39 / 122; ``<|open|>think<|sep|>`` with thinking
     on is counted the same way, not measured). The rule is the dialect's family's
-    (``kimi_chat.families.FAMILY.usage``); K2 dialects count every id (no Moonshot ground truth)."""
+    (its ``serving.pending_prompt_tokens``); K2 dialects count every id (no Moonshot ground truth)."""
     d = get_dialect(dialect)
-    usage = importlib.import_module(family_of(d).usage)
-    return len(ids) - usage.pending_prompt_tokens(ids)
+    return len(ids) - d.family_parts.serving.pending_prompt_tokens(ids)
 

@@ -18,13 +18,16 @@ and output say, read by token ids, is the family's (:mod:`kimi_chat.servers.hook
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialects import DEFAULT_DIALECT, Dialect, dialect_for_served_model, get_dialect
+from ..errors import KimiChatError
 from ..families import Family, family_names, family_of
 from ..families.k3.serving import prompt_channel as k3_prompt_channel
 from ..families.k3.serving import reasoning_ended as k3_reasoning_ended
@@ -38,6 +41,9 @@ __all__ = [
     "tokenizer_family",
     "choose_family",
     "override",
+    "model_names",
+    "named_dialect",
+    "read_json",
     "k3_prompt_channel",
     "k3_reasoning_ended",
     "k3_reasoning_ends_in",
@@ -127,3 +133,35 @@ def choose_family(tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None
         _LOGGED.add((fam.name, why))
         logger.info("kimi_chat parses the %s format family (%s)", fam.title, why)
     return fam
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A model directory's JSON file (``config.json``, ``tokenizer_config.json``), ``{}`` when absent.
+    Raises :class:`~kimi_chat.errors.KimiChatError` naming the file when it is not readable JSON."""
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise KimiChatError(f"{path}: not readable JSON ({e})") from e
+
+
+def model_names(directory: str | Path) -> list[str]:
+    """The names a model directory goes by: ``config.json``'s ``_name_or_path``, the repository id of a Hugging
+    Face cache snapshot (``models--ORG--NAME/snapshots/REV``) and the directory's own name."""
+    d = Path(directory)
+    names = []
+    declared = read_json(d / "config.json").get("_name_or_path")
+    if isinstance(declared, str) and declared:
+        names.append(declared)
+    names += [part[len("models--"):].replace("--", "/") for part in d.parts if part.startswith("models--")]
+    names.append(d.name)
+    return names
+
+
+def named_dialect(names: list[str]) -> Dialect | None:
+    """The dialect a served model's names choose where its chat template cannot tell, as vLLM's renderer and
+    ``serve`` choose it (:func:`kimi_chat.dialects.dialect_for_served_model`: ``moonshotai/Kimi-K2.7-Code``
+    ships Kimi-K2.6's template); ``None``: the names choose none (the template or the tokenizer decides)."""
+    name = dialect_for_served_model(names, None)
+    return get_dialect(name) if name is not None else None

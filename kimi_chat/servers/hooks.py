@@ -155,5 +155,5 @@ def serving_of(family: Family | str | Any) -> ServingHooks:
     """The server hooks of a family: a :class:`~kimi_chat.families.Family`, a family name, or a dialect
     (anything :func:`~kimi_chat.families.family_of` takes). ``KeyError`` names an unregistered family."""
     record = family if isinstance(family, Family) else family_of(family)
-    return cast(ServingHooks, record.serving())
+    return cast(ServingHooks, record.serving.hooks())
 

@@ -38,7 +38,6 @@ from typing import Any
 
 from ..dialects import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
-from ..families import family_of
 from ..tokens.tokenizer import BYTE_ENCODER, KimiTokenizer
 
 __all__ = ["TinyConfig", "build_tiny_model", "bpe_merges", "token_strings", "TINY_VOCAB_SIZE"]
@@ -168,19 +167,19 @@ def build_tiny_model(
             "pip install -e '.[native]' (run in the kimi_chat checkout)"
         ) from e
     d = get_dialect(dialect)
-    family = family_of(d)
+    family = d.family_parts
     if tokenizer is None:  # the dialect's own: a reasoning dialect's <think> / </think> are special ids
-        say(f"reading the {family.reference_tokenizer(d)} tokenizer ...")
-        tokenizer = KimiTokenizer.from_reference(family.reference_tokenizer(d))
-    if chat_template is None and family.jinja_templates:
+        say(f"reading the {family.tokens.reference_tokenizer(d)} tokenizer ...")
+        tokenizer = KimiTokenizer.from_reference(family.tokens.reference_tokenizer(d))
+    if chat_template is None and family.official.jinja_templates:
         chat_template = _chat_template(d.name)
     eos_id = tokenizer.eos_id
-    if not family.jinja_templates:  # no template to say where a turn ends: generation ends at the turn's end
-        end = family.turn_end.text
+    if not family.official.jinja_templates:  # no template to say where a turn ends: generation ends at the turn's end
+        end = family.markers.turn_end.text
         eos_id = tokenizer.special_tokens.get(end)
         if eos_id is None:
             raise KimiChatError(f"dialect {d.name}: the tokenizer has no {end} token "
-                                f"(use KimiTokenizer.from_reference({family.base_tokenizer!r}))")
+                                f"(use KimiTokenizer.from_reference({family.tokens.base_tokenizer!r}))")
     if tokenizer.num_base_tokens > TINY_VOCAB_SIZE:
         raise ReferenceDataError(f"{tokenizer.model_path}: more BPE ranks than the model vocabulary")
     c = config

@@ -553,7 +553,7 @@ def render_tokens(
     _check_policy(special_tokens)
     d = get_dialect(dialect)
     check_vocabulary(tokenizer, d)
-    if d.family_parts.segment_wise:
+    if d.family_parts.tokens.segment_wise:
         r = _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
                             special_tokens, options, strict)
         warn_dropped_reasoning(messages, d, r, stacklevel=3)
@@ -562,7 +562,7 @@ def render_tokens(
                                          continue_final_message, special_tokens, strict, options)
     if add_generation_prompt is None:
         add_generation_prompt = not continue_final_message
-    if not add_generation_prompt and not continue_final_message and d.omit_last_im_end_without_generation_prompt:
+    if not add_generation_prompt and not continue_final_message and d.spec.last_turn_open_without_generation_prompt:
         # a training example whose last assistant turn is never closed: say so (lint's finding), as a warning
         finding = unterminated_last_turn(d, normalize_messages(messages), add_generation_prompt)
         if finding is not None:
@@ -626,7 +626,7 @@ def render_ids(
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
-    if d.family_parts.segment_wise:
+    if d.family_parts.tokens.segment_wise:
         return render_tokens(messages, tokenizer=tokenizer, tools=tools, dialect=d,
                              add_generation_prompt=add_generation_prompt,
                              continue_final_message=continue_final_message, special_tokens=special_tokens,
@@ -671,7 +671,7 @@ def extend_tokens(
     policy = previous.special_tokens
     messages = [*previous.messages, *new_messages]
     completion_ids = list(completion_ids)
-    if d.family_parts.segment_wise:  # the full render, when it starts with the previous ids and the completion
+    if d.family_parts.tokens.segment_wise:  # the full render, when it starts with the previous ids and the completion
         full = _segment_tokens(messages, tok, tools, d, add_generation_prompt, False, policy, opts, False)
         n = len(previous.ids)
         if full.ids[:n] != previous.ids or full.ids[n : n + len(completion_ids)] != completion_ids:

@@ -18,7 +18,7 @@ __all__ = ["vocabulary_problem", "check_vocabulary"]
 
 def _has(tokenizer: Any, family: Any) -> bool:
     specials = tokenizer.special_tokens
-    return all(m.text in specials for m in family.vocabulary)
+    return all(m.text in specials for m in family.markers.vocabulary)
 
 
 def vocabulary_problem(tokenizer: Any, d: Dialect) -> str | None:
@@ -27,7 +27,7 @@ def vocabulary_problem(tokenizer: Any, d: Dialect) -> str | None:
     when it can. (The one check behind :func:`check_vocabulary` and the CLI's tokenizer flags.)"""
     family = d.family_parts
     specials = tokenizer.special_tokens
-    missing = [m.text for m in family.vocabulary if m.text not in specials]
+    missing = [m.text for m in family.markers.vocabulary if m.text not in specials]
     if not missing:
         return None
     others = [f for f in registered_families() if f.name != family.name]
@@ -41,5 +41,5 @@ def check_vocabulary(tokenizer: Any, d: Dialect) -> None:
     (:func:`vocabulary_problem`): :class:`~kimi_chat.errors.RenderError` (a ``ValueError``)."""
     problem = vocabulary_problem(tokenizer, d)
     if problem is not None:
-        ref = d.family_parts.base_tokenizer
+        ref = d.family_parts.tokens.base_tokenizer
         raise RenderError(f"{problem}; use KimiTokenizer.from_reference({ref!r}) or that model's tokenizer")

@@ -146,7 +146,7 @@ def rendered_as_llama_server_sends(dialect: str, messages: list[Any], tools: lis
     llama.cpp's Jinja prints a list: where a template writes list content with ``{{ }}`` (a tool
     result's, or next to tool calls: Python's ``str()`` of the list under Jinja2, as the official
     template does) llama.cpp writes nothing."""
-    parse_arguments = get_dialect(dialect).tool_calls
+    parse_arguments = get_dialect(dialect).spec.tool_calls
     sent = [llama_server_message(m, parse_arguments=parse_arguments) for m in messages]
     text = render(sent, dialect=dialect, tools=[llama_server_tool(t) for t in tools] if tools else None,
                   add_generation_prompt=add_generation_prompt, **options)
@@ -158,7 +158,7 @@ def rendered_as_llama_server_sends(dialect: str, messages: list[Any], tools: lis
 
 def ts_kwargs(dialect: str, tools: list[Any] | None) -> dict[str, Any]:
     """K2.5/K2.6: what a user passes so that tools are declared as the official tokenizer declares them."""
-    if tools and get_dialect(dialect).tools_typescript:
+    if tools and get_dialect(dialect).spec.tools_typescript:
         return {"tools_ts_str": tools_to_typescript(tools)}
     return {}
 
@@ -231,11 +231,11 @@ def test_tool_declarations_are_sorted_in_llama_cpp_jinja(servers):
     rejected = {"type": "function", "function": {"name": "g", "description": "", "parameters": {
         "type": "object", "properties": {"x": {"type": "integer", "enum": ["a"]}}}}}
     for dialect in ("kimi-k2-instruct-0905", "kimi-k2-thinking@rev1", "kimi-k2.5", "kimi-k2.6"):
-        sent = tools + [rejected] if get_dialect(dialect).tools_typescript else tools
+        sent = tools + [rejected] if get_dialect(dialect).spec.tools_typescript else tools
         got = servers(dialect).apply_template(ASK, sent)
-        sep = get_dialect(dialect).tools_separators
+        sep = get_dialect(dialect).spec.tools_separators
         assert json.dumps(deep_sort_dict(sent), ensure_ascii=False, separators=sep) in got, dialect
-        if not get_dialect(dialect).tools_typescript:
+        if not get_dialect(dialect).spec.tools_typescript:
             assert got == render(ASK, tools=tools, dialect=dialect)
 
 
@@ -310,7 +310,7 @@ def test_apply_template_generated(servers, dialect, data):
         body["chat_template_kwargs"] = kwargs
     s = servers(dialect)
     try:
-        sent = ([llama_server_message(m, parse_arguments=get_dialect(dialect).tool_calls) for m in messages],
+        sent = ([llama_server_message(m, parse_arguments=get_dialect(dialect).spec.tool_calls) for m in messages],
                 [llama_server_tool(t) for t in tools or []])
     except json.JSONDecodeError:
         # KNOWN: string arguments that are not JSON: llama-server refuses the request

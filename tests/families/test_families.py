@@ -95,7 +95,7 @@ def test_strict_refuses_exactly_lints_errors(family: str, dialect: str) -> None:
 
 
 def _soup(family: str) -> st.SearchStrategy[str]:
-    spellings = [m.text for m in family_of(family).markers]
+    spellings = [m.text for m in family_of(family).markers.all]
     partials = sorted({s[:k] for s in spellings for k in (1, 2, len(s) - 1) if 0 < k < len(s)})
     pieces = st.one_of(st.sampled_from(spellings), st.sampled_from(partials),
                        st.sampled_from(["{\"city\": \"Paris\"}", "get_weather", "functions.get_weather:0", " ", "\n",
@@ -132,7 +132,7 @@ def test_no_marker_spelling_lands_in_a_text_field(family: str, dialect: str) -> 
     dialect does not reason, so they are left out here."""
     fmt = family_of(family).output_format
     literal_where_plain = {getattr(x, "text", x) for c in fmt.think_classes for x in fmt.token_classes[c]}
-    spellings = [m.text for m in family_of(family).markers if m.text not in literal_where_plain]
+    spellings = [m.text for m in family_of(family).markers.all if m.text not in literal_where_plain]
 
     @SETTINGS
     @given(text=_soup(family))

@@ -24,7 +24,7 @@ def _dialects(family: str) -> list[str]:
 
 
 def test_probes_are_the_shared_ones_then_each_familys_own_compared_with_its_dialects_only():
-    own = [replace(p, families=(name,)) for name in REGISTRY for p in family_of(name).probes]
+    own = [replace(p, families=(name,)) for name in REGISTRY for p in family_of(name).checks.probes]
     assert PROBES == SHARED_PROBES + tuple(own)
     for p in own:
         assert p.families is not None
@@ -36,17 +36,17 @@ def test_probes_are_the_shared_ones_then_each_familys_own_compared_with_its_dial
 @pytest.mark.parametrize("family", FAMILIES)
 def test_inspect_reads_the_markers_and_turn_end_of_the_dialects_family(family):
     record = family_of(family)
-    assert record.turn_end in record.markers
+    assert record.markers.turn_end in record.markers.all
     for name in _dialects(family):
         markers = _markers_for(name)
-        assert markers == record.inspected_markers(DIALECTS[name])
-        assert set(markers) <= set(record.markers) and _turn_end(name) == record.turn_end
+        assert markers == record.markers.inspected(DIALECTS[name])
+        assert set(markers) <= set(record.markers.all) and _turn_end(name) == record.markers.turn_end
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_family_ships_templates_exactly_when_its_record_says_so(family):
     for name in _dialects(family):
-        if family_of(family).jinja_templates:
+        if family_of(family).official.jinja_templates:
             assert template_path(name).name == f"{name}.jinja"
         else:
             with pytest.raises(FileNotFoundError, match="has no Jinja chat template"):
@@ -56,7 +56,7 @@ def test_a_family_ships_templates_exactly_when_its_record_says_so(family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_marker_of_the_family_typed_in_text_is_linted(family):
     for name in _dialects(family):
-        for m in family_of(family).markers:
+        for m in family_of(family).markers.all:
             found = lint([{"role": "user", "content": f"a {m.text} b"}], dialect=name)
             assert [w.field for w in found if w.code == "typed-marker"] == ["content"], (name, m.text)
 
@@ -77,5 +77,5 @@ def test_render_official_is_the_familys_official_rendering(family):
     msgs = [{"role": "user", "content": "Hi"}]
     for name in _dialects(family):
         d = DIALECTS[name]
-        assert render_official(msgs, dialect=name) == family_of(family).official_render(msgs, None, d, True)
+        assert render_official(msgs, dialect=name) == family_of(family).official.render(msgs, None, d, True)
         assert render_official(msgs, dialect=name) == render(msgs, dialect=name)

@@ -152,3 +152,18 @@ def test_a_request_asking_to_keep_every_reasoning_is_what_it_does(capsysbinary, 
         assert out.out == golden.with_suffix(".txt").read_bytes()
         err = out.err.decode()
         assert (err == "") if warned is None else (warned in err), err
+
+
+def test_thinking_enabled_is_what_k27_code_does_and_disabled_is_said_to_be_ignored() -> None:
+    from kimi_chat.servers.contract import read_chat_request
+
+    user = [{"role": "user", "content": "Hi"}]
+    on = read_chat_request({"model": "kimi", "messages": user, "thinking": {"type": "enabled"}}, dialect=K27, contract="open")
+    assert not on.warnings and on.render_options == {}
+    off = read_chat_request({"model": "kimi", "messages": user, "thinking": {"type": "disabled"}}, dialect=K27, contract="open")
+    assert off.render_options == {}
+    assert [w for w in off.warnings if "cannot turn reasoning off" in w and "always thinks" in w], off.warnings
+    # a dialect with no reasoning at all keeps the plain "no switch" warning for "enabled"
+    plain = read_chat_request({"model": "kimi", "messages": user, "thinking": {"type": "enabled"}}, dialect="kimi-k2-instruct-0905",
+                              contract="open")
+    assert any("has no thinking switch" in w for w in plain.warnings)

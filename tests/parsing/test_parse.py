@@ -40,7 +40,8 @@ from parse_helpers import (
 
 OK = ToolCallStatus.OK
 THINKING = "kimi-k2-thinking"
-K25 = replace(get_dialect("kimi-k2-thinking@rev1"), name="test-k25", think="k25", options=("thinking",))
+K25 = replace(get_dialect("kimi-k2-thinking@rev1"), name="test-k25", options=("thinking",),
+              spec=replace(get_dialect("kimi-k2-thinking@rev1").spec, think="history_split_prefilled"))
 """A stand-in for the coming kimi-k2.5 dialect: the generation prompt opens ``<think>``."""
 WEATHER = [
     {"type": "function", "function": {"name": "get_weather", "parameters": {

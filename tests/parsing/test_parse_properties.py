@@ -30,7 +30,8 @@ from parse_helpers import (AB, CB, CE, END, SB, SE, THINK, UNTHINK, expected, fe
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-K25 = replace(get_dialect("kimi-k2-thinking@rev1"), name="test-k25", think="k25", options=("thinking",))
+K25 = replace(get_dialect("kimi-k2-thinking@rev1"), name="test-k25", options=("thinking",),
+              spec=replace(get_dialect("kimi-k2-thinking@rev1").spec, think="history_split_prefilled"))
 PARSER_CONFIGS: list[dict[str, Any]] = [
     {},  # kimi-k2-instruct: <think> is text
     {"dialect": "kimi-k2-thinking"},
@@ -339,7 +340,7 @@ def test_round_trip_through_the_formatter(message, dialect):
         # K2.5: the generation prompt ends with <think>; the model writes what follows it
         turn = turn[len(THINK):]
     msg = parse(turn, dialect=dialect)
-    calls = message.get("tool_calls", []) if d.tool_calls else []
+    calls = message.get("tool_calls", []) if d.spec.tool_calls else []
 
     def nonblank(s: Any) -> Any:
         return s if s and not s.isspace() else None
@@ -351,7 +352,7 @@ def test_round_trip_through_the_formatter(message, dialect):
     assert len(msg.tool_calls) == len(calls)
     for j, (got, c) in enumerate(zip(msg.tool_calls, calls)):
         fn = c["function"]
-        want_id = f"functions.{fn['name']}:{j}" if d.tool_call_ids == "regenerate" else c["id"]
+        want_id = f"functions.{fn['name']}:{j}" if d.spec.tool_call_ids == "regenerate" else c["id"]
         assert (got.index, got.id, got.name, got.status.value) == (j, want_id, fn["name"], "ok")
         if isinstance(fn["arguments"], str):
             assert got.arguments == fn["arguments"].strip()  # verbatim (unwrapped once for rev2)

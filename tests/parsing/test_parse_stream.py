@@ -195,7 +195,8 @@ def test_the_format_comes_from_the_dialect_family():
     import dataclasses
 
     from kimi_chat.dialects import get_dialect
-    from kimi_chat.output.format import FAMILIES, format_for
+    from kimi_chat.families import REGISTRY as FAMILIES
+    from kimi_chat.output.format import format_for
     from kimi_chat.families.k2.format import K2
 
     d = get_dialect("kimi-k2-thinking")

@@ -25,9 +25,9 @@ def _expected_finding(dialect: str, kind: str) -> bool:
     rev1 writes no tool-result header, rev1 drops tool calls and rev2 regenerates their ids)."""
     d = get_dialect(dialect)
     if kind == "tool result without tool_call_id":
-        return d.tool_result_header is not None
+        return d.spec.tool_result_header is not None
     if kind == "tool call without id":
-        return d.tool_calls and d.tool_call_ids == "given"
+        return d.spec.tool_calls and d.spec.tool_call_ids == "given"
     return True
 
 

@@ -4,7 +4,6 @@ are exercised by ``tests/adapters``."""
 
 from __future__ import annotations
 
-import importlib
 
 import pytest
 
@@ -75,19 +74,18 @@ FAMILY_DIALECTS = sorted((d.family, name) for name, d in DIALECTS.items())
 
 @pytest.mark.parametrize("family, dialect", FAMILY_DIALECTS)
 def test_the_records_module_paths_hold_what_their_users_read(family: str, dialect: str) -> None:
-    """``usage`` (a module path) and ``constraint`` (the family package's accessor) are imported on first use (by
-    :func:`kimi_chat.servers.contract.prompt_tokens` and :mod:`kimi_chat.grammar.request`): each
-    resolves, and holds what its reader calls, for every dialect of the family."""
+    """``serving.pending_prompt_tokens`` and ``grammar.constraint`` (the family package's accessor, imported on
+    first use by :mod:`kimi_chat.grammar.request`) hold what their readers
+    (:func:`kimi_chat.servers.contract.prompt_tokens`, the constraint) call, for every dialect of the family."""
     record = family_of(family)
     d = DIALECTS[dialect]
-    usage = importlib.import_module(record.usage)
-    assert usage.pending_prompt_tokens([]) == 0  # no prompt, nothing pending
-    constraint = record.constraint()
+    assert record.serving.pending_prompt_tokens([]) == 0  # no prompt, nothing pending
+    constraint = record.grammar.constraint()
     assert {"TRANSLATOR", "GRAMMAR", "special_markers", "end_markers"} <= set(constraint.__all__)
-    family_markers = {m.text for m in record.markers}
+    family_markers = {m.text for m in record.markers.all}
     specials = constraint.special_markers(d)
     assert specials and all(m.id is not None and m.text in family_markers for m in specials)
     ends = constraint.end_markers(d)
     assert ends and set(ends) <= {m.text for m in specials}
     # the end of the turn the constraint allows is the one a prompt of this family ends an assistant turn with
-    assert record.turn_end.text in ends
+    assert record.markers.turn_end.text in ends

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from ...dialects import DIALECTS as ALL_DIALECTS, K2_DIALECTS as DIALECTS, Dialect, Status, get_dialect
 from ...errors import KimiChatError
+from ...families.k2.spec import K2Spec
 from ..known_problems import DIALECT_PROBLEMS, KnownProblem, KnownTemplate, known_template, problems_of
 from ...reference.oracle import OracleUnavailable
 from ...prompt import render
@@ -209,7 +210,9 @@ def _behaviour(template: str) -> _Behaviour:
             if not probe.applies_to(d):
                 continue
             expected = _expected(probe, d)
-            key = (i, d.family, d.sort_tool_keys and bool(probe.tools), d.tools_typescript and bool(probe.tools))
+            k2 = d.spec if isinstance(d.spec, K2Spec) else None  # (the tool declaration switches: K2 templates)
+            key = (i, d.family, k2 is not None and k2.sort_tool_keys and bool(probe.tools),
+                   k2 is not None and k2.tools_typescript and bool(probe.tools))
             if key not in cache:
                 cache[key] = _render_probe(template, probe, d)
             actual, error, lenient = cache[key]

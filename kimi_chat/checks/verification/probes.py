@@ -87,6 +87,6 @@ SHARED_PROBES: tuple[Probe, ...] = (
 """The conversations :func:`identify` renders through a template and every dialect."""
 
 PROBES: tuple[Probe, ...] = SHARED_PROBES + tuple(
-    replace(p, families=(family.name,)) for family in registered_families() for p in family.probes)
+    replace(p, families=(family.name,)) for family in registered_families() for p in family.checks.probes)
 """Every probe: :data:`SHARED_PROBES`, then each registered family's own (its record's ``probes``), compared
 with that family's dialects only."""

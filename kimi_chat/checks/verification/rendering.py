@@ -229,7 +229,7 @@ def _render_unbounded(template: str, messages: list[Any], dialect: str, tools: S
     """:func:`render_with_dialect`'s rendering itself (run by :func:`~kimi_chat.checks.verification.bounded.run_bounded`)."""
     d = get_dialect(dialect)
     with _lenient(template) if lenient else nullcontext():
-        if not d.family_parts.jinja_templates:  # a port of a family without templates: run as a host runs it
+        if not d.family_parts.official.jinja_templates:  # a port of a family without templates: run as a host runs it
             return _render_as_host(template, messages, tools=tools, add_generation_prompt=add_generation_prompt,
                                    parse_arguments=parse_arguments, **options)
         return render_as_tokenizer(template, messages, d, tools=tools, add_generation_prompt=add_generation_prompt,

@@ -91,7 +91,7 @@ class VerifyReport:
 def _requests(d: Dialect) -> Any:
     """The hypothesis strategy of the requests verify renders for ``d`` (its family's ``verify_requests``)."""
     try:
-        return d.family_parts.verify_requests(d)
+        return d.family_parts.checks.verify_requests(d)
     except ImportError as e:  # pragma: no cover - depends on the environment
         if (e.name or "").partition(".")[0] != "hypothesis":
             raise  # a broken import of kimi_chat's own is a bug, not a missing extra
@@ -125,7 +125,7 @@ def _compare(template: str, d: Dialect, req: Mapping[str, Any], lenient: bool = 
         expected: str | None = render(req["messages"], tools=req["tools"], dialect=d,
                                       add_generation_prompt=req["add_generation_prompt"], **req["options"])
     except (ValueError, TypeError, KimiChatError) as e:
-        if not d.family_parts.refusals_differ:
+        if not d.family_parts.checks.refusals_differ:
             return _Outcome(False, None, None, None)
         expected, refusal = None, _describe_error(e)
     try:

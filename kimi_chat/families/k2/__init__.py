@@ -1,71 +1,10 @@
 """The Kimi-K2 family: ``<|im_*|>`` turns, ``<think>`` reasoning, ``<|tool_calls_section_begin|>`` call sections.
 
 Dialects: Kimi-K2-Instruct (rev1, rev2), -0905, -Thinking, Kimi-K2.5, Kimi-K2.6, Kimi-K2.7-Code
-(:mod:`kimi_chat.dialects`).
-Modules: :mod:`.render` (the prompt, as the Jinja templates write it), :mod:`.tools_ts` (K2.5/K2.6's TypeScript
-tool declarations), :mod:`.format` (the output format as data), :mod:`.calls` (call headers, arguments),
-:mod:`.grammar` (GBNF of one request).
+(:mod:`kimi_chat.dialects`, each with a :class:`~.spec.K2Spec`). Modules: :mod:`.family` (the family's record,
+``FAMILY``), :mod:`.spec` (the switches a K2 dialect record sets), :mod:`.render` (the prompt, as the Jinja
+templates write it), :mod:`.tools_ts` (K2.5/K2.6's TypeScript tool declarations), :mod:`.format` (the output
+format as data), :mod:`.calls` (call headers, arguments), :mod:`.grammar` (GBNF of one request).
+
+This ``__init__`` imports nothing: a dialect record imports :mod:`.spec` without loading the family's stages.
 """
-
-from __future__ import annotations
-
-from types import ModuleType
-
-from ... import markers as M
-from .. import Family
-from .format import FORMAT, TOKEN_CLASSES
-from .grammar import K2Translator
-from .render import render_k2
-from ...prompt.template import template_writer
-from . import tooling
-from .lint import lint_k2
-from .oracle import official_k2_render
-
-
-def _serving() -> ModuleType:
-    """The family's server hooks (:mod:`.serving`), imported on first use (by :func:`kimi_chat.servers.hooks.serving_of`)."""
-    from . import serving
-
-    return serving
-
-
-def _constraint() -> ModuleType:
-    """The family's part of a llguidance constraint (:mod:`.constraint`), imported on first use (it needs the
-    ``constraints`` extra only when a constraint is built)."""
-    from . import constraint
-
-    return constraint
-
-
-FAMILY = Family(
-    name="k2",
-    title="Kimi-K2",
-    markers=tuple(M.MARKERS),
-    output_format=FORMAT,
-    # -- prompt, tokens, grammar, output --
-    format_markers=tuple(m for ms in TOKEN_CLASSES.values() for m in ms if m.id is not None),
-    grammar_translator=K2Translator,
-    write_prompt=template_writer(render_k2),
-    segment_wise=False,
-    vocabulary=(M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.IM_SYSTEM, M.IM_MIDDLE),
-
-    # -- servers --
-    serving=_serving,
-    usage="kimi_chat.families.k2.usage",
-    constraint=_constraint,
-
-    # -- checks, engines, cli, reference --
-    lint=lint_k2,
-    official_render=official_k2_render,
-    jinja_templates=True,
-    turn_end=M.IM_END,
-    inspected_markers=tooling.inspected_markers,
-    fix_hint=None,
-    verify_requests=tooling.verify_requests,
-    refusals_differ=False,
-    probes=(),
-    reference_tokenizer=tooling.reference_tokenizer,
-    base_tokenizer="k2",
-    snapshot_tokenizer=tooling.snapshot_tokenizer,
-    keeps_all_reasoning=False,
-)

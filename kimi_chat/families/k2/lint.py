@@ -46,10 +46,10 @@ def _history_split(msgs: Sequence[Mapping[str, Any]]) -> int:
 
 def _role_rendering(d: Dialect, role: str) -> str:
     """How ``d``'s template writes a message of a role it has no branch for."""
-    if d.role_names == "fixed":
+    if d.spec.role_names == "fixed":
         return "the template writes no header for it: its text runs into the previous turn"
     return (f"the template writes it as a system turn, {M.IM_SYSTEM.text}{role}{M.IM_MIDDLE.text}"
-            + ("" if d.default_system is None else ", and a first such message does not replace the default system prompt"))
+            + ("" if d.spec.default_system is None else ", and a first such message does not replace the default system prompt"))
 
 
 def _schema_findings(d: Dialect, msgs: list[dict[str, Any]]) -> list[LintWarning]:
@@ -63,7 +63,7 @@ def _schema_findings(d: Dialect, msgs: list[dict[str, Any]]) -> list[LintWarning
         elif kind == "missing-field" and field == "content":
             code, text = "missing-content", f"a {m.get('role')} message without content: the template renders an empty body"
         elif kind == "missing-field" and field == "tool_call_id":
-            if d.tool_result_header is None:
+            if d.spec.tool_result_header is None:
                 continue  # the dialect does not write it
             code, text = "missing-tool-call-id", "a tool result without tool_call_id: the template writes '## Return of ' and no id"
         elif kind == "unknown-field":
@@ -94,8 +94,8 @@ def _lint(
     end = unterminated_last_turn(d, msgs, add_generation_prompt)
     if end is not None:
         out.append(end)
-    if d.tools_typescript and tool_list:
-        failure = typescript_failure(deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list)
+    if d.spec.tools_typescript and tool_list:
+        failure = typescript_failure(deep_sort_dict(tool_list) if d.spec.sort_tool_keys else tool_list)
         if failure is not None:
             out.append(LintWarning(
                 "tools-not-typescript", None,
@@ -109,11 +109,11 @@ def _lint(
     seen: dict[str, int] = {}  # call id -> index of the assistant message that made it
     pending: Counter[str] = Counter()  # call ids not answered yet
     regenerated: dict[str, str] = {}  # given id -> id the template writes (rev2)
-    writes_ids = d.tool_calls and d.tool_call_ids == "given"
+    writes_ids = d.spec.tool_calls and d.spec.tool_call_ids == "given"
     for i, m in enumerate(msgs):
         role = m["role"]
         calls = (m.get("tool_calls") or []) if role == "assistant" else []
-        if calls and not d.tool_calls:
+        if calls and not d.spec.tool_calls:
             out.append(LintWarning(
                 "tool-calls-dropped", i,
                 f"{d.name} has no tool-call support: these {len(calls)} tool call(s) are not rendered "
@@ -138,9 +138,9 @@ def _lint(
                 ))
             seen[call_id] = i
             pending[call_id] += 1
-            if d.tool_call_ids == "regenerate":
+            if d.spec.tool_call_ids == "regenerate":
                 regenerated[call_id] = M.tool_call_id(name, j)
-            elif d.tool_calls and not _is_canonical(call_id, name):
+            elif d.spec.tool_calls and not _is_canonical(call_id, name):
                 out.append(LintWarning(
                     "non-canonical-tool-call-id", i,
                     f"tool_calls[{j}].id {call_id!r} is not of the form functions.{name}:IDX; the model imitates "
@@ -165,10 +165,10 @@ def _lint(
     if d.reasoning:
         read = {k: v for k, v in options.items() if k in d.options}
         thinking = read.get("thinking", True)
-        preserve = d.keeps_history_reasoning or read.get("preserve_thinking", False)
-        if d.think == "k25" and thinking is False and not preserve:
+        preserve = d.spec.keeps_every_reasoning or read.get("preserve_thinking", False)
+        if d.spec.think == "history_split_prefilled" and thinking is False and not preserve:
             return out
-        start = -1 if (d.think == "k25" and preserve) else _history_split(msgs)
+        start = -1 if (d.spec.think == "history_split_prefilled" and preserve) else _history_split(msgs)
         for i in range(start + 1, len(msgs)):
             m = msgs[i]
             if m["role"] == "assistant" and m.get("tool_calls") and not any(m.get(k) for k in _REASONING_KEYS):

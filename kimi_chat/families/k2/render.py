@@ -107,8 +107,8 @@ def _content(d: Dialect, content: Any, w: Writer) -> None:
     if content is None:
         return
     emit = w.emit
-    k25 = d.media == "k25"
-    image_k2 = _IMAGE_K2 if d.content_style == "rev1" else _IMAGE_K2 + "\n"
+    k25 = d.spec.media == "typed_media"
+    image_k2 = _IMAGE_K2 if d.spec.bodies == "content_only" else _IMAGE_K2 + "\n"
     for part in content:
         if k25:
             kind = part.get("type")
@@ -129,8 +129,8 @@ def _content(d: Dialect, content: Any, w: Writer) -> None:
 def _tool_calls(d: Dialect, msg: Mapping[str, Any], index: int, w: Writer) -> None:
     emit, emit_text = w.emit, w.emit_text
     emit(_SECTION_BEGIN)
-    regenerate = d.tool_call_ids == "regenerate"
-    json_strings = d.string_arguments == "json"
+    regenerate = d.spec.tool_call_ids == "regenerate"
+    json_strings = d.spec.string_arguments == "json"
     for j, call in enumerate(msg["tool_calls"]):
         fn = call["function"]
         # a call without an id: the official template writes an empty one (strict mode refuses it);
@@ -177,7 +177,7 @@ def _header(msg: Mapping[str, Any], w: Writer) -> None:
 def _tool_result_header(d: Dialect, msg: Mapping[str, Any], emit: Any, emit_text: Any) -> None:
     emit("## Return of ")
     emit_text(_jinja_str(msg.get("tool_call_id", "")))
-    emit(d.tool_result_header)
+    emit(d.spec.tool_result_header)
 
 
 _DECLARATIONS: Final[LRUCache[tuple[bool, str]]] = LRUCache("k2.tool_declarations", 64)
@@ -186,39 +186,39 @@ _DECLARATIONS: Final[LRUCache[tuple[bool, str]]] = LRUCache("k2.tool_declaration
 
 def _declaration(d: Dialect, tool_list: list[dict[str, Any]], key: bytes | None) -> tuple[bool, str]:
     """``(json, text)``: the tools' declaration of dialect ``d`` (``json``: the JSON declaration,
-    written after ``d.tools_prefix``; else the K2.5 / K2.6 TypeScript one). Servers declare the same
+    written after ``d.spec.tools_prefix``; else the K2.5 / K2.6 TypeScript one). Servers declare the same
     tools on every request: cached by exact content (``key``: :func:`kimi_chat.caches.content_key` of
     ``tool_list``, ``None``: not cached), unless the TypeScript encoding warns (the warning is then given on
     every render, as without a cache)."""
-    settings = (d.sort_tool_keys, d.tools_typescript, d.tools_prefix, d.tools_separators)
+    settings = (d.spec.sort_tool_keys, d.spec.tools_typescript, d.spec.tools_prefix, d.spec.tools_separators)
     if key is not None:
         hit = _DECLARATIONS.get((settings, key))
         if hit is not None:
             return hit
     cacheable = key is not None
-    if d.sort_tool_keys and not d.tools_typescript:
-        text = sorted_json(tool_list, d.tools_separators)  # the sorted text without the sorted copy
+    if d.spec.sort_tool_keys and not d.spec.tools_typescript:
+        text = sorted_json(tool_list, d.spec.tools_separators)  # the sorted text without the sorted copy
         if text is not None:
             result = (True, text)
             if cacheable:
                 _DECLARATIONS.put((settings, key), result)
             return result
-    if d.tools_typescript:
+    if d.spec.tools_typescript:
         # the one-pass encoder writes the same text for the tools as given and for their sorted copy
         declared = typescript_fast(tool_list)
         if declared is not None:
             if cacheable:
                 _DECLARATIONS.put((settings, key), (False, declared))
             return False, declared
-    sorted_list = deep_sort_dict(tool_list) if d.sort_tool_keys else tool_list
+    sorted_list = deep_sort_dict(tool_list) if d.spec.sort_tool_keys else tool_list
     declared = None
-    if d.tools_typescript:
+    if d.spec.tools_typescript:
 
         # "" (no function tool) and a failed encoding both leave the template its JSON declaration
         warned: list[Any] = []
         declared = typescript_or_none(sorted_list, warned) or None
         cacheable = cacheable and not warned  # a warning is given on every render, as without a cache
-    result = (True, _json(sorted_list, d.tools_separators, "tools")) if declared is None else (False, declared)
+    result = (True, _json(sorted_list, d.spec.tools_separators, "tools")) if declared is None else (False, declared)
     if cacheable:
         _DECLARATIONS.put((settings, key), result)
     return result
@@ -239,11 +239,11 @@ def render_k2(
     (:func:`~kimi_chat.messages.normalize_tools_keyed`; ``None``: not cached)."""
     emit = w.emit
     emit_text = w.emit_text
-    think = d.think
+    think = d.spec.think
     thinking = options.get("thinking", True)
     # a dialect that does not read preserve_thinking (K2.5) ignores it, as its template does; K2.7-Code keeps
     # every turn's reasoning, always
-    preserve = d.keeps_history_reasoning or (options.get("preserve_thinking", False) if d.reads_preserve_thinking
+    preserve = d.spec.keeps_every_reasoning or (options.get("preserve_thinking", False) if d.reads_preserve_thinking
                                              else False)
 
     # -- tool declarations
@@ -252,14 +252,14 @@ def render_k2(
         emit(_TOOL_DECLARE)
         json_prefix, declared = _declaration(d, tool_list, tools_key)
         if json_prefix:
-            emit(d.tools_prefix)
+            emit(d.spec.tools_prefix)
         emit_text(declared)
         emit(_IM_END)
 
     # -- default system prompt
-    if d.default_system is not None and msgs[0]["role"] != "system":
+    if d.spec.default_system is not None and msgs[0]["role"] != "system":
         w.mark(-1, False)
-        emit(_FIXED_HEADERS["system"] + d.default_system + _IM_END)
+        emit(_FIXED_HEADERS["system"] + d.spec.default_system + _IM_END)
 
     # -- history split: reasoning is kept only after the last assistant turn without tool calls
     split = -1
@@ -270,15 +270,15 @@ def render_k2(
                 split = i
                 break
 
-    style = d.content_style
-    reasoning_first = d.reasoning_key == "reasoning"
+    style = d.spec.bodies
+    reasoning_first = d.spec.reasoning_key == "reasoning"
     last = len(msgs) - 1
     marks = w.marks
     track = marks is not None
     parts = w.parts
-    fixed_headers = d.role_names == "fixed"
+    fixed_headers = d.spec.role_names == "fixed"
     fixed_header = _FIXED_HEADERS.get
-    omit_last_im_end = not add_generation_prompt and d.omit_last_im_end_without_generation_prompt
+    omit_last_im_end = not add_generation_prompt and d.spec.last_turn_open_without_generation_prompt
     for i, msg in enumerate(msgs):
         role = msg["role"]
         if track:
@@ -293,15 +293,15 @@ def render_k2(
             _header(msg, w)
         content = msg.get("content")
         is_assistant = role == "assistant"
-        # history `<think></think>` scaffolding (macro style) stays with the header: trainable after it
-        if is_assistant and track and not (i <= split and style == "macro"):
+        # history `<think></think>` scaffolding (think_content_calls bodies) stays with the header: trainable after it
+        if is_assistant and track and not (i <= split and style == "think_content_calls"):
             marks.append((len(parts), i, True))  # type: ignore[union-attr]
-        if style == "rev1":
+        if style == "content_only":
             if type(content) is str:
                 emit_text(content)
             else:
                 _content(d, content, w)
-        elif style == "k2":
+        elif style == "content_then_calls":
             if is_assistant and msg.get("tool_calls"):
                 if content:
                     emit_text(_jinja_str(content))
@@ -314,13 +314,13 @@ def render_k2(
                 emit_text(content)
             else:
                 _content(d, content, w)
-        else:  # "macro": Thinking / K2.5
+        else:  # "think_content_calls": Thinking / K2.5
             if is_assistant:
                 if i <= split:
                     emit(_EMPTY_THINK)
                     if track:
                         marks.append((len(parts), i, True))  # type: ignore[union-attr]
-                elif think == "k25" and thinking is False and preserve is False:
+                elif think == "history_split_prefilled" and thinking is False and preserve is False:
                     emit(_EMPTY_THINK)
                 else:
                     rc = msg["reasoning"] if reasoning_first and "reasoning" in msg else _reasoning(msg)
@@ -346,5 +346,5 @@ def render_k2(
     if add_generation_prompt:
         w.mark(-1, False)
         emit(_GENERATION_PROMPT)
-        if think == "k25":
+        if think == "history_split_prefilled":
             emit(_EMPTY_THINK if thinking is False else _THINK)

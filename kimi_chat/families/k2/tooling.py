@@ -24,7 +24,7 @@ K25_MARKERS = (M.MEDIA_BEGIN, M.MEDIA_CONTENT, M.MEDIA_END, M.MEDIA_PAD, M.THINK
 def inspected_markers(d: Dialect) -> tuple[M.Marker, ...]:
     """The markers a model of dialect ``d`` has at their official ids (:data:`K2_MARKERS`, and
     :data:`K25_MARKERS` for the K2.5 line)."""
-    return K2_MARKERS + (K25_MARKERS if d.media == "k25" else ())
+    return K2_MARKERS + (K25_MARKERS if d.spec.media == "typed_media" else ())
 
 
 def verify_requests(d: Dialect) -> Any:

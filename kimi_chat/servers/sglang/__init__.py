@@ -68,7 +68,7 @@ from ..stages import BodyStage, Merged, ReasoningStage, tools_as_dicts, track_st
 from ..family import choose_family
 from ..hooks import serving_of
 from .constraint import install as install_constraint
-from .constraint import LOGGER, install_request, server_tokenizer
+from .constraint import LOGGER, install_request, served_dialect, server_tokenizer
 from .constraint import kimi_structure_constraint
 
 def _family(tokenizer: Any) -> Family:
@@ -192,6 +192,9 @@ class KimiChatReasoningDetector(BaseReasoningFormatDetector):
         force_nonempty_content: bool = False,
         tokenizer: Any = None,
     ) -> None:
+        served = served_dialect()
+        if served is not None and served.always_thinks:  # (Kimi-K2.7-Code: its prompt always opens <think>,
+            force_reasoning = True                       # whatever the request's thinking switch says)
         super().__init__(
             M.THINK_BEGIN.text,
             M.THINK_END.text,

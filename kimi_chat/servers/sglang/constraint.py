@@ -39,8 +39,10 @@ When it applies (otherwise SGLang's own constraint, the reason logged once at IN
   ``enable_thinking: false`` alone its gate waits for a close that does not come (unconstrained). A model
   without reasoning (K2-Instruct) is constrained from its first token.
 
-The dialect is ``$KIMI_CHAT_DIALECT``'s, else the family's one dialect (``kimi-k3``), else ``kimi-k2.6``
-for a tokenizer with ``<think>``, else ``kimi-k2-instruct-0905``.
+The dialect is ``$KIMI_CHAT_DIALECT``'s, else the one the served model's names choose where its template cannot
+tell (``--served-model-name`` / ``--model-path`` ``moonshotai/Kimi-K2.7-Code``, as vLLM and ``serve`` choose it:
+:func:`served_dialect`), else the family's one dialect (``kimi-k3``), else ``kimi-k2.6`` for a tokenizer with
+``<think>``, else ``kimi-k2-instruct-0905``.
 """
 
 from __future__ import annotations
@@ -50,14 +52,17 @@ import logging
 import sys
 from typing import Any
 
-from ..family import choose_family, override
+from pathlib import Path
+
+from ..family import choose_family, model_names, named_dialect, override
+from ...caches import LRUCache
 from ...dialects import Dialect
 from ..forced import forced, forced_dialect, forced_grammar, log_kept, thinking_off
 from ..hooks import ServingHooks, serving_of
 from ..stages import tools_as_dicts
 
 __all__ = ["install", "install_request", "ForcedLark", "kimi_structure_constraint", "kimi_response_format",
-           "server_tokenizer", "grammar_backend", "reasoning_parser", "LOGGER"]
+           "server_tokenizer", "served_names", "served_dialect", "grammar_backend", "reasoning_parser", "LOGGER"]
 
 LOGGER = logging.getLogger("kimi_chat.integrations.sglang")
 """Where both detectors and the constraint log parse warnings, withheld calls and kept constraints."""
@@ -102,8 +107,8 @@ def _start(serving: ServingHooks, tokenizer: Any, logger: logging.Logger, what: 
         _keep(logger, what, f"the grammar backend is {backend or 'not known'}; kimi_chat's constraint needs "
                             "--grammar-backend llguidance")
         return None
-    ov = override(None)  # $KIMI_CHAT_DIALECT (SGLang passes no chat_template_kwargs here)
-    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, ov[0] if ov is not None else None)
+    d = served_dialect()  # $KIMI_CHAT_DIALECT, or the model's names (SGLang passes no chat_template_kwargs here)
+    reasons = serving.ALWAYS_REASONS or serving.reasons(tokenizer, d)
     after = reasons and reasoning_parser() is not None
     if reasons and not after:
         _keep(logger, what, "the model reasons and no --reasoning-parser runs: where SGLang builds the "
@@ -112,7 +117,49 @@ def _start(serving: ServingHooks, tokenizer: Any, logger: logging.Logger, what: 
     if after and (why := _gate_differs(serving, tokenizer)) is not None:
         _keep(logger, what, why)
         return None
-    return forced_dialect(None, reasons, serving), after
+    return (d if d is not None else forced_dialect(None, reasons, serving)), after
+
+
+def served_names() -> list[str]:
+    """The names the SGLang server's model goes by: ``--served-model-name``, then ``--model-path`` (a local
+    directory: its names, :func:`kimi_chat.servers.family.model_names`); ``[]`` where no server
+    configuration is published in this process."""
+    from sglang.srt.runtime_context import get_model, get_serving
+
+    names: list[str] = []
+    for bag, key in ((get_serving, "served_model_name"), (get_model, "model_path")):
+        try:
+            value = getattr(bag(), key)
+        except (ValueError, AttributeError, KeyError):
+            continue
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, str) and v and v not in names:
+                names.append(v)
+    out: list[str] = []
+    for n in names:
+        out += model_names(n) if Path(n).is_dir() else [n]
+    return out
+
+
+def served_dialect() -> Dialect | None:
+    """The dialect the server is told to serve: ``$KIMI_CHAT_DIALECT``'s, else the one the served model's names
+    choose where a template cannot tell (``moonshotai/Kimi-K2.7-Code``: :func:`served_names`,
+    :func:`kimi_chat.servers.family.named_dialect`, as vLLM's renderer and ``serve`` choose it); ``None``:
+    neither says (the tokenizer's family decides)."""
+    ov = override(None)
+    if ov is not None:
+        return ov[0]
+    names = tuple(served_names())
+    hit = _NAMED.get(names, _MISSING)
+    if hit is _MISSING:
+        hit = named_dialect(list(names))
+        _NAMED.put(names, hit)
+    return hit
+
+
+_MISSING = object()
+_NAMED: LRUCache[Dialect | None] = LRUCache("sglang.named_dialects", 8)
+"""The dialect the served model's names choose, by names (a model directory's names are read from its files)."""
 
 
 def kimi_structure_constraint(tools: Any, tool_choice: Any, parallel_tool_calls: bool, *, serving: ServingHooks,

@@ -26,7 +26,6 @@ strings, the Hugging Face convention), the special ids, and ``eos_token_id``: th
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -40,7 +39,7 @@ from ...errors import KimiChatError, UnknownDialectError
 from ...families import Family, family_names, family_of
 from ...tokens.tokenizer import BYTE_DECODER, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
 
-from ..family import DIALECT_ENV
+from ..family import DIALECT_ENV, model_names, read_json as _read_json
 from ..hooks import serving_of
 from .options import MODE, render_ids, template_options
 
@@ -87,15 +86,6 @@ def _snapshot(path_or_repo_id: str | Path, revision: str | None, download_dir: s
                                   allow_patterns=list(_FETCHED)))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise KimiChatError(f"{path}: not readable JSON ({e})") from e
-
-
 def directory_family(model_config: Mapping[str, Any], tokenizer_config: Mapping[str, Any]) -> Family:
     """The family of a model directory from its ``config.json`` (``model_config``) and
     ``tokenizer_config.json``: the first registered family whose serving hooks' ``MODEL_TYPES`` prefix
@@ -136,7 +126,7 @@ def load_kimi_tokenizer(directory: str | Path) -> KimiTokenizer:
         )
     cfg_path = d / TOKENIZER_CONFIG_FILE
     family = directory_family(_read_json(d / "config.json"), _read_json(cfg_path))
-    return family.snapshot_tokenizer(d, None)
+    return family.tokens.snapshot_tokenizer(d, None)
 
 
 def chat_template_of(directory: str | Path) -> str | None:
@@ -202,19 +192,6 @@ def model_dialect(directory: str | Path, tokenizer: KimiTokenizer) -> ModelDiale
     d = get_dialect(ident.dialect)
     check_vocabulary(tokenizer, d)
     return ModelDialect(d, f"chat template identified as {ident.label} ({ident.match} match)")
-
-
-def model_names(directory: str | Path) -> list[str]:
-    """The names a model directory goes by: ``config.json``'s ``_name_or_path``, the repository id of a Hugging
-    Face cache snapshot (``models--ORG--NAME/snapshots/REV``) and the directory's own name."""
-    d = Path(directory)
-    names = []
-    declared = _read_json(d / "config.json").get("_name_or_path")
-    if isinstance(declared, str) and declared:
-        names.append(declared)
-    names += [part[len("models--"):].replace("--", "/") for part in d.parts if part.startswith("models--")]
-    names.append(d.name)
-    return names
 
 
 # ------------------------------------------------------------------------------------------ vLLM side
