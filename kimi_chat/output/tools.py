@@ -67,9 +67,9 @@ def normalise_tools(
     if error is None:  # the shape render and lint refuse, refused here alike (one check, one error class)
         normalize_tools([_shape(t, i) for i, t in enumerate(entries)])
 
-    def fail(i: int, problem: str, field: str = "function.name") -> Exception:
-        if error is None:
-            return InvalidToolsError([(i, field, problem)])
+    def fail(i: int, problem: str, field: str = "function.name", code: str = "tool-without-function") -> Exception:
+        if error is None:  # the validator's finding (kimi_chat.validation): the code lint and serve give it
+            return InvalidToolsError([(i, field, problem)], codes=[code])
         return error(f"tools[{i}]: {problem}")
 
     out: dict[str, Mapping[str, Any]] = {}
@@ -84,7 +84,7 @@ def normalise_tools(
             raise fail(i, "no function name")
         name = fn["name"]
         if name in out:
-            raise fail(i, f"duplicate function name {name!r} (also tools[{where[name]}])")
+            raise fail(i, f"duplicate function name {name!r} (also tools[{where[name]}])", code="duplicate-tool-name")
         out[name] = fn
         where[name] = i
     return out
