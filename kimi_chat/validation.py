@@ -405,8 +405,8 @@ def check_schema(schema: Mapping[str, Any], where: str) -> None:
     if problem:
         path, message = problem
         code = "invalid-tool" if where.startswith(("tools", "messages")) else "invalid-parameter"
-        f = Finding(code, *_at(where + path), f"is not a valid JSON Schema: {_printable(message, 200)}", "invalid_schema")
-        raise RequestError(f.text, param=where + path, code="invalid_schema", finding=f)
+        raise api_error(Finding(code, *_at(where + path), f"is not a valid JSON Schema: {_printable(message, 200)}",
+                                "invalid_schema"))
 
 
 _SCHEMA_PROBLEMS: LRUCache[tuple[str, ...]] = LRUCache("servers.schema_problems", 1024, max_weight=16 << 20)
