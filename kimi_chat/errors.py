@@ -43,6 +43,15 @@ class RenderError(KimiChatError, ValueError):
         super().__init__(where + message)
         self.message_index = message_index
         self.field = field
+        self.reason = message
+
+    @property
+    def finding(self) -> Finding:
+        """This error as the validator's finding (:mod:`kimi_chat.validation`): code ``unrenderable``, refused
+        in every mode, at ``messages[i].FIELD`` (``""``: the whole request)."""
+        from .findings import Finding
+
+        return Finding("unrenderable", self.message_index, self.reason, self.field)
 
 
 class UnknownDialectError(KimiChatError, ValueError):

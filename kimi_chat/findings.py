@@ -22,11 +22,12 @@ ERROR_CODES = frozenset({
 })
 """The lint codes of severity ``"error"``: what ``strict=True`` refuses (see :mod:`kimi_chat.checks.lint`)."""
 
-REFUSAL_CODES = frozenset({"missing-field", "invalid-tool", "duplicate-tool-name", "invalid-parameter"})
+REFUSAL_CODES = frozenset({"missing-field", "invalid-tool", "duplicate-tool-name", "invalid-parameter", "unrenderable"})
 """Codes lint never returns, of inputs refused outright (severity ``"error"``): a message field the render
 schema requires (``missing-field``; a value of the wrong type is ``invalid-field``), a tool entry of the wrong
-shape (``invalid-tool``), two tools of one name (``duplicate-tool-name``), and (the API contract) a body
-parameter out of its range or type (``invalid-parameter``)."""
+shape (``invalid-tool``), two tools of one name (``duplicate-tool-name``), input the official renderer cannot
+render (``unrenderable``: a :class:`~kimi_chat.errors.RenderError`, e.g. arguments that are not JSON), and (the
+API contract) a body parameter out of its range or type (``invalid-parameter``)."""
 
 OPTION_CODES = ("unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking", "non-bool-option")
 """The codes of a template option's findings (``field`` is the option's name; a server reads the options from

@@ -34,7 +34,7 @@ from typing import Any, Final
 from . import markers as M
 from .caches import LRUCache
 from .dialects import Dialect, get_dialect
-from .errors import KimiChatError, RequestError, StrictModeError
+from .errors import KimiChatError, RenderError, RequestError, StrictModeError
 from .findings import ERROR_CODES, OPTION_CODES, Finding, LintWarning
 from .messages import InvalidMessagesError, normalize_messages, normalize_tools
 
@@ -75,12 +75,15 @@ UNREAD_OPTION_CODES: Final = ("unread-kwarg", "unread-thinking-kwarg", "unread-p
 
 def findings_of(error: BaseException) -> list[Finding]:
     """The findings an error of the validator carries (``[]`` for another error): a
-    :class:`~kimi_chat.errors.StrictModeError`'s problems, an invalid input's findings, a 400's finding."""
+    :class:`~kimi_chat.errors.StrictModeError`'s problems, an invalid input's findings, a 400's finding, a
+    :class:`~kimi_chat.errors.RenderError` (the official renderer refuses the input) as ``unrenderable``."""
     if isinstance(error, StrictModeError):
         return list(error.problems)
     if isinstance(error, InvalidMessagesError):
         return error.findings
     if isinstance(error, RequestError) and error.finding is not None:
+        return [error.finding]
+    if isinstance(error, RenderError):
         return [error.finding]
     return []
 
@@ -405,7 +408,8 @@ def check_schema(schema: Mapping[str, Any], where: str) -> None:
     if problem:
         path, message = problem
         code = "invalid-tool" if where.startswith(("tools", "messages")) else "invalid-parameter"
-        raise api_error(Finding(code, *_at(where + path), f"is not a valid JSON Schema: {_printable(message, 200)}",
+        index, field = _at(where + path)
+        raise api_error(Finding(code, index, f"is not a valid JSON Schema: {_printable(message, 200)}", field,
                                 "invalid_schema"))
 
 

@@ -140,3 +140,28 @@ def serve_client():
     with TestClient(create_app(ScriptedEngine(KimiTokenizer.from_reference("k2"), dialect=DIALECT),
                                ServeConfig()), base_url="http://127.0.0.1") as client:
         yield client
+
+
+def test_what_the_official_renderer_refuses_is_an_unrenderable_finding():
+    """The K3 encoder refuses tool-call arguments that are JSON but not an object: render raises a RenderError
+    (with or without strict) whose finding names the arguments; every other 400 of the contract carries a
+    finding too (a sampling parameter: invalid-parameter at its name)."""
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "[1]"}}]}
+    msgs = [USER, call, {"role": "tool", "tool_call_id": "c1", "content": "18 C"}]
+    for strict in (False, True):
+        assert _errors_any(lambda: render(msgs, dialect="kimi-k3", strict=strict)) == [
+            ("unrenderable", "messages[1].tool_calls[0].function.arguments")]
+    with pytest.raises(RequestError) as info:
+        read_chat_request({"model": "kimi", "messages": [USER], "temperature": 3}, dialect=DIALECT)
+    assert (info.value.finding.code, info.value.finding.path) == ("invalid-parameter", "temperature")
+
+
+def _errors_any(call: Any) -> list[tuple[str, str]]:
+    from kimi_chat.errors import RenderError
+
+    try:
+        call()
+    except RenderError as e:
+        return [(f.code, f.path) for f in findings_of(e)]
+    return []
