@@ -26,6 +26,7 @@ from ..validation import (
     refuse,
 )
 from ..validation import UNREAD_OPTION_CODES as _UNREAD_OPTION_CODES
+from ..validation import _printable
 
 __all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "MAX_N", "MAX_DEPTH", "check_messages",
            "check_tools", "check_tool_choice", "check_response_format", "check_sampling", "check_schema",
@@ -264,12 +265,6 @@ def _path(segments: Sequence[str | int]) -> str:
     for s in segments:
         out += f"[{s}]" if isinstance(s, int) else (f".{s}" if out else s)
     return out
-
-
-def _printable(text: str, limit: int = 80) -> str:
-    """``text`` safe to echo (lone surrogates escaped, cut at ``limit`` characters)."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _surrogate_at(text: str) -> int | None:
