@@ -28,7 +28,7 @@ CALL = {"role": "assistant", "content": "", "reasoning_content": "I look it up."
      "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
 
 # (case id, messages, tools, template options, expected code, expected path, whether parse reads the input)
-CASES: list[tuple[str, list[Any], list[Any] | None, dict[str, Any], str, str, bool]] = [
+CASES: list[tuple[str, list[Any], Any, dict[str, Any], str, str, bool]] = [
     ("function tool without its function", [USER], [{"type": "function"}], {},
      "tool-without-function", "tools[0].function", True),
     ("function without a name", [USER], [{"type": "function", "function": {"description": "d"}}], {},
@@ -40,6 +40,8 @@ CASES: list[tuple[str, list[Any], list[Any] | None, dict[str, Any], str, str, bo
     ("function description not a string", [USER],
      [{"type": "function", "function": {"name": "f", "description": 5}}], {},
      "invalid-tool", "tools[0].function.description", True),
+    ("tools that are not a list", [USER], "get_weather", {}, "invalid-tool", "tools", True),
+    ("a tool entry that is not an object", [USER], ["get_weather"], {}, "invalid-tool", "tools[0]", True),
     ("a role no template has", [{"role": "moderator", "content": "x"}, USER], None, {},
      "unknown-role", "messages[0].role", False),
     ("a message without a role", [{"content": "hi"}], None, {}, "missing-field", "messages[0].role", False),
