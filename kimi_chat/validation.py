@@ -5,7 +5,8 @@ kind of finding (:class:`~kimi_chat.findings.Finding`: code, path, message, seve
 
 * :attr:`Mode.PARITY` refuses only what the official machinery refuses (what :func:`kimi_chat.render` does by
   default): :class:`~kimi_chat.messages.InvalidMessagesError` / :class:`~kimi_chat.messages.InvalidToolsError`
-  naming the index and field, whose :attr:`~kimi_chat.messages.InvalidMessagesError.findings` are findings;
+  (whose :attr:`~kimi_chat.messages.InvalidMessagesError.findings` are findings) or a
+  :class:`~kimi_chat.errors.RenderError` (its ``finding``: ``unrenderable``), naming the index and field;
 * :attr:`Mode.STRICT` also refuses the findings of severity ``"error"`` (``render(..., strict=True)``):
   :class:`~kimi_chat.errors.StrictModeError` lists them;
 * :attr:`Mode.API` is the Moonshot API contract as ``kimi-chat serve`` enforces it: the request's shape
@@ -36,7 +37,7 @@ from .caches import LRUCache
 from .dialects import Dialect, get_dialect
 from .errors import KimiChatError, RenderError, RequestError, StrictModeError
 from .findings import ERROR_CODES, OPTION_CODES, Finding, LintWarning
-from .messages import InvalidMessagesError, normalize_messages, normalize_tools
+from .messages import InvalidMessagesError, normalize_tools
 
 __all__ = [
     "Mode", "Validator", "Finding", "LintWarning", "ERROR_CODES", "OPTION_CODES", "OPTION_WARNINGS",
@@ -487,8 +488,9 @@ class Validator:
               add_generation_prompt: bool = True, options: Mapping[str, Any] | None = None) -> list[Finding]:
         """Refuse what :attr:`mode` refuses; return the findings that are not refused.
 
-        * parity: :class:`~kimi_chat.messages.InvalidMessagesError` / ``InvalidToolsError``; returns ``[]``
-          (no rule beyond the official machinery's is run);
+        * parity: what the dialect's own rendering refuses (:class:`~kimi_chat.messages.InvalidMessagesError`,
+          ``InvalidToolsError``, :class:`~kimi_chat.errors.RenderError`, each naming the index and field);
+          returns ``[]`` (no rule beyond the official machinery's is run);
         * strict: also :class:`~kimi_chat.errors.StrictModeError` listing the findings of severity ``"error"``;
         * api: :class:`~kimi_chat.errors.RequestError` for the first refusal (see :meth:`api_options`).
         """
@@ -497,9 +499,8 @@ class Validator:
             kept: list[Finding] = []
             self.api_options(messages, tools, options, kept)
             return kept
-        if self.mode is Mode.PARITY:
-            normalize_messages(messages)
-            normalize_tools(tools)
+        if self.mode is Mode.PARITY:  # what the official machinery refuses is what the dialect's render refuses
+            self.dialect.render(messages, tools=tools, add_generation_prompt=add_generation_prompt, **options)
             return []
         found = self.findings(messages, tools=tools, add_generation_prompt=add_generation_prompt, options=options)
         errors = [f for f in found if f.severity == "error"]

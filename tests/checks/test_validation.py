@@ -101,10 +101,12 @@ def test_parity_refuses_only_what_the_official_machinery_refuses():
     tools = [{"type": "function"}]
     assert Validator(DIALECT, Mode.PARITY).check([USER], tools=tools) == []
     assert "tool_declare" in render([USER], tools=tools, dialect=DIALECT)
-    for mode in Mode:
-        with pytest.raises((InvalidMessagesError, RequestError)) as info:
-            Validator(DIALECT, mode).check([{"content": "hi"}])
-        assert [(f.code, f.path) for f in findings_of(info.value)] == [("missing-field", "messages[0].role")]
+    for dialect in (DIALECT, "kimi-k3"):
+        assert Validator(dialect, Mode.PARITY).check([USER], tools=tools) == []
+        for mode in Mode:
+            with pytest.raises((InvalidMessagesError, RequestError)) as info:
+                Validator(dialect, mode).check([{"content": "hi"}])
+            assert [(f.code, f.path) for f in findings_of(info.value)] == [("missing-field", "messages[0].role")]
 
 
 def test_lint_warnings_are_not_refused_by_any_mode():
