@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .findings import LintWarning
+    from .findings import Finding, LintWarning
 
 __all__ = [
     "KimiChatError",
@@ -43,6 +43,15 @@ class RenderError(KimiChatError, ValueError):
         super().__init__(where + message)
         self.message_index = message_index
         self.field = field
+        self.reason = message
+
+    @property
+    def finding(self) -> Finding:
+        """This error as the validator's finding (:mod:`kimi_chat.validation`): code ``unrenderable``, refused
+        in every mode, at ``messages[i].FIELD`` (``""``: the whole request)."""
+        from .findings import Finding
+
+        return Finding("unrenderable", self.message_index, self.reason, self.field)
 
 
 class UnknownDialectError(KimiChatError, ValueError):
@@ -141,11 +150,14 @@ class RequestError(KimiChatError, ValueError):
     """A request an endpoint refuses (:mod:`kimi_chat.servers.contract`). ``status`` is the HTTP status
     (400 for a bad body; a server also raises it with 401, 404, 413, 429, 503...), ``param`` the field
     (``messages[2].tool_call_id``; ``None``: the whole body), ``code`` a short machine-readable reason
-    (``invalid_value``, ``missing_field``...)."""
+    (``invalid_value``, ``missing_field``...). ``finding`` is the validator's finding it refuses
+    (:mod:`kimi_chat.validation`: the code and path ``lint`` and ``render(strict=True)`` give the same input;
+    ``None`` for a refusal that is not about the request's content: an engine's limit, a status)."""
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = "invalid_value",
-                 status: int = 400, type: str = "invalid_request_error") -> None:
+                 status: int = 400, type: str = "invalid_request_error", finding: Finding | None = None) -> None:
         super().__init__(f"{param}: {message}" if param else message)
+        self.finding = finding
         self.message = message
         self.param = param
         self.code = code

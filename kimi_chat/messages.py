@@ -32,6 +32,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from .caches import QUICK_VERSION, LRUCache, admitted_key, content_key
 from .errors import KimiChatError
+from .findings import Finding
 from .message_shapes import holds_objects, plain_dicts, renderable_fast, tools_fast
 
 __all__ = [
@@ -265,10 +266,14 @@ _TOOLS = TypeAdapter(list[Tool])
 
 class InvalidMessagesError(KimiChatError, ValueError):
     """Messages that do not validate. ``errors`` lists ``(message_index, field, problem)``; the text
-    names each, e.g. ``messages[2].content: Input should be a valid string``."""
+    names each, e.g. ``messages[2].content: Input should be a valid string``. :attr:`findings` are the
+    same errors as :class:`~kimi_chat.findings.Finding` objects (the validator's one kind of finding)."""
 
-    def __init__(self, errors: list[tuple[int | None, str, str]], what: str = "messages"):
+    def __init__(self, errors: list[tuple[int | None, str, str]], what: str = "messages",
+                 codes: Sequence[str | None] | None = None):
         self.errors = errors
+        self.what = what
+        self.codes: list[str | None] = list(codes) if codes is not None else [None] * len(errors)
         lines = []
         for index, field, problem in errors:
             where = what if index is None else f"{what}[{index}]"
@@ -277,12 +282,55 @@ class InvalidMessagesError(KimiChatError, ValueError):
             lines.append(f"{where}: {problem}")
         super().__init__(f"invalid {what}: " + "; ".join(lines))
 
+    @property
+    def findings(self) -> list[Finding]:
+        """One :class:`~kimi_chat.findings.Finding` per error: ``missing-field`` / ``invalid-field`` at
+        ``messages[i].FIELD``; for tools ``tool-without-function`` (a function tool without its function or
+        its name), ``duplicate-tool-name`` or ``invalid-tool`` at ``tools[i].FIELD``."""
+        out = []
+        for (index, field, problem), code in zip(self.errors, self.codes):
+            if self.what == "messages":
+                out.append(Finding(code or "invalid-field", index, problem, field or None,
+                                   "missing_field" if code == "missing-field" else None))
+                continue
+            where = self.what if index is None else f"{self.what}[{index}]"
+            if field:
+                where += field if field.startswith("[") else "." + field
+            code = code or "invalid-tool"
+            out.append(Finding(code, None, problem, where, _TOOL_API_CODES.get(code)))
+        return out
+
 
 class InvalidToolsError(InvalidMessagesError):
     """``tools`` that do not validate (same shape as :class:`InvalidMessagesError`)."""
 
-    def __init__(self, errors: list[tuple[int | None, str, str]]):
-        super().__init__(errors, "tools")
+    def __init__(self, errors: list[tuple[int | None, str, str]], codes: Sequence[str | None] | None = None):
+        super().__init__(errors, "tools", codes)
+
+
+_MESSAGE_CODES = {"missing": "missing-field"}
+_TOOL_API_CODES = {"tool-without-function": "missing_field", "duplicate-tool-name": "duplicate_tool_name"}
+
+
+def _message_codes(typed: list[tuple[int | None, str, str, str]]) -> list[str | None]:
+    return [_MESSAGE_CODES.get(t, "invalid-field") for _, _, _, t in typed]
+
+
+def _tool_codes(typed: list[tuple[int | None, str, str, str]]) -> list[str | None]:
+    """``tool-without-function`` for a function tool without its function or its function's name, else
+    ``invalid-tool``."""
+    return ["tool-without-function" if t == "missing" and f in ("function", "function.name") else "invalid-tool"
+            for _, f, _, t in typed]
+
+
+def _invalid_messages(e: ValidationError, data: list[Any]) -> InvalidMessagesError:
+    typed = _typed_errors_of(e, data)
+    return InvalidMessagesError([t[:3] for t in typed], codes=_message_codes(typed))
+
+
+def _invalid_tools(e: ValidationError, data: list[Any]) -> InvalidToolsError:
+    typed = _typed_errors_of(e, data)
+    return InvalidToolsError([t[:3] for t in typed], codes=_tool_codes(typed))
 
 
 def _branch_matches(label: str, data: Any) -> bool | None:
@@ -322,10 +370,6 @@ def _field_path(loc: tuple[Any, ...], data: Any) -> str | None:
         parent = str(part)
         data = data.get(part) if isinstance(data, dict) else None
     return out
-
-
-def _errors_of(e: ValidationError, data: list[Any]) -> list[tuple[int | None, str, str]]:
-    return [(index, field, problem) for index, field, problem, _ in _typed_errors_of(e, data)]
 
 
 def _typed_errors_of(e: ValidationError, data: list[Any]) -> list[tuple[int | None, str, str, str]]:
@@ -480,7 +524,7 @@ def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
             # a dict call...) made plain as K2 makes them (to_plain: one conversion for both families)
             m = to_plain(m, index=i)
         if "role" not in m:
-            raise InvalidMessagesError([(i, "role", "Field required")])
+            raise InvalidMessagesError([(i, "role", "Field required")], codes=["missing-field"])
         out.append(m)
     return out
 
@@ -518,7 +562,7 @@ def normalize_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
         try:
             _RENDERABLE.validate_python(plain, strict=True)
         except ValidationError as e2:
-            raise InvalidMessagesError(_errors_of(e2, plain)) from e
+            raise _invalid_messages(e2, plain) from e
         return plain
     return out
 
@@ -568,7 +612,7 @@ def normalize_tools_keyed(tools: Sequence[Any] | None) -> tuple[list[dict[str, A
         try:
             _TOOLS.validate_python(plain, strict=True)
         except ValidationError as e:
-            raise InvalidToolsError(_errors_of(e, plain)) from e
+            raise _invalid_tools(e, plain) from e
     if key is not None:
         _VALID_TOOLS.put(key, True)
     return plain, key

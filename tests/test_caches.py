@@ -239,10 +239,10 @@ def test_registry_is_complete():
             "tokens.prompt_ids", "messages.valid_tools", "grammar.constraints",
             "grammar.llg_tokenizers"} <= set(caches.REGISTRY)
     # caches of loaded data, not of requests: files, compiled templates and grammars, per dialect or path
-    # (the lint's marker pattern per family; the constraint's compiled JSON-schema validators, per schema, and
+    # (the validator's lint marker pattern per family; the constraint's compiled JSON-schema validators, per schema, and
     # byte-level llguidance tokenizers, per dialect)
     known = {"tokens/tokenizer.py": 2, "reference/oracle.py": 1, "checks/verification/rendering.py": 1,
-             "checks/verification/identification.py": 1, "checks/lint.py": 1, "families/k2/format.py": 1,
+             "checks/verification/identification.py": 1, "validation.py": 1, "families/k2/format.py": 1,
              "families/k3/format.py": 1, "testing/strategies.py": 2, "testing/strategies_k3.py": 1,
              "servers/family.py": 1, "families/k2/serving.py": 1, "grammar/request.py": 3}
     pattern = re.compile(r"WeakKeyDictionary\(|OrderedDict\(|@lru_cache|@functools\.lru_cache|_CACHE: dict|cache: dict")

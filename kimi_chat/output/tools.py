@@ -13,7 +13,13 @@ from typing import Any
 
 from ..messages import InvalidToolsError, normalize_tools, to_plain
 
-__all__ = ["normalise_tools", "schema_keys"]
+__all__ = ["normalise_tools", "schema_keys", "ToolsTypeError"]
+
+
+class ToolsTypeError(InvalidToolsError, TypeError):
+    """``tools`` that are not a list of mappings: a ``TypeError`` (as a parse has always raised) and an
+    :class:`~kimi_chat.messages.InvalidToolsError`, whose finding (``invalid-tool`` at ``tools`` /
+    ``tools[i]``) is the one ``render`` and ``lint`` give the same value."""
 
 
 def _plain(value: Any, index: int) -> Any:
@@ -45,8 +51,8 @@ def normalise_tools(
     """The declared functions of ``tools``, by name, in order: name -> the function mapping
     (``name``, ``parameters``, ...). Entries whose ``type`` is not ``function`` are skipped.
 
-    Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included:
-    wrap it in a list). Without ``error`` (a parse): the entries are checked by the one tool check
+    Raises ``TypeError`` if ``tools`` is not a list of mappings (a single tool mapping included: wrap it in a
+    list); without ``error`` it is a :class:`ToolsTypeError`, which carries the validator's finding. Without ``error`` (a parse): the entries are checked by the one tool check
     :func:`kimi_chat.render` and :func:`kimi_chat.lint` run (:func:`kimi_chat.messages.normalize_tools`; a bare
     function is read as its ``{"type": "function", "function": ...}`` entry), and a function tool without a
     function name, or with a name declared before, is an :class:`~kimi_chat.messages.InvalidToolsError`
@@ -57,19 +63,21 @@ def normalise_tools(
         return {}
     if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
         hint = " (one tool: wrap it in a list)" if isinstance(tools, Mapping) else ""
-        raise TypeError(f"tools: expected a list of tool declarations, got {type(tools).__name__}{hint}")
+        problem = f"expected a list of tool declarations, got {type(tools).__name__}{hint}"
+        raise TypeError(f"tools: {problem}") if error is not None else ToolsTypeError([(None, "", problem)])
     entries = []
     for i, t in enumerate(tools):
         t = _plain(t, i)
         if not isinstance(t, Mapping):
-            raise TypeError(f"tools[{i}]: expected a mapping, got {type(t).__name__}")
+            problem = f"expected a mapping, got {type(t).__name__}"
+            raise TypeError(f"tools[{i}]: {problem}") if error is not None else ToolsTypeError([(i, "", problem)])
         entries.append(t)
     if error is None:  # the shape render and lint refuse, refused here alike (one check, one error class)
         normalize_tools([_shape(t, i) for i, t in enumerate(entries)])
 
-    def fail(i: int, problem: str, field: str = "function.name") -> Exception:
-        if error is None:
-            return InvalidToolsError([(i, field, problem)])
+    def fail(i: int, problem: str, field: str = "function.name", code: str = "tool-without-function") -> Exception:
+        if error is None:  # the validator's finding (kimi_chat.validation): the code lint and serve give it
+            return InvalidToolsError([(i, field, problem)], codes=[code])
         return error(f"tools[{i}]: {problem}")
 
     out: dict[str, Mapping[str, Any]] = {}
@@ -84,7 +92,7 @@ def normalise_tools(
             raise fail(i, "no function name")
         name = fn["name"]
         if name in out:
-            raise fail(i, f"duplicate function name {name!r} (also tools[{where[name]}])")
+            raise fail(i, f"duplicate function name {name!r} (also tools[{where[name]}])", code="duplicate-tool-name")
         out[name] = fn
         where[name] = i
     return out

@@ -21,7 +21,7 @@ from typing import Any
 from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
 from ..errors import UnsupportedOptionError
 from ..messages import check_bool
-from ..checks.lint import warn_options
+from ..validation import warn_options
 from .writer import Layout, Piece, Segment, Writer
 
 __all__ = ["render", "render_segments", "render_layout", "write_prompt", "Segment", "Piece", "Layout",

@@ -1,6 +1,6 @@
 """The prompt writer of a family whose official machinery is a chat template (Kimi-K2's Jinja templates, as
 transformers' ``apply_chat_template`` runs them): the input validated and normalised (:mod:`kimi_chat.messages`),
-``strict=True`` applied (:func:`kimi_chat.checks.lint.check_strict`), the template kwargs the dialect reads kept
+``strict=True`` applied (:func:`kimi_chat.validation.check_strict`), the template kwargs the dialect reads kept
 (the others are ignored, as the template ignores them) and ``continue_final_message`` done the way transformers
 does it; the family's renderer writes the prompt in between.
 """
@@ -91,8 +91,8 @@ def template_writer(renderer: FamilyRenderer) -> PromptWriter:
             raise RenderError("cannot render an empty conversation (the official tokenizer refuses it too)")
         tool_list, tools_key = normalize_tools_keyed(tools)
         if strict:
-            # imported here: checks.lint imports family modules (whose package records hold this writer)
-            from ..checks.lint import check_strict
+            # imported here: the validator imports the dialect records (which hold this writer)
+            from ..validation import check_strict
 
             check_strict(d, msgs, tool_list, add_generation_prompt, options)
         final = _tag_final_message(msgs) if continue_final_message else None

@@ -1,7 +1,9 @@
 """The field checks of :func:`kimi_chat.servers.contract.read_chat_request`: messages, tools (request level
 and a system message's), ``tool_choice``, ``response_format``, the sampling parameters, and the lint
 findings a request is refused for. Each failure is a :class:`~kimi_chat.errors.RequestError` naming the
-field (``param``)."""
+field (``param``) and carrying the validator's finding (``finding``). The messages, tools and template
+options are checked by the one validator (:class:`kimi_chat.validation.Validator` in ``api`` mode); this
+module holds the body's other fields (``tool_choice``, ``response_format``, sampling, nesting)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,26 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..caches import LRUCache
 from ..dialects import Dialect
-from ..errors import KimiChatError, RequestError
+from ..errors import RequestError
+from ..validation import (
+    LINT_REFUSED,
+    TOOL_NAME,
+    Mode,
+    Validator,
+    api_error,
+    api_message_findings,
+    api_tool_findings,
+    check_schema,
+    refuse,
+)
+from ..validation import UNREAD_OPTION_CODES as _UNREAD_OPTION_CODES
+from ..validation import _printable
 
 __all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "MAX_N", "MAX_DEPTH", "check_messages",
            "check_tools", "check_tool_choice", "check_response_format", "check_sampling", "check_schema",
            "check_json_values", "deep_json_error", "lint_refusals", "LINT_REFUSED", "OPENAI_FIELDS", "EXTENSION_FIELDS",
            "unknown_fields", "check_honoured"]
-
-TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-"""A function name: a letter or ``_``, then letters, digits, ``_`` or ``-``; at most 64 characters
-(OpenAI's limit; Moonshot also refuses a leading digit, as KVV tests)."""
 
 SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """``response_format.json_schema.name`` (OpenAI's rule)."""
@@ -40,7 +50,6 @@ MAX_N = 128
 
 _TOOL_CHOICES = ("auto", "none", "required")
 _RESPONSE_FORMATS = ("text", "json_object", "json_schema")
-_UNREAD_OPTION_CODES = ("unread-kwarg", "unread-thinking-kwarg", "unread-preserve-thinking")
 
 
 def _kind(value: Any) -> str:
@@ -49,77 +58,25 @@ def _kind(value: Any) -> str:
 
 def _need(cond: bool, message: str, param: str | None, code: str = "invalid_value") -> None:
     if not cond:
-        raise RequestError(message, param=param, code=code)
-
-
-def _empty(content: Any) -> bool:
-    if content is None or content == "" or content == []:
-        return True
-    if isinstance(content, list):
-        return all(isinstance(p, Mapping) and p.get("type") == "text" and not p.get("text") for p in content)
-    return False
+        raise refuse(message, param, code)
 
 
 def check_messages(messages: Any) -> tuple[list[dict[str, Any]], list[tuple[str, list[dict[str, Any]]]]]:
-    """The messages' shape (a non-empty list of objects with a string ``role``; a tool result with its
-    ``tool_call_id``; ``tools`` only on a system message with empty ``content``); returns the messages
-    and ``(where, tools)`` of every system message that declares tools."""
-    _need(messages is not None, "is required", "messages", "missing_field")
-    _need(isinstance(messages, list), f"must be a list of messages, got {_kind(messages)}", "messages",
-          "invalid_type")
-    _need(len(messages) > 0, "must hold at least one message", "messages")
-    dynamic: list[tuple[str, list[dict[str, Any]]]] = []
-    for i, m in enumerate(messages):
-        where = f"messages[{i}]"
-        _need(isinstance(m, dict), f"must be an object, got {_kind(m)}", where, "invalid_type")
-        role = m.get("role")
-        _need(role is not None, "is required", f"{where}.role", "missing_field")
-        _need(isinstance(role, str), f"must be a string, got {_kind(role)}", f"{where}.role", "invalid_type")
-        if m.get("tools") is not None:
-            _need(role == "system", f"only a system message may declare tools (dynamically loaded tools), not a "
-                  f"{role} message", f"{where}.tools", "invalid_role")
-            check_tools(m["tools"], f"{where}.tools")
-            _need(_empty(m.get("content")), "a system message that declares tools must have empty content",
-                  f"{where}.content")
-            dynamic.append((f"{where}.tools", m["tools"]))
-        if role == "tool":
-            tid = m.get("tool_call_id")
-            _need(tid is not None, "a tool message needs the tool_call_id of the call it answers",
-                  f"{where}.tool_call_id", "missing_field")
-            _need(isinstance(tid, str) and tid != "", f"must be a non-empty string, got {tid!r}",
-                  f"{where}.tool_call_id", "invalid_type")
+    """The messages' shape under the API contract (:func:`kimi_chat.validation.api_message_findings`): the
+    first refusal raised as its 400; returns the messages and ``(where, tools)`` of every system message that
+    declares tools."""
+    problems, dynamic = api_message_findings(messages)
+    if problems:
+        raise api_error(problems[0])
     return messages, dynamic
 
 
 def check_tools(tools: Any, where: str) -> None:
-    """A tools list: each ``{"type": "function", "function": {"name", "description"?, "parameters"?,
-    "strict"?}}`` with a :data:`TOOL_NAME` name."""
-    _need(isinstance(tools, list), f"must be a list of tools, got {_kind(tools)}", where, "invalid_type")
-    for j, tool in enumerate(tools):
-        w = f"{where}[{j}]"
-        _need(isinstance(tool, dict), f"must be a tool object, got {_kind(tool)}", w, "invalid_type")
-        _need("type" in tool, "is required (\"function\")", f"{w}.type", "missing_field")
-        _need(tool["type"] == "function", f"unsupported tool type {tool['type']!r}: only \"function\" tools are "
-              "supported", f"{w}.type")
-        fn = tool.get("function")
-        _need(fn is not None, "is required", f"{w}.function", "missing_field")
-        _need(isinstance(fn, dict), f"must be an object, got {_kind(fn)}", f"{w}.function", "invalid_type")
-        name = fn.get("name")
-        _need(name is not None, "is required", f"{w}.function.name", "missing_field")
-        _need(isinstance(name, str) and TOOL_NAME.fullmatch(name) is not None,
-              f"invalid function name {name!r}: it must start with a letter or '_' and hold only letters, digits, "
-              "'_' and '-', at most 64 characters", f"{w}.function.name")
-        desc = fn.get("description")
-        _need(desc is None or isinstance(desc, str), f"must be a string, got {_kind(desc)}",
-              f"{w}.function.description", "invalid_type")
-        params = fn.get("parameters")
-        _need(params is None or isinstance(params, dict), f"must be a JSON Schema object, got {_kind(params)}",
-              f"{w}.function.parameters", "invalid_type")
-        if params is not None:
-            check_schema(params, f"{w}.function.parameters")
-        strict = fn.get("strict")
-        _need(strict is None or isinstance(strict, bool), f"must be true or false, got {strict!r}",
-              f"{w}.function.strict", "invalid_type")
+    """A tools list under the API contract (:func:`kimi_chat.validation.api_tool_findings`): the first
+    refusal raised as its 400."""
+    problems = api_tool_findings(tools, where)
+    if problems:
+        raise api_error(problems[0])
 
 
 def check_tool_choice(tool_choice: Any, names: Mapping[str, str]) -> Any:
@@ -143,48 +100,6 @@ def check_tool_choice(tool_choice: Any, names: Mapping[str, str]) -> Any:
     _need(isinstance(name, str), "is required (a string)", "tool_choice.function.name", "missing_field")
     _need(name in names, f"names {name!r}, which is not a declared tool", "tool_choice.function.name")
     return tool_choice
-
-
-def check_schema(schema: Mapping[str, Any], where: str) -> None:
-    """Refuse a JSON Schema its own metaschema refuses (``{"type": "objekt"}``): a 400 naming the path in
-    the schema (``tools[0].function.parameters.type``). The schema's ``$schema`` is honoured (default draft
-    2020-12). Without ``jsonschema`` installed the schema is taken as given. The verdict is cached per
-    schema text (a client sends the same tools with every request; a check costs about 1.5 ms)."""
-    import json
-
-    try:
-        key = json.dumps(schema, sort_keys=True)
-    except (TypeError, ValueError):
-        return
-    problem = _SCHEMA_PROBLEMS.get(key)
-    if problem is None:
-        problem = _schema_problem(key)
-        _SCHEMA_PROBLEMS.put(key, problem, weight=len(key))
-    if problem:
-        path, message = problem
-        raise RequestError(f"is not a valid JSON Schema: {_printable(message, 200)}", param=where + path,
-                           code="invalid_schema")
-
-
-_SCHEMA_PROBLEMS: LRUCache[tuple[str, ...]] = LRUCache("servers.schema_problems", 1024, max_weight=16 << 20)
-""":func:`_schema_problem` per schema text (``()``: valid)."""
-
-
-def _schema_problem(text: str) -> tuple[str, ...]:
-    """``(path in the schema, message)`` of the first metaschema error of the schema ``text`` (JSON);
-    ``()`` when it has none."""
-    import json
-
-    try:
-        import jsonschema
-    except ImportError:
-        return ()
-    schema = json.loads(text)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
-    if error is None:
-        return ()
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path), error.message
 
 
 def check_response_format(rf: Any) -> dict[str, Any] | None:
@@ -312,70 +227,25 @@ def check_sampling(body: Mapping[str, Any], contract: str) -> dict[str, Any]:
     return out
 
 
-LINT_REFUSED: dict[str, str] = {
-    "unknown-role": "a role outside the OpenAI chat schema (system, user, assistant, tool, developer): an "
-    "OpenAI-shaped API answers 400 for it, and the templates have no turn for it",
-    "developer-role": "refused only where the template writes no turn for it (fixed role headers: Kimi-K2-Instruct "
-    "rev1 and rev2 write the text with no header, run into the previous turn); the name-or-role templates "
-    "(0905, Thinking, K2.5, K2.6) write it as a system turn headed 'developer', served as rendered",
-    "missing-content": "the OpenAI schema requires content on system, user and tool messages",
-    "missing-tool-call-id": "the OpenAI schema requires tool_calls[j].id (the template writes it empty)",
-    "unknown-field": "not a field of the OpenAI message schema (the template ignores it: a typo such as tool_call "
-    "would silently drop the calls)",
-    "invalid-field": "a value outside the OpenAI message schema (a content part of an unknown type...)",
-    "non-bool-option": "a template option the template tests as a bool, given another type",
-    "tool-without-function": "a function tool without its function (or its name): the OpenAI schema requires "
-    "tools[i].function.name; the template would declare it, but no model can call it",
-}
-"""The lint errors (:data:`kimi_chat.checks.lint.ERROR_CODES`) a request is refused for, with the reason:
-each is a request Moonshot's OpenAI-shaped API answers with a 400 (its schema), or one the official template
-cannot render as what was asked. The other error codes (a template option the dialect does not read:
-``unread-kwarg``, ``unread-thinking-kwarg``, ``unread-preserve-thinking``) are dropped with a warning: the
-template ignores them, so the prompt is what the official template renders."""
-
-
-def _refused(d: Dialect, code: str) -> bool:
-    if code == "developer-role":  # (the name-or-role templates head the turn with the role: a system turn)
-        return getattr(d.spec, "role_names", "fixed") == "fixed"  # (K3: no role header either)
-    return code in LINT_REFUSED
-
-
 def lint_refusals(d: Dialect, messages: Sequence[Any], tools: Sequence[Any] | None, options: dict[str, Any],
                   warnings: list[str]) -> dict[str, Any]:
-    """Refuse the lint errors of :data:`LINT_REFUSED` (:func:`kimi_chat.lint`), naming ``messages[i].FIELD``
-    or ``chat_template_kwargs.KEY``; a template option the dialect does not read is dropped with a warning
+    """Refuse the lint errors of :data:`LINT_REFUSED` (the validator in ``api`` mode:
+    :meth:`kimi_chat.validation.Validator.api_refusals`), naming ``messages[i].FIELD`` or
+    ``chat_template_kwargs.KEY``; a template option the dialect does not read is dropped with a warning
     (the template ignores it), and an error served as rendered (a developer message on a template that
     writes it as a system turn) is a warning. Returns the options."""
-    from ..checks.lint import lint
-    from ..messages import InvalidMessagesError
     from ..prompt import TOKENIZING_OPTIONS
 
     for key in TOKENIZING_OPTIONS:
         _need(not options.get(key), "asks for token ids; an endpoint answers with a completion",
               f"chat_template_kwargs.{key}", "unsupported_value")
-    try:
-        findings = lint(messages, dialect=d, tools=tools, add_generation_prompt=True, **options)
-    except InvalidMessagesError as e:
-        index, fld, problem = e.errors[0]
-        param = "messages" if index is None else f"messages[{index}]" + (f".{fld}" if fld else "")
-        raise RequestError(problem, param=param) from None
-    except (KimiChatError, TypeError, ValueError) as e:
-        raise RequestError(str(e)) from None
-    out = dict(options)
-    for w in findings:
-        if w.severity != "error":
-            continue
-        if w.code in _UNREAD_OPTION_CODES and w.field in out:
-            del out[w.field]
-            warnings.append(f"chat_template_kwargs.{w.field}: {w.text}")
-            continue
-        if w.message_index is not None:
-            param = f"messages[{w.message_index}]" + (f".{w.field}" if w.field else "")
-            if not _refused(d, w.code):
-                warnings.append(f"{param}: {w.text} ({w.code})")
-                continue
-            raise RequestError(f"{w.text} ({w.code})", param=param)
-        raise RequestError(f"{w.text} ({w.code})", param=f"chat_template_kwargs.{w.field}" if w.field else None)
+    kept: list[Any] = []
+    out = Validator(d, Mode.API).api_refusals(messages, tools, options, kept)
+    for f in kept:
+        if f.code in _UNREAD_OPTION_CODES:
+            warnings.append(f"chat_template_kwargs.{f.field}: {f.text}")
+        else:
+            warnings.append(f"{f.path}: {f.text} ({f.code})")
     return out
 
 
@@ -395,12 +265,6 @@ def _path(segments: Sequence[str | int]) -> str:
     for s in segments:
         out += f"[{s}]" if isinstance(s, int) else (f".{s}" if out else s)
     return out
-
-
-def _printable(text: str, limit: int = 80) -> str:
-    """``text`` safe to echo (lone surrogates escaped, cut at ``limit`` characters)."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _surrogate_at(text: str) -> int | None:

@@ -44,6 +44,7 @@ from typing import Any
 from .. import markers as M
 from ..dialects import Dialect, get_dialect
 from ..errors import RequestError
+from ..findings import Finding
 from ._fields import (
     MOONSHOT_FIXED,
     MOONSHOT_TEMPERATURE,
@@ -266,10 +267,20 @@ def body_options(body: Mapping[str, Any], d: Dialect, given: Mapping[str, Any],
 def read_chat_request(body: Any, *, dialect: str | Dialect, contract: str = "open") -> ChatRequest:
     """Validate a decoded chat-completions body for ``dialect`` under ``contract`` (``"open"`` or
     ``"moonshot"``, see the module doc) and return the :class:`ChatRequest`; raise
-    :class:`RequestError` (status 400, ``param`` naming the field) for a bad one."""
+    :class:`RequestError` (status 400, ``param`` naming the field, ``finding`` the validator's finding:
+    :mod:`kimi_chat.validation`) for a bad one."""
     if contract not in CONTRACTS:
         raise ValueError(f"contract must be one of {', '.join(CONTRACTS)}, got {contract!r}")
     d = get_dialect(dialect)
+    try:
+        return _read(body, d, contract)
+    except RequestError as e:
+        if e.finding is None:  # a body parameter's refusal: the validator's finding at its param
+            e.finding = Finding("invalid-parameter", None, e.message, e.param, e.code)
+        raise
+
+
+def _read(body: Any, d: Dialect, contract: str) -> ChatRequest:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object", code="invalid_type")
     check_json_values(body)

@@ -1,7 +1,8 @@
 """The lint rules of the Kimi-K2 family, for :func:`kimi_chat.lint` (the family record's ``lint``).
 
 The codes and their severities are :mod:`kimi_chat.checks.lint`'s (its module doc lists them); what every
-family shares (options, a missing generation prompt, typed markers) comes from there too.
+family shares (options, a missing generation prompt, typed markers) comes from the validator
+(:mod:`kimi_chat.validation`), which runs these rules through the family record.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import markers as M
-from ...checks.lint import (
+from ...validation import (
     CANONICAL_TOOL_CALL_ID,
     LintWarning,
     declared_tools,

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import markers as M
-from ...checks.lint import LintWarning, declared_tools, no_generation_prompt, option_findings, typed_markers
+from ...validation import LintWarning, declared_tools, no_generation_prompt, option_findings, typed_markers
 from ...dialects import Dialect
 from ...messages import InvalidMessagesError, normalize_messages, plain_items, plain_messages, schema_problems
 
@@ -138,7 +138,7 @@ def lint_k3(
     options: Mapping[str, Any],
 ) -> list[LintWarning]:
     """The K3 family's rules (this module's) on the messages as its encoder takes them, with the rules
-    every family shares (:mod:`kimi_chat.checks.lint`)."""
+    every family shares (:mod:`kimi_chat.validation`)."""
     msgs = plain_messages(messages)
     tool_list = plain_items(tools, "tools") if isinstance(tools, (list, tuple)) else None
     found = k3_findings(d, msgs, declared_tools(tool_list), add_generation_prompt, options)

@@ -150,8 +150,8 @@ def write_k3(
     kwargs the encoder does not read ignored (as its ``apply_chat_template(**kwargs)`` ignores them).
     Returns the ``add_generation_prompt`` used."""
     if strict:
-        # imported here: checks.lint imports family modules (whose package records hold this writer)
-        from kimi_chat.checks.lint import check_strict
+        # imported here: the validator imports the dialect records (which hold this writer)
+        from kimi_chat.validation import check_strict
 
         check_strict(d, messages, tools, True if add_generation_prompt is None else add_generation_prompt, options)
     if continue_final_message:
