@@ -47,7 +47,7 @@ from ...output import Delta
 from .._fields import check_honoured, deep_json_error, unknown_fields
 from ..contract import prompt_tokens, read_chat_request
 from .engines import Engine, EngineError
-from .generation import ContextError, Outcome, Prepared, prepare, run
+from .generation import ContextError, Outcome, Prepared, TokenLogprobs, prepare, run
 from .http import ERROR_TYPES, EdgeMiddleware, JSONBody, error_response
 from .metrics import Metrics
 
@@ -466,6 +466,11 @@ class _Server:
         completion = 0
         finishes: list[str] = []
         outcome = "disconnected"
+        logged = job.prepared.sampling.logprobs is not None
+        pending: dict[int, list[dict[str, Any]]] = {}  # log probabilities not sent yet, by choice
+
+        def logprobs_of(index: int) -> dict[str, Any]:
+            return {"content": pending.pop(index, []), "refusal": None}
         try:
             for i in range(job.prepared.request.n):
                 yield chunk(i, {"role": "assistant", "content": ""}, None)
@@ -484,15 +489,17 @@ class _Server:
                     yield self._error_event(message, "engine_error", 502)
                     return
                 index, item = ev
-                if isinstance(item, Delta):
+                if isinstance(item, TokenLogprobs):
+                    pending.setdefault(index, []).extend(item.content)
+                elif isinstance(item, Delta):
                     delta = item.to_openai()
-                    if delta:
-                        yield chunk(index, delta, None)
+                    if delta:  # (with the log probabilities of the tokens that released it, as OpenAI's chunks)
+                        yield chunk(index, delta, None, logprobs_of(index) if logged else None)
                 elif isinstance(item, Outcome):
                     completion += len(item.completion_ids)
                     finishes.append(item.finish_reason)
-                    yield chunk(index, {}, item.finish_reason,  # (the choice's log probabilities, all at its end)
-                                None if item.logprobs is None else {"content": item.logprobs, "refusal": None})
+                    rest = pending.get(index)  # (tokens that released no text: markers, a held stop sequence)
+                    yield chunk(index, {}, item.finish_reason, logprobs_of(index) if rest else None)
             if usage:
                 obj = {"id": response_id, "object": "chat.completion.chunk", "created": created,
                        "model": self.engine.model, "choices": [], "usage": self._usage(prompt, completion)}
