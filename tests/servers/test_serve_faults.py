@@ -428,3 +428,30 @@ def test_the_upstream_engine_takes_its_slots_from_props(tokenizer):
         engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
         engine.close()
     assert engine.slots == 3
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+def test_a_client_leaving_closes_the_upstream_connection(tokenizer, stream):
+    # the upstream sends "Hello" and then nothing (a long generation between tokens, or a hung server):
+    # the read it blocks is interrupted when the client leaves, not left to --timeout (600 s here)
+    from kimi_chat.servers.serve import UpstreamEngine
+    from serve_support import FakeVocabulary, StallingLlamaServer
+
+    with StallingLlamaServer(tokenizer.encode("Hello", allow_special=False)) as upstream:
+        engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
+        with serve(engine) as s:
+            if stream:
+                with httpx.stream("POST", s.url + "/v1/chat/completions", json=dict(BODY, stream=True),
+                                  timeout=30) as r:
+                    for event in sse_events(r.iter_lines()):
+                        if event["choices"] and event["choices"][0]["delta"].get("content"):
+                            break  # the client leaves after the first text
+            else:
+                with pytest.raises(httpx.ReadTimeout):  # the client gives up waiting for the answer and leaves
+                    httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=httpx.Timeout(30, read=1.0))
+            closed = upstream.closed.wait(20)
+            freed = wait_for(lambda: _held(s) == 0, 20)
+        engine.close()
+    assert upstream.completions == 1 and upstream.streaming.is_set()
+    assert closed  # the upstream saw its connection close
+    assert freed  # and the engine's worker is free for the next request
