@@ -455,3 +455,103 @@ def test_a_client_leaving_closes_the_upstream_connection(tokenizer, stream):
     assert upstream.completions == 1 and upstream.streaming.is_set()
     assert closed  # the upstream saw its connection close
     assert freed  # and the engine's worker is free for the next request
+
+
+def _serve_cli_while_loading(monkeypatch, tmp_path, load):
+    """``kimi-chat serve`` in a thread with ``NativeEngine.load`` replaced by ``load``: the thread, its exit
+    codes, the port, and the uvicorn servers it made (to stop it)."""
+    import uvicorn
+
+    from kimi_chat.cli import main
+    from kimi_chat.servers.serve import NativeEngine
+    from serve_support import free_port
+
+    servers = []
+
+    class Recorded(uvicorn.Server):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            servers.append(self)
+
+    monkeypatch.setattr(uvicorn, "Server", Recorded)
+    monkeypatch.setattr(NativeEngine, "load", classmethod(lambda cls, *a, **k: load()))
+    port = free_port()
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(main(["serve", str(tmp_path / "m.gguf"), "--port", str(port)])))
+    t.start()
+    return t, codes, f"http://127.0.0.1:{port}", servers
+
+
+def _answer(url: str):
+    def get() -> httpx.Response | None:
+        try:
+            return httpx.get(url + "/health", timeout=5)
+        except httpx.TransportError:
+            return None
+    return get
+
+
+def test_health_answers_loading_model_while_the_gguf_loads(tokenizer, monkeypatch, tmp_path, caplog):
+    loaded = threading.Event()
+
+    def load():
+        loaded.wait(60)
+        engine = ScriptedEngine(tokenizer)
+        engine.slots = 2  # (an upstream llama-server's -np 2: known only once loaded)
+        return engine
+
+    with caplog.at_level(logging.INFO, logger="kimi_chat.serve"):
+        t, codes, url, servers = _serve_cli_while_loading(monkeypatch, tmp_path, load)
+        try:
+            health = _answer(url)
+            answering = wait_for(lambda: health() is not None, 30)
+            loading = health()
+            chat = httpx.post(url + "/v1/chat/completions", json=BODY, timeout=30)
+            listening = [r.getMessage() for r in caplog.records if "listening on" in r.getMessage()]
+            serving_before = any("serving" in r.getMessage() for r in caplog.records)
+            loaded.set()
+            ready = wait_for(lambda: health().status_code == 200, 30)
+            after = httpx.post(url + "/v1/chat/completions", json=BODY, timeout=30)
+            scheduler = servers[0].config.app.state.server.scheduler
+        finally:
+            loaded.set()
+            wait_for(lambda: bool(servers), 30)
+            for s in servers:
+                s.should_exit = True
+            t.join(60)
+    assert answering and loading.status_code == 503
+    assert loading.json()["status"] == "unavailable" and loading.json()["reason"].startswith("loading model")
+    assert chat.status_code == 503 and chat.headers["retry-after"].isdigit()
+    assert chat.json()["error"]["type"] == "service_unavailable_error" and chat.json()["error"]["code"] == "model_loading"
+    assert listening and url in listening[0] and not serving_before
+    assert ready and after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "Hello there"
+    assert (scheduler.workers, scheduler.capacity) == (2, 16 + 2)  # the loaded engine's slots, the queue's 16
+    assert codes == [0]
+
+
+def test_a_failed_load_exits_with_one_line(tokenizer, monkeypatch, tmp_path, capsys):
+    from kimi_chat.errors import KimiChatError
+
+    release = threading.Event()
+
+    def load():
+        release.wait(60)
+        raise KimiChatError("m.gguf: llama.cpp could not load the model")
+
+    t, codes, url, servers = _serve_cli_while_loading(monkeypatch, tmp_path, load)
+    try:
+        health = _answer(url)
+        wait_for(lambda: health() is not None, 30)
+        loading = health().status_code
+    finally:
+        release.set()
+        t.join(60)
+    alive = t.is_alive()
+    if alive:
+        for s in servers:
+            s.should_exit = True
+        t.join(30)
+    assert loading == 503 and not alive  # the server stopped by itself
+    assert codes and codes[0] > 0
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line.lower()]
+    assert len(err) == 1 and "could not load the model" in err[0]
