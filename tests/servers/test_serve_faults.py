@@ -522,7 +522,8 @@ def test_health_answers_loading_model_while_the_gguf_loads(tokenizer, monkeypatc
     assert answering and loading.status_code == 503
     assert loading.json()["status"] == "unavailable" and loading.json()["reason"].startswith("loading model")
     assert chat.status_code == 503 and chat.headers["retry-after"].isdigit()
-    assert chat.json()["error"]["type"] == "service_unavailable_error" and chat.json()["error"]["code"] == "model_loading"
+    error = chat.json()["error"]
+    assert (error["type"], error["code"]) == ("service_unavailable_error", "model_loading")
     assert listening and url in listening[0] and not serving_before
     assert ready and after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "Hello there"
     assert (scheduler.workers, scheduler.capacity) == (2, 16 + 2)  # the loaded engine's slots, the queue's 16

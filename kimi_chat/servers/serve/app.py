@@ -5,8 +5,8 @@ Operations (docs/serve-operations.md): one engine, every generation on one worke
 embedded engine generates one request at a time (``--upstream`` llama-server with ``-np`` slots is the
 path to concurrency); the engine may load after the server starts listening (:class:`EngineLoader`: chat
 requests are then a 503 with ``Retry-After``); what a request needs (the tokenizer, the marker tokens) is
-built at start-up, and ``/health`` answers 503 until it is, or while the engine is stuck past ``--timeout``. A bounded queue:
-the place is taken before any preparation (rendering, tokenizing, the grammar), so a full server answers
+built at start-up, and ``/health`` answers 503 until it is, or while the engine is stuck past
+``--timeout``. A bounded queue: the place is taken before any preparation (rendering, tokenizing, the grammar), so a full server answers
 429 (``Retry-After``) at once, and a waiting request whose client left gives its place back at once. A
 client that disconnects cancels its generation; a per-request timeout (504, or an error event once
 streaming); deadlines on the request head (:func:`~kimi_chat.servers.serve.http.header_deadline_protocol`)

@@ -153,9 +153,9 @@ def run(engine: Engine, prepared: Prepared,
         cancel: threading.Event) -> Iterator[Delta | TokenLogprobs | Outcome]:
     """Generate ``prepared`` on ``engine`` (blocking: run it on the engine's worker thread); yield the
     parser's deltas as it decides them (with log probabilities asked for, each preceded by the
-    :class:`TokenLogprobs` of the tokens since the last), then the :class:`Outcome`. ``cancel`` stops the generation at the
-    next token (the outcome's finish reason is then ``cancelled``). The request's ``stop`` sequences end
-    the content before the first of them (finish reason ``stop``)."""
+    :class:`TokenLogprobs` of the tokens since the last), then the :class:`Outcome`. ``cancel`` stops the
+    generation at the next token (the outcome's finish reason is then ``cancelled``). The request's
+    ``stop`` sequences end the content before the first of them (finish reason ``stop``)."""
     request = prepared.request
     parser = StreamParser(engine.dialect, tools=request.callable_tools, tokenizer=engine.tokenizer(),
                           **prepared.options)
