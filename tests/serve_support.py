@@ -272,3 +272,101 @@ class SlowStartEngine(ScriptedEngine):
             time.sleep(0.05)  # (a build takes a while: concurrent first uses overlap)
             self._ready = self._tok
         return self._ready
+
+
+class StallingLlamaServer:
+    """A llama-server on a plain socket (no HTTP library between the test and the connection): ``/props``
+    answers; each ``/completion`` sends the response head and ``first`` (ids, one event each), then sends
+    nothing more and waits for the client to close the connection. :attr:`closed` is set when it does
+    (the stall then ends); :attr:`completions` counts the generations asked for. :meth:`close` stops it."""
+
+    def __init__(self, first: Sequence[int], *, n_ctx: int = 4096) -> None:
+        self.first = list(first)
+        self.n_ctx = n_ctx
+        self.completions = 0
+        self.streaming = threading.Event()
+        self.closed = threading.Event()
+        self._stop = threading.Event()
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(8)
+        self._listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _read_request(conn: socket.socket, buf: bytes) -> tuple[str, bytes, bytes] | None:
+        """The request line, its body and what follows it (``None``: the client closed the connection)."""
+        while b"\r\n\r\n" not in buf:
+            data = conn.recv(65536)
+            if not data:
+                return None
+            buf += data
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        length = next((int(v) for k, _, v in (line.partition(":") for line in lines[1:])
+                       if k.strip().lower() == "content-length"), 0)
+        while len(rest) < length:
+            data = conn.recv(65536)
+            if not data:
+                return None
+            rest += data
+        return lines[0], rest[:length], rest[length:]
+
+    def _connection(self, conn: socket.socket) -> None:
+        buf = b""
+        with conn:
+            conn.settimeout(0.1)
+            while not self._stop.is_set():
+                try:
+                    got = self._read_request(conn, buf)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if got is None:
+                    return
+                line, _body, buf = got
+                if line.startswith("GET /props"):
+                    body = json.dumps({"default_generation_settings": {"n_ctx": self.n_ctx}, "total_slots": 1})
+                    conn.sendall(f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                                 f"{len(body)}\r\n\r\n{body}".encode())
+                    continue
+                self.completions += 1
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                             b"transfer-encoding: chunked\r\n\r\n")
+                for tid in self.first:
+                    event = f"data: {json.dumps({'tokens': [tid], 'stop': False})}\n\n".encode()
+                    conn.sendall(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                self.streaming.set()
+                while not self._stop.is_set():  # the stall: nothing more is sent
+                    try:
+                        if not conn.recv(65536):
+                            self.closed.set()
+                            return
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        self.closed.set()
+                        return
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+
+    def __enter__(self) -> "StallingLlamaServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

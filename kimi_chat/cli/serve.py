@@ -9,6 +9,8 @@ import logging
 import os
 import socket
 import sys
+from concurrent.futures import Future
+from typing import Any
 
 from ..errors import KimiChatError
 from ._io import fail
@@ -127,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..servers.serve import NativeEngine, ServeConfig, UpstreamEngine, create_app
+        from ..servers.serve import EngineLoader, NativeEngine, ServeConfig, UpstreamEngine, create_app
         from ..servers.serve.http import header_deadline_protocol
     except ImportError as e:
         return fail(f"kimi-chat serve needs the serve extra ({e}); install it with: "
@@ -144,31 +146,47 @@ def run(args: argparse.Namespace) -> int:
         sock = _bind(args.host, args.port)
     except OSError as e:
         return fail(str(e))
+    config = ServeConfig(api_key=api_key, contract=args.contract, queue=args.queue, timeout=args.timeout,
+                         max_body=args.max_body, max_request_tokens=args.max_request_tokens,
+                         allowed_hosts=_hosts(args),
+                         allowed_origins=tuple(o for o in args.allowed_origins.split(",") if o.strip()),
+                         strict_fields=args.strict_fields, access_log=args.access_log)
+    where = f"upstream {args.upstream}" if args.upstream else f"{args.backend}, one request at a time"
+    host, port = sock.getsockname()[:2]
+    address = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+    def load() -> Any:  # on the server's start-up thread, while it answers /health with 503
+        if args.upstream:
+            return UpstreamEngine.connect(args.upstream, args.model, dialect=args.dialect, name=args.name,
+                                          timeout=args.timeout)
+        return NativeEngine.load(args.model, dialect=args.dialect, backend=args.backend, n_ctx=args.n_ctx,
+                                 name=args.name, progress=log.info)
+
     try:
-        try:
-            if args.upstream:
-                engine = UpstreamEngine.connect(args.upstream, args.model, dialect=args.dialect, name=args.name,
-                                                timeout=args.timeout)
-            else:
-                engine = NativeEngine.load(args.model, dialect=args.dialect, backend=args.backend, n_ctx=args.n_ctx,
-                                           name=args.name, progress=log.info)
-        except (KimiChatError, FileNotFoundError, ValueError) as e:
-            return fail(str(e))
-        config = ServeConfig(api_key=api_key, contract=args.contract, queue=args.queue, timeout=args.timeout,
-                             max_body=args.max_body, max_request_tokens=args.max_request_tokens,
-                             allowed_hosts=_hosts(args),
-                             allowed_origins=tuple(o for o in args.allowed_origins.split(",") if o.strip()),
-                             strict_fields=args.strict_fields, access_log=args.access_log)
-        server = uvicorn.Server(uvicorn.Config(create_app(engine, config), log_level="warning",
-                                               http=header_deadline_protocol(HEADER_TIMEOUT),
+        app = create_app(EngineLoader(load, args.model), config)
+        state = app.state.server
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=header_deadline_protocol(HEADER_TIMEOUT),
                                                timeout_graceful_shutdown=max(args.timeout, 1.0)))
-        log.info("serving %s (%s, %s) on http://%s:%d/v1%s", engine.model, engine.dialect.name,
-                 f"upstream {args.upstream}" if args.upstream else f"{args.backend}, one request at a time",
-                 args.host, args.port, "" if api_key else " (no API key)")
+
+        def started(ready: Future[None]) -> None:
+            if ready.exception() is not None:  # a failed load ends the server (the process exits > 0)
+                server.should_exit = True
+                return
+            engine = state.engine
+            log.info("serving %s (%s, %s) on %s%s", engine.model, engine.dialect.name, where, address,
+                     "" if api_key else " (no API key)")
+
+        log.info("listening on %s; loading %s (/health answers 503 until it is ready)", address, args.model)
+        state.ready.add_done_callback(started)
         try:
             server.run(sockets=[sock])
         finally:
-            engine.close()
+            if state.engine is not None:
+                state.engine.close()
     finally:
         sock.close()
+    failure = state.ready.exception() if state.ready.done() else None
+    if failure is not None:
+        known = (KimiChatError, FileNotFoundError, ValueError, OSError)
+        return fail(str(failure) if isinstance(failure, known) else f"{type(failure).__name__}: {failure}")
     return 0

@@ -42,6 +42,8 @@ __all__ = ["IK_INSTALL_HINT", "ik_available", "load_ik", "IkLib", "IkEngine", "I
 IK_INSTALL_HINT = ("bash .ci/install-native-ik.sh .venv (run in the kimi_chat checkout; "
                    "or pip install -e '.[native-ik]' there)")
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
+PENALTY_LAST_N = 64
+"""How many of the last generated ids the penalties count (llama-cpp-python's ``last_n_tokens_size``)."""
 
 
 def ik_available() -> bool:
@@ -123,6 +125,8 @@ class IkLib:
             "llama_sample_temp": ([p, cand, ctypes.c_float], None),
             "llama_sample_token": ([p, cand], i32),
             "llama_sample_token_greedy": ([p, cand], i32),
+            "llama_sample_repetition_penalties": ([p, cand, ctypes.POINTER(i32), sz, ctypes.c_float, ctypes.c_float,
+                                                   ctypes.c_float], None),
             "llama_get_logits_ith": ([p, i32], ctypes.POINTER(ctypes.c_float)),
             "llama_log_set": ([p, p], None),
         }
@@ -222,13 +226,15 @@ class IkEngine:
                 raise KimiChatError(f"ik_llama.cpp: llama_decode failed at position {pos + i} ({ret})")
 
     def generate(self, tokens: Sequence[int], *, temp: float = 0.8, top_k: int = 40, top_p: float = 0.95,
-                 min_p: float = 0.05, repeat_penalty: float = 1.0, reset: bool = True,
-                 grammar: IkGrammar | None = None, logits_processor: Any = None) -> Iterator[int]:
+                 min_p: float = 0.05, repeat_penalty: float = 1.0, frequency_penalty: float = 0.0,
+                 presence_penalty: float = 0.0, reset: bool = True, grammar: IkGrammar | None = None,
+                 logits_processor: Any = None) -> Iterator[int]:
         """Sample after ``tokens`` forever (the caller stops): ``logits_processor`` (a list of
-        processors, called as llama-cpp-python calls them: the ids so far and the logits), grammar, then top-k, top-p,
-        min-p and temperature, as llama-cpp-python orders them. ``repeat_penalty`` must be 1."""
-        if repeat_penalty != 1.0:
-            raise ValueError("the ik_llama.cpp backend supports repeat_penalty=1.0 only")
+        processors, called as llama-cpp-python calls them: the ids so far and the logits), the penalties,
+        grammar, then top-k, top-p, min-p and temperature, as llama-cpp-python orders them. The penalties
+        (``repeat_penalty`` 1, ``frequency_penalty`` and ``presence_penalty`` 0: none) are ik_llama.cpp's
+        ``llama_sample_repetition_penalties`` over the last :data:`PENALTY_LAST_N` generated ids, as
+        llama-cpp-python's penalties sampler counts them (the ids it accepted: the generated ones)."""
         import numpy as np
 
         lib, C = self._lib, self._lib.C
@@ -244,6 +250,8 @@ class IkEngine:
             pos = len(tokens)
             arr = np.zeros(self._n_vocab, dtype=self._dtype)
             seen = list(tokens)
+            generated: list[int] = []
+            penalised = repeat_penalty != 1.0 or frequency_penalty != 0.0 or presence_penalty != 0.0
             while True:
                 logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, -1), shape=(self._n_vocab,))
                 arr["id"] = self._ids
@@ -255,6 +263,11 @@ class IkEngine:
                     data=arr.ctypes.data_as(ctypes.POINTER(C.llama_token_data)), size=self._n_vocab,
                     selected=-1, sorted=False)
                 cp = ctypes.pointer(cands)
+                if penalised and generated:
+                    window = generated[-PENALTY_LAST_N:]
+                    last = (ctypes.c_int32 * len(window))(*window)
+                    lib.llama_sample_repetition_penalties(self._ctx, cp, last, len(window), repeat_penalty,
+                                                          frequency_penalty, presence_penalty)
                 if g:
                     lib.llama_grammar_sample(g, self._ctx, cp)
                 if temp <= 0:
@@ -268,6 +281,7 @@ class IkEngine:
                 if g:
                     lib.llama_grammar_accept_token(g, self._ctx, tid)
                 seen.append(int(tid))
+                generated.append(int(tid))
                 yield int(tid)
                 self._decode([tid], pos)
                 pos += 1

@@ -483,13 +483,9 @@ class NativeModel:
                       if p is not None]
         extra = {"logits_processor": processors} if processors else {}
         self.reused_tokens = self._common_prefix(ids)
-        penalties = {k: v for k, v in (("presence_penalty", presence_penalty),
-                                        ("frequency_penalty", frequency_penalty)) if v}
-        if penalties and self.backend == "ik_llama.cpp":
-            raise KimiChatError(f"the ik_llama.cpp backend applies no {' or '.join(penalties)}; use the llama.cpp "
-                                "backend for them")
         gen = self._llama.generate(ids, temp=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                                   repeat_penalty=repeat_penalty, reset=True, grammar=g, **penalties, **extra)
+                                   repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                   frequency_penalty=frequency_penalty, reset=True, grammar=g, **extra)
         try:
             for n, tid in enumerate(gen, 1):
                 failed = next((p.error for p in processors if p.error is not None), None)

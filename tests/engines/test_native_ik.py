@@ -156,6 +156,40 @@ def test_bad_grammar_is_a_clear_error(model):
         list(model.generate(model.prompt_ids(ASK), max_tokens=4, grammar="root ::= ( unclosed"))
 
 
+PENALTIES = [{"presence_penalty": 100.0}, {"frequency_penalty": 100.0}, {"repeat_penalty": 1000.0}]
+
+
+@pytest.mark.parametrize("penalty", PENALTIES, ids=lambda p: next(iter(p)))
+def test_penalties_are_applied(model, penalty):
+    # a bias of +50 makes one token win every greedy step; a penalty of 100 on a token already generated
+    # (repetition 1000: its positive logit divided by 1000) takes it out after its first time, so the
+    # rest is what greedy decoding gives with that token banned
+    prompt = model.prompt_ids(ASK)
+    (x,) = model.tokenize("Hello", special=False)
+    plain = list(model.generate(prompt, max_tokens=6, temperature=0.0, logit_bias={x: 50.0}))
+    penalised = list(model.generate(prompt, max_tokens=6, temperature=0.0, logit_bias={x: 50.0}, **penalty))
+    banned = list(model.generate([*prompt, x], max_tokens=5, temperature=0.0, logit_bias={x: -1000.0}))
+    assert plain == [x] * 6
+    assert penalised == [x, *banned]
+
+
+def test_penalties_reach_ik_through_the_server(model):
+    pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]')")
+    httpx = pytest.importorskip("httpx")
+    from kimi_chat.servers.serve import NativeEngine, ServeConfig, create_app
+    from serve_support import Uvicorn
+
+    (x,) = model.tokenize("Hello", special=False)
+    body = {"model": "m", "messages": ASK, "temperature": 0, "max_tokens": 4, "logit_bias": {str(x): 50}}
+    with Uvicorn(create_app(NativeEngine(model), ServeConfig())) as s:
+        url = s.url + "/v1/chat/completions"
+        plain = httpx.post(url, json=body, timeout=120)
+        answers = [httpx.post(url, json=dict(body, **p), timeout=120) for p in
+                   ({"presence_penalty": 2.0}, {"frequency_penalty": 2.0}, {"repetition_penalty": 1.3})]
+    assert plain.status_code == 200 and plain.json()["choices"][0]["message"]["content"] == "Hello" * 4
+    assert [a.status_code for a in answers] == [200, 200, 200], [a.text for a in answers]
+
+
 def test_builtin_format_swaps_user_and_assistant(model):
     # KNOWN (ik_llama.cpp's built-in kimi-k2 format): the user turn gets the assistant header and the
     # assistant turn the user header; the generation prompt is right

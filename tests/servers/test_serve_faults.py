@@ -428,3 +428,131 @@ def test_the_upstream_engine_takes_its_slots_from_props(tokenizer):
         engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
         engine.close()
     assert engine.slots == 3
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+def test_a_client_leaving_closes_the_upstream_connection(tokenizer, stream):
+    # the upstream sends "Hello" and then nothing (a long generation between tokens, or a hung server):
+    # the read it blocks is interrupted when the client leaves, not left to --timeout (600 s here)
+    from kimi_chat.servers.serve import UpstreamEngine
+    from serve_support import FakeVocabulary, StallingLlamaServer
+
+    with StallingLlamaServer(tokenizer.encode("Hello", allow_special=False)) as upstream:
+        engine = UpstreamEngine(upstream.url, vocabulary=FakeVocabulary(tokenizer, "kimi-k2-instruct-0905"))
+        with serve(engine) as s:
+            if stream:
+                with httpx.stream("POST", s.url + "/v1/chat/completions", json=dict(BODY, stream=True),
+                                  timeout=30) as r:
+                    for event in sse_events(r.iter_lines()):
+                        if event["choices"] and event["choices"][0]["delta"].get("content"):
+                            break  # the client leaves after the first text
+            else:
+                with pytest.raises(httpx.ReadTimeout):  # the client gives up waiting for the answer and leaves
+                    httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=httpx.Timeout(30, read=1.0))
+            closed = upstream.closed.wait(20)
+            freed = wait_for(lambda: _held(s) == 0, 20)
+        engine.close()
+    assert upstream.completions == 1 and upstream.streaming.is_set()
+    assert closed  # the upstream saw its connection close
+    assert freed  # and the engine's worker is free for the next request
+
+
+def _serve_cli_while_loading(monkeypatch, tmp_path, load):
+    """``kimi-chat serve`` in a thread with ``NativeEngine.load`` replaced by ``load``: the thread, its exit
+    codes, the port, and the uvicorn servers it made (to stop it)."""
+    import uvicorn
+
+    from kimi_chat.cli import main
+    from kimi_chat.servers.serve import NativeEngine
+    from serve_support import free_port
+
+    servers = []
+
+    class Recorded(uvicorn.Server):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            servers.append(self)
+
+    monkeypatch.setattr(uvicorn, "Server", Recorded)
+    monkeypatch.setattr(NativeEngine, "load", classmethod(lambda cls, *a, **k: load()))
+    port = free_port()
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(main(["serve", str(tmp_path / "m.gguf"), "--port", str(port)])))
+    t.start()
+    return t, codes, f"http://127.0.0.1:{port}", servers
+
+
+def _answer(url: str):
+    def get() -> httpx.Response | None:
+        try:
+            return httpx.get(url + "/health", timeout=5)
+        except httpx.TransportError:
+            return None
+    return get
+
+
+def test_health_answers_loading_model_while_the_gguf_loads(tokenizer, monkeypatch, tmp_path, caplog):
+    loaded = threading.Event()
+
+    def load():
+        loaded.wait(60)
+        engine = ScriptedEngine(tokenizer)
+        engine.slots = 2  # (an upstream llama-server's -np 2: known only once loaded)
+        return engine
+
+    with caplog.at_level(logging.INFO, logger="kimi_chat.serve"):
+        t, codes, url, servers = _serve_cli_while_loading(monkeypatch, tmp_path, load)
+        try:
+            health = _answer(url)
+            answering = wait_for(lambda: health() is not None, 30)
+            loading = health()
+            chat = httpx.post(url + "/v1/chat/completions", json=BODY, timeout=30)
+            listening = [r.getMessage() for r in caplog.records if "listening on" in r.getMessage()]
+            serving_before = any("serving" in r.getMessage() for r in caplog.records)
+            loaded.set()
+            ready = wait_for(lambda: health().status_code == 200, 30)
+            after = httpx.post(url + "/v1/chat/completions", json=BODY, timeout=30)
+            scheduler = servers[0].config.app.state.server.scheduler
+        finally:
+            loaded.set()
+            wait_for(lambda: bool(servers), 30)
+            for s in servers:
+                s.should_exit = True
+            t.join(60)
+    assert answering and loading.status_code == 503
+    assert loading.json()["status"] == "unavailable" and loading.json()["reason"].startswith("loading model")
+    assert chat.status_code == 503 and chat.headers["retry-after"].isdigit()
+    error = chat.json()["error"]
+    assert (error["type"], error["code"]) == ("service_unavailable_error", "model_loading")
+    assert listening and url in listening[0] and not serving_before
+    assert ready and after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "Hello there"
+    assert (scheduler.workers, scheduler.capacity) == (2, 16 + 2)  # the loaded engine's slots, the queue's 16
+    assert codes == [0]
+
+
+def test_a_failed_load_exits_with_one_line(tokenizer, monkeypatch, tmp_path, capsys):
+    from kimi_chat.errors import KimiChatError
+
+    release = threading.Event()
+
+    def load():
+        release.wait(60)
+        raise KimiChatError("m.gguf: llama.cpp could not load the model")
+
+    t, codes, url, servers = _serve_cli_while_loading(monkeypatch, tmp_path, load)
+    try:
+        health = _answer(url)
+        wait_for(lambda: health() is not None, 30)
+        loading = health().status_code
+    finally:
+        release.set()
+        t.join(60)
+    alive = t.is_alive()
+    if alive:
+        for s in servers:
+            s.should_exit = True
+        t.join(30)
+    assert loading == 503 and not alive  # the server stopped by itself
+    assert codes and codes[0] > 0
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "error" in line.lower()]
+    assert len(err) == 1 and "could not load the model" in err[0]

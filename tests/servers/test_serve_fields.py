@@ -139,8 +139,32 @@ def test_logprobs_plain_and_streamed(tokenizer):
     from serve_support import sse_events
 
     events = list(sse_events(iter(streamed.text.splitlines())))
-    streamed_lp = [c["logprobs"]["content"] for e in events for c in e["choices"] if c.get("logprobs")]
-    assert streamed_lp == [content]
+    choices = [c for e in events for c in e["choices"]]
+    # as OpenAI streams them: each content chunk carries the log probabilities of its own tokens
+    with_text = [c for c in choices if c["delta"].get("content")]
+    assert len(with_text) > 1
+    for c in with_text:
+        assert "".join(e["token"] for e in c["logprobs"]["content"]) == c["delta"]["content"]
+    assert [e for c in choices if c.get("logprobs") for e in c["logprobs"]["content"]] == content
+
+
+def test_streamed_logprobs_accumulate_in_the_openai_sdk(tokenizer):
+    openai = pytest.importorskip("openai")
+    model = RecordingModel(tokenizer, "Hello there")
+    with Uvicorn(create_app(NativeEngine(model), ServeConfig())) as s:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0)
+        with client.chat.completions.stream(model="m", messages=BODY["messages"], logprobs=True,
+                                            top_logprobs=1) as stream:
+            events = list(stream)
+            final = stream.get_final_completion()
+        client.close()
+    deltas = [e for e in events if e.type == "logprobs.content.delta"]
+    texts = [e.delta for e in events if e.type == "content.delta" and e.delta]  # (the first chunk: "")
+    assert len(deltas) == len(texts) > 1  # one logprobs delta with each content delta
+    assert ["".join(t.token for t in d.content) for d in deltas] == texts
+    tokens = final.choices[0].logprobs.content
+    assert "".join(t.token for t in tokens) == final.choices[0].message.content == "Hello there"
+    assert [t.logprob for t in tokens] == [-0.5] * len(tokens)
 
 
 @pytest.mark.parametrize("extra, param", [

@@ -8,17 +8,20 @@ in the checkout).
 
     from kimi_chat.servers.serve import NativeEngine, ServeConfig, create_app
     app = create_app(NativeEngine.load("model.gguf"), ServeConfig(api_key="..."))
+    # or answer /health (503 "loading model") while it loads:
+    app = create_app(EngineLoader(lambda: NativeEngine.load("model.gguf"), "model.gguf"), ServeConfig())
 """
 
 from __future__ import annotations
 
 from .engines import Engine, EngineError, NativeEngine, Sampling, UpstreamEngine
 
-__all__ = ["Engine", "EngineError", "NativeEngine", "UpstreamEngine", "Sampling", "ServeConfig", "create_app"]
+__all__ = ["Engine", "EngineError", "NativeEngine", "UpstreamEngine", "Sampling", "ServeConfig", "EngineLoader",
+           "create_app"]
 
 
 def __getattr__(name: str) -> object:  # the app needs starlette (extra ``serve``): imported when asked for
-    if name in ("ServeConfig", "create_app"):
+    if name in ("ServeConfig", "EngineLoader", "create_app"):
         from . import app
 
         return getattr(app, name)

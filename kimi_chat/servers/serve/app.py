@@ -3,9 +3,10 @@ server-sent events), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prom
 
 Operations (docs/serve-operations.md): one engine, every generation on one worker thread, so the
 embedded engine generates one request at a time (``--upstream`` llama-server with ``-np`` slots is the
-path to concurrency); what a request needs (the tokenizer, the marker tokens) is built at start-up, and
-``/health`` answers 503 until it is, or while the engine is stuck past ``--timeout``. A bounded queue:
-the place is taken before any preparation (rendering, tokenizing, the grammar), so a full server answers
+path to concurrency); the engine may load after the server starts listening (:class:`EngineLoader`: chat
+requests are then a 503 with ``Retry-After``); what a request needs (the tokenizer, the marker tokens) is
+built at start-up, and ``/health`` answers 503 until it is, or while the engine is stuck past
+``--timeout``. A bounded queue: the place is taken before any preparation (rendering, tokenizing, the grammar), so a full server answers
 429 (``Retry-After``) at once, and a waiting request whose client left gives its place back at once. A
 client that disconnects cancels its generation; a per-request timeout (504, or an error event once
 streaming); deadlines on the request head (:func:`~kimi_chat.servers.serve.http.header_deadline_protocol`)
@@ -47,11 +48,11 @@ from ...output import Delta
 from .._fields import check_honoured, deep_json_error, unknown_fields
 from ..contract import prompt_tokens, read_chat_request
 from .engines import Engine, EngineError
-from .generation import ContextError, Outcome, Prepared, prepare, run
+from .generation import ContextError, Outcome, Prepared, TokenLogprobs, prepare, run
 from .http import ERROR_TYPES, EdgeMiddleware, JSONBody, error_response
 from .metrics import Metrics
 
-__all__ = ["ServeConfig", "create_app", "LOGGER"]
+__all__ = ["ServeConfig", "EngineLoader", "create_app", "LOGGER"]
 
 LOGGER = logging.getLogger("kimi_chat.serve")
 """Where the one line per request goes."""
@@ -92,9 +93,18 @@ class _Scheduler:
 
     def __init__(self, capacity: int, workers: int = 1) -> None:
         self.capacity = capacity
+        self.workers = workers
         self.held = 0
         self._started: dict[int, float] = {}
         self._lock = threading.Lock()
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kimi-serve-engine")
+
+    def set_workers(self, workers: int) -> None:
+        """Run ``workers`` generations at once (an engine loaded after the server started: its slots); only
+        before the first job is submitted."""
+        self.capacity += workers - self.workers
+        self.workers = workers
+        self.executor.shutdown(wait=False)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kimi-serve-engine")
 
     def try_hold(self) -> bool:
@@ -180,6 +190,22 @@ class _Job:
         return await asyncio.wait_for(self.events.get(), max(deadline - time.monotonic(), 0.0))
 
 
+@dataclass(frozen=True)
+class EngineLoader:
+    """An engine the server loads after it starts listening (``kimi-chat serve`` gives one: a GGUF loads
+    for a while). Until :attr:`load` returns, ``/health`` answers 503 with the reason ``loading model``,
+    and a chat request a 503 with ``Retry-After``; a load that raises is :attr:`_Server.ready`'s exception."""
+
+    load: Callable[[], Engine]
+    """Builds the engine (on a thread of its own)."""
+    what: str
+    """What is loading (the GGUF's path), for ``/health`` and the log."""
+
+
+def _slots(engine: Engine) -> int:
+    return max(int(getattr(engine, "slots", 1) or 1), 1)
+
+
 def _param_of(e: Exception) -> str | None:
     """The field a rendering or grammar error names."""
     if isinstance(e, (RequestError, ContextError)):
@@ -197,20 +223,41 @@ def _param_of(e: Exception) -> str | None:
 
 
 class _Server:
-    def __init__(self, engine: Engine, config: ServeConfig) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine | EngineLoader, config: ServeConfig) -> None:
+        self.loader = engine if isinstance(engine, EngineLoader) else None
+        self.engine: Engine = None if self.loader is not None else engine  # type: ignore[assignment]
+        """``None`` while :attr:`loader` loads it."""
         self.config = config
-        slots = max(int(getattr(engine, "slots", 1) or 1), 1)
+        slots = 1 if self.loader is not None else _slots(engine)  # type: ignore[arg-type]
         self.scheduler = _Scheduler(config.queue + slots, slots)
         self.metrics = Metrics(lambda: self.scheduler.waiting, lambda: self.scheduler.running)
         self.created = int(time.time())
         self.unknown_logged: set[str] = set()
         self.recent: list[float] = []  # seconds of the last requests (for Retry-After)
-        self.ready: Future[None] = self.scheduler.executor.submit(self._warm_up)
+        self.ready: Future[None] = Future()
+        """Done when the engine is loaded and warmed up (its exception: the load's or the warm-up's)."""
+        self.ready.set_running_or_notify_cancel()
+        threading.Thread(target=self._start, name="kimi-serve-start", daemon=True).start()
+
+    def _start(self) -> None:
+        """Load the engine (an :class:`EngineLoader`), then :meth:`_warm_up`; the outcome is :attr:`ready`'s.
+        No request generates before (each waits for :attr:`ready`), so this thread has the engine to itself."""
+        try:
+            if self.loader is not None:
+                t0 = time.monotonic()
+                engine = self.loader.load()
+                self.scheduler.set_workers(_slots(engine))
+                self.engine = engine
+                LOGGER.info("loaded %s in %.1fs", self.loader.what, time.monotonic() - t0)
+            self._warm_up()
+        except BaseException as e:  # noqa: BLE001 - said by /health, answered 503, and the CLI exits with it
+            self.ready.set_exception(e)
+        else:
+            self.ready.set_result(None)
 
     def _warm_up(self) -> None:
-        """Build what every request needs before the first arrives (on the engine's thread: before any
-        generation): the tokenizer, the marker tokens, the engine's own (:meth:`warm_up` when it has one)."""
+        """Build what every request needs before the first arrives (before any generation): the tokenizer,
+        the marker tokens, the engine's own (:meth:`warm_up` when it has one)."""
         t0 = time.monotonic()
         self.engine.tokenizer()
         self.engine.token_markers()
@@ -230,6 +277,8 @@ class _Server:
 
     def _unavailable(self) -> str | None:
         """Why the engine cannot take a request now (``None``: it can)."""
+        if self.engine is None and not self.ready.done():
+            return f"loading model: {self.loader.what if self.loader else 'the engine'}"
         if not self.ready.done():
             return "loading: building the tokenizer and the marker tokens"
         if self.ready.exception() is not None:
@@ -258,10 +307,20 @@ class _Server:
             parts.append(chunk)
         return b"".join(parts)
 
+    def _loading(self) -> Response | None:
+        """A 503 with ``Retry-After`` while the model loads (or failed to: the process is exiting)."""
+        if self.engine is not None:
+            return None
+        failed = self.ready.done() and self.ready.exception() is not None
+        return error_response(503, "the server failed to load its model; see its log" if failed else
+                              "the server is loading its model; retry later", code="model_loading",
+                              headers={"Retry-After": "5"})
+
     def _log(self, rid: str, prompt: int | None, completion: int, t0: float, outcome: str, status: int) -> None:
         self.metrics.request(status)
         LOGGER.info("%s dialect=%s prompt_tokens=%s completion_tokens=%d time=%.3fs outcome=%s", rid,
-                    self.engine.dialect.name, "-" if prompt is None else prompt, completion,
+                    "-" if self.engine is None else self.engine.dialect.name, "-" if prompt is None else prompt,
+                    completion,
                     time.monotonic() - t0, outcome)
 
     # ------------------------------------------------------------------ endpoints
@@ -271,8 +330,10 @@ class _Server:
         status = "ok" if reason is None else "unavailable"
         if not self._authorized(request):  # without the key: ok / not ok, nothing else
             return JSONResponse({"status": status}, status_code=200 if reason is None else 503)
-        body: dict[str, Any] = {"status": status, "model": self.engine.model, "dialect": self.engine.dialect.name,
-                                "queued": self.scheduler.held}
+        body: dict[str, Any] = {"status": status}
+        if self.engine is not None:
+            body.update(model=self.engine.model, dialect=self.engine.dialect.name)
+        body["queued"] = self.scheduler.held
         if reason is not None:
             body["reason"] = reason
         return JSONResponse(body, status_code=200 if reason is None else 503)
@@ -289,6 +350,9 @@ class _Server:
     async def models(self, request: Request) -> Response:
         if not self._authorized(request):
             return error_response(401, "Incorrect API key provided", code="invalid_api_key")
+        loading = self._loading()
+        if loading is not None:
+            return loading
         return JSONResponse({"object": "list", "data": [
             {"id": self.engine.model, "object": "model", "created": self.created, "owned_by": "kimi-chat"}]})
 
@@ -307,6 +371,9 @@ class _Server:
 
         if not self._authorized(request):
             return refuse(error_response(401, "Incorrect API key provided", code="invalid_api_key"), "401")
+        loading = self._loading()
+        if loading is not None:
+            return refuse(loading, "503 loading")
         kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if kind != "application/json":
             return refuse(error_response(415, f"the body must be JSON sent as Content-Type: application/json, "
@@ -466,6 +533,11 @@ class _Server:
         completion = 0
         finishes: list[str] = []
         outcome = "disconnected"
+        logged = job.prepared.sampling.logprobs is not None
+        pending: dict[int, list[dict[str, Any]]] = {}  # log probabilities not sent yet, by choice
+
+        def logprobs_of(index: int) -> dict[str, Any]:
+            return {"content": pending.pop(index, []), "refusal": None}
         try:
             for i in range(job.prepared.request.n):
                 yield chunk(i, {"role": "assistant", "content": ""}, None)
@@ -484,15 +556,17 @@ class _Server:
                     yield self._error_event(message, "engine_error", 502)
                     return
                 index, item = ev
-                if isinstance(item, Delta):
+                if isinstance(item, TokenLogprobs):
+                    pending.setdefault(index, []).extend(item.content)
+                elif isinstance(item, Delta):
                     delta = item.to_openai()
-                    if delta:
-                        yield chunk(index, delta, None)
+                    if delta:  # (with the log probabilities of the tokens that released it, as OpenAI's chunks)
+                        yield chunk(index, delta, None, logprobs_of(index) if logged else None)
                 elif isinstance(item, Outcome):
                     completion += len(item.completion_ids)
                     finishes.append(item.finish_reason)
-                    yield chunk(index, {}, item.finish_reason,  # (the choice's log probabilities, all at its end)
-                                None if item.logprobs is None else {"content": item.logprobs, "refusal": None})
+                    rest = pending.get(index)  # (tokens that released no text: markers, a held stop sequence)
+                    yield chunk(index, {}, item.finish_reason, logprobs_of(index) if rest else None)
             if usage:
                 obj = {"id": response_id, "object": "chat.completion.chunk", "created": created,
                        "model": self.engine.model, "choices": [], "usage": self._usage(prompt, completion)}
@@ -527,9 +601,11 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "the server failed on this request; its log has the detail", code="server_error")
 
 
-def create_app(engine: Engine, config: ServeConfig | None = None) -> Starlette:
-    """The ASGI app serving ``engine`` (``uvicorn.run(create_app(engine), ...)``). It starts building what
-    requests need on the engine's thread at once; ``/health`` says ``ok`` when that is done."""
+def create_app(engine: Engine | EngineLoader, config: ServeConfig | None = None) -> Starlette:
+    """The ASGI app serving ``engine`` (``uvicorn.run(create_app(engine), ...)``), or the engine an
+    :class:`EngineLoader` loads (started at once on a thread of its own, so the server answers while the
+    model loads). It starts building what requests need at once; ``/health`` says ``ok`` when that is done
+    (``app.state.server.ready``, a :class:`concurrent.futures.Future`, holds the outcome)."""
     config = config or ServeConfig()
     server = _Server(engine, config)
     app = Starlette(

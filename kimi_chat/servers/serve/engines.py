@@ -8,7 +8,8 @@
   (:attr:`kimi_chat.grammar.Constraint.gbnf`: tool calls and a ``response_format`` reply; this
   llama-server build has no llguidance); a request whose forced call or ``response_format`` has no GBNF
   export (a schema beyond its rules' limits) is refused (:meth:`UpstreamEngine.check_constraint`) rather
-  than generated unconstrained.
+  than generated unconstrained. A cancelled generation closes its connection at once (:class:`_HangUp`),
+  even while a read waits on an upstream that sends nothing.
 
 Both take the prompt as ids (rendered and tokenized by kimi_chat), a constraint (a
 :class:`~kimi_chat.grammar.Constraint`, GBNF text, or ``None``), ``max_tokens``, :class:`Sampling` and a ``cancel`` event checked
@@ -225,6 +226,63 @@ class NativeEngine:
         self.native.close()
 
 
+class _HangUp:
+    """Closes an upstream request's connection as soon as ``cancel`` is set, even while a read waits on
+    an upstream that sends nothing (a long prompt, a hung server): a watcher thread shuts the socket down,
+    the blocked read returns and the upstream sees the client leave (llama-server then frees the slot).
+    The socket is the one httpx connects (its ``connect_tcp`` trace event) or, on a kept-alive connection,
+    the response's network stream. Call :meth:`done` when the request is over."""
+
+    POLL = 0.05
+    """Seconds between the watcher's looks at whether the request is over (a set ``cancel`` wakes it at once)."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self._cancel = cancel
+        self._over = threading.Event()
+        self._lock = threading.Lock()
+        self._socket: Any = None
+        threading.Thread(target=self._watch, name="kimi-serve-upstream-hangup", daemon=True).start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpx's ``trace`` extension: keep the socket of a new connection."""
+        if event == "connection.connect_tcp.complete":
+            self._keep(info.get("return_value"))
+
+    def response(self, r: Any) -> None:
+        """Keep the socket ``r`` is read from (a kept-alive connection has no connect event)."""
+        self._keep(r.extensions.get("network_stream"))
+
+    def _keep(self, stream: Any) -> None:
+        get = getattr(stream, "get_extra_info", None)
+        sock = get("socket") if callable(get) else None
+        if sock is not None:
+            with self._lock:
+                self._socket = sock
+            if self._cancel.is_set():
+                self._shut()
+
+    def _shut(self) -> None:
+        import socket
+
+        with self._lock:
+            if self._over.is_set() or self._socket is None:
+                return
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _watch(self) -> None:
+        while not self._over.is_set():
+            if self._cancel.wait(self.POLL):
+                self._shut()
+                return
+
+    def done(self) -> None:
+        with self._lock:
+            self._over.set()
+
+
 class UpstreamEngine:
     """A running llama-server at ``url`` serving the same GGUF: ids in, ids out (``/completion`` with
     ``return_tokens``, streamed). ``vocabulary`` is the GGUF (loaded vocabulary-only, for the tokenizer,
@@ -318,26 +376,37 @@ class UpstreamEngine:
         gbnf = constraint_gbnf(constraint)
         if gbnf is not None:
             body["grammar"] = gbnf
+        hangup = _HangUp(cancel)
         try:
-            with self._client.stream("POST", "/completion", json=body) as r:
-                if r.status_code != 200:
-                    raise EngineError(f"{self.url}/completion answered {r.status_code}: {r.read()[:500]!r}")
-                for line in r.iter_lines():
-                    if cancel.is_set():
-                        return  # leaving the block closes the connection: llama-server stops the slot
-                    if not line.startswith("data:"):
-                        continue
-                    event = json.loads(line[5:])
-                    if "error" in event:
-                        raise EngineError(f"{self.url}/completion: {event['error']}")
-                    probs = event.get("completion_probabilities") or ()
-                    for k, tid in enumerate(event.get("tokens") or ()):
-                        yield int(tid) if sampling.logprobs is None else _token_logprob(int(tid), probs, k,
-                                                                                         sampling.logprobs)
-                    if event.get("stop"):  # (the end-of-generation id came in ``tokens`` already)
-                        return
+            with self._client.stream("POST", "/completion", json=body, extensions={"trace": hangup.trace}) as r:
+                try:
+                    hangup.response(r)
+                    if r.status_code != 200:
+                        raise EngineError(f"{self.url}/completion answered {r.status_code}: {r.read()[:500]!r}")
+                    for line in r.iter_lines():
+                        if cancel.is_set():
+                            return  # leaving the block closes the connection: llama-server stops the slot
+                        if not line.startswith("data:"):
+                            continue
+                        event = json.loads(line[5:])
+                        if "error" in event:
+                            raise EngineError(f"{self.url}/completion: {event['error']}")
+                        probs = event.get("completion_probabilities") or ()
+                        for k, tid in enumerate(event.get("tokens") or ()):
+                            yield int(tid) if sampling.logprobs is None else _token_logprob(int(tid), probs, k,
+                                                                                             sampling.logprobs)
+                        if event.get("stop"):  # (the end-of-generation id came in ``tokens`` already)
+                            return
+                finally:  # (before the connection goes back to the pool)
+                    hangup.done()
         except httpx.HTTPError as e:
+            if cancel.is_set():  # (the read :class:`_HangUp` interrupted)
+                return
             raise EngineError(f"{self.url}: the upstream llama-server failed mid-generation ({e})") from e
+        finally:
+            hangup.done()
+        if cancel.is_set():
+            return
         raise EngineError(f"{self.url}/completion: the stream ended before the generation did")
 
     def close(self) -> None:

@@ -5,7 +5,9 @@ generation constrained by the request's tools, tool choice and response format
 :class:`~kimi_chat.output.StreamParser` (the engine's ids decoded by kimi_chat's tokenizer).
 
 :func:`prepare` does everything that can refuse the request (before it waits for the engine);
-:func:`run` generates and yields :class:`~kimi_chat.output.Delta` objects, then one :class:`Outcome`.
+:func:`run` generates and yields :class:`~kimi_chat.output.Delta` objects (each preceded, when the request
+asks for log probabilities, by the :class:`TokenLogprobs` of the tokens that released it), then one
+:class:`Outcome`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ...tokens.rendered import render_tokens
 from .engines import Engine, Sampling
 from .stops import StopText
 
-__all__ = ["Prepared", "Outcome", "ContextError", "prepare", "run", "sampling_of", "DEFAULT_MAX_TOKENS"]
+__all__ = ["Prepared", "Outcome", "TokenLogprobs", "ContextError", "prepare", "run", "sampling_of", "DEFAULT_MAX_TOKENS"]
 
 DEFAULT_MAX_TOKENS = 1024
 """``max_tokens`` of a request that gives none (capped by the context left after the prompt)."""
@@ -65,6 +67,15 @@ class Outcome:
     completion_ids: list[int]
     logprobs: list[dict[str, Any]] | None = None
     """OpenAI's ``choices[i].logprobs.content`` (one entry per generated token) when the request asked."""
+
+
+@dataclass
+class TokenLogprobs:
+    """OpenAI ``ChatCompletionTokenLogprob`` entries of the tokens generated since the previous ones, yielded
+    by :func:`run` before the deltas those tokens released (a streamed chunk carries the entries of its own
+    tokens, as OpenAI's do); every entry of a generation is in its :attr:`Outcome.logprobs` too."""
+
+    content: list[dict[str, Any]]
 
 
 def _constraint(engine: Engine, request: Any, options: dict[str, Any]) -> Any:
@@ -138,11 +149,13 @@ def prepare(engine: Engine, request: Any) -> Prepared:
     return Prepared(request, list(ids), constraint, max_tokens, sampling, options)
 
 
-def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator[Delta | Outcome]:
+def run(engine: Engine, prepared: Prepared,
+        cancel: threading.Event) -> Iterator[Delta | TokenLogprobs | Outcome]:
     """Generate ``prepared`` on ``engine`` (blocking: run it on the engine's worker thread); yield the
-    parser's deltas as it decides them, then the :class:`Outcome`. ``cancel`` stops the generation at the
-    next token (the outcome's finish reason is then ``cancelled``). The request's ``stop`` sequences end
-    the content before the first of them (finish reason ``stop``)."""
+    parser's deltas as it decides them (with log probabilities asked for, each preceded by the
+    :class:`TokenLogprobs` of the tokens since the last), then the :class:`Outcome`. ``cancel`` stops the
+    generation at the next token (the outcome's finish reason is then ``cancelled``). The request's
+    ``stop`` sequences end the content before the first of them (finish reason ``stop``)."""
     request = prepared.request
     parser = StreamParser(engine.dialect, tools=request.callable_tools, tokenizer=engine.tokenizer(),
                           **prepared.options)
@@ -160,23 +173,37 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
     end_of_turn = format_for(engine.dialect).end_of_turn_ids
     out: list[int] = []
     ended = False
+    logged = prepared.sampling.logprobs is not None
+    entries: list[dict[str, Any]] = []  # every token's (the end of generation excluded)
+    sent = 0  # how many of them went out ahead of deltas
+
+    def with_logprobs(deltas: Iterator[Delta]) -> Iterator[Delta | TokenLogprobs]:
+        nonlocal sent
+        for d in deltas:
+            if logged and sent < len(entries):
+                yield TokenLogprobs(entries[sent:])
+                sent = len(entries)
+            yield d
+
     for tid in engine.generate(prepared.prompt_ids, constraint=prepared.constraint, max_tokens=prepared.max_tokens,
                                sampling=prepared.sampling, cancel=cancel):
         out.append(tid)
         if engine.is_eog(tid):
             ended = True
             if tid in end_of_turn:  # the parser sees the end of the turn; another end of generation is not text
-                yield from released(parser.feed(tok.id_to_bytes(tid), (tid,)))
+                yield from with_logprobs(released(parser.feed(tok.id_to_bytes(tid), (tid,))))
             break
-        yield from released(parser.feed(tok.id_to_bytes(tid), (tid,)))
+        if logged:
+            entries.append(_logprob_entry(tok, tid))
+        yield from with_logprobs(released(parser.feed(tok.id_to_bytes(tid), (tid,))))
         if stops.hit:
             break
     rest = list(released(parser.finish()))
     if not stops.hit:
-        yield from rest
+        yield from with_logprobs(iter(rest))
         held = stops.finish()
         if held:
-            yield Delta(content=held)
+            yield from with_logprobs(iter([Delta(content=held)]))
     parsed = parser.message
     if prepared.constraint is not None:  # a schema the constraint enforces only in part: its calls validated here
         from ...engines.constrain import check_arguments
@@ -193,10 +220,7 @@ def run(engine: Engine, prepared: Prepared, cancel: threading.Event) -> Iterator
         finish = parsed.finish_reason() or "stop"  # "stop" when every call was left out as invalid
     else:
         finish = "length"
-    logprobs = None
-    if prepared.sampling.logprobs is not None:
-        logprobs = [_logprob_entry(tok, t) for t in out if not engine.is_eog(t)]
-    yield Outcome(message, finish, out, logprobs)
+    yield Outcome(message, finish, out, entries if logged else None)
 
 
 def _logprob_entry(tok: Any, tid: int) -> dict[str, Any]:
