@@ -58,7 +58,6 @@ official template does):
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,21 +110,23 @@ def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
     counter across the conversation, as the models were trained) and each tool result's
     ``tool_call_id`` rewritten to match its call.
 
-    A result is matched with the latest call that had its id (results of a turn that reused one id
-    for several calls are matched in order). Results whose id matches no call keep it. Returns new
+    A result is matched with the latest call that had its id. When a turn reused one id for several
+    calls, a result that names its function (``name``) is matched with the first unanswered call of
+    that function, and results without one with the calls in order. Results whose id matches no call
+    keep it. Returns new
     dicts; the input is never modified. Invalid messages raise
     :class:`~kimi_chat.messages.InvalidMessagesError`.
     """
     out = [dict(m) for m in normalize_messages(messages)]  # validated (InvalidMessagesError), copied
     counter = 0
-    pending: dict[Any, deque[str]] = {}
+    pending: dict[Any, list[tuple[Any, str]]] = {}  # old id -> unanswered (function name, new id)
     for k, m in enumerate(out):
         if not isinstance(m, dict):
             continue
         role = m.get("role")
         calls = m.get("tool_calls")
         if role == "assistant" and calls:
-            fresh: dict[Any, deque[str]] = {}
+            fresh: dict[Any, list[tuple[Any, str]]] = {}
             new_calls = []
             for call in calls:
                 call = dict(call)
@@ -133,13 +134,20 @@ def normalize_tool_call_ids(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 new_id = M.tool_call_id(fn.get("name"), counter)
                 counter += 1
                 if call.get("id") is not None:
-                    fresh.setdefault(call["id"], deque()).append(new_id)
+                    fresh.setdefault(call["id"], []).append((fn.get("name"), new_id))
                 call["id"] = new_id
                 new_calls.append(call)
             m["tool_calls"] = new_calls
             pending.update(fresh)
         elif role == "tool" and m.get("tool_call_id") in pending:
-            ids = pending[m["tool_call_id"]]
-            m["tool_call_id"] = ids.popleft() if len(ids) > 1 else ids[0]
+            m["tool_call_id"] = _answered_call(pending[m["tool_call_id"]], m.get("name"))
         out[k] = m
     return out
+
+
+def _answered_call(candidates: list[tuple[Any, str]], name: Any) -> str:
+    """The new id of the call a tool result answers, among the unanswered ``(function name, new id)``
+    calls that shared its old id: the first of the function the result names, else the first. It is
+    taken off the list unless it is the last one (later results with that id still name it)."""
+    j = next((j for j, (fn, _) in enumerate(candidates) if name is not None and fn == name), 0)
+    return candidates.pop(j)[1] if len(candidates) > 1 else candidates[j][1]

@@ -6,7 +6,7 @@ import copy
 import warnings
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 
 from conftest import needs_reference
 from kimi_chat import render
@@ -178,6 +178,18 @@ def test_normalize_one_id_for_several_calls_pairs_results_in_order():
         "functions.get_weather:0", "functions.get_weather:1"]
 
 
+def test_normalize_one_id_for_several_calls_pairs_named_results_with_their_function():
+    """Two calls of one turn share an id; the result that names ``search`` answers the search call
+    (the second, ``functions.search:1``), whatever its position among the results."""
+    msgs = [{"role": "user", "content": "x"},
+            {"role": "assistant", "tool_calls": [call("call_0"), call("call_0", name="search")]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "found", "name": "search"},
+            {"role": "tool", "tool_call_id": "call_0", "content": "18", "name": "get_weather"}]
+    out = normalize_tool_call_ids(msgs)
+    assert [c["id"] for c in out[1]["tool_calls"]] == ["functions.get_weather:0", "functions.search:1"]
+    assert [m["tool_call_id"] for m in out[2:]] == ["functions.search:1", "functions.get_weather:0"]
+
+
 def test_normalize_keeps_unknown_result_ids_and_numbers_calls_without_id():
     msgs = [{"role": "user", "content": "x"},
             {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
@@ -188,6 +200,10 @@ def test_normalize_keeps_unknown_result_ids_and_numbers_calls_without_id():
 
 @settings(max_examples=40)
 @given(msgs=messages_strategy())
+@example(msgs=[  # one id for two calls: the result naming the second answers the second
+    {"role": "assistant", "tool_calls": [call("call_000000", arguments="{}"),
+                                         call("call_000000", name="search", arguments="{}")]},
+    {"role": "tool", "tool_call_id": "call_000000", "content": "", "name": "search"}])
 def test_normalized_conversations_have_canonical_consistent_ids(msgs):
     before = copy.deepcopy(msgs)
     out = normalize_tool_call_ids(msgs)
