@@ -227,7 +227,9 @@ _WRONG = st.one_of(st.none(), st.booleans(), st.integers(-100, 100), st.text(max
 def test_official_encoder_calls_are_accepted_and_invalid_ones_refused(schema, data, thinking):
     tools = [{"type": "function", "function": {"name": "f", "parameters": schema}}]
     c = constraint(tools, dialect=K3, tool_choice="required", parallel_tool_calls=False, thinking=thinking)
-    assert c.exact, c.notes  # every keyword these schemas use is enforced
+    # every keyword these schemas use is enforced, but a minProperties that one undeclared key written twice
+    # (two elements, one property: no grammar keeps the keys distinct) can reach is noted
+    assert c.exact or [n.path for n in c.notes] == ["tools[0].function.parameters.minProperties"], c.notes
     check = _validator(schema)
     value = _ordered(data.draw(_instances(schema, schema), label="valid"), schema)
     assume(check.is_valid(value))  # hypothesis-jsonschema's formats are not always jsonschema's

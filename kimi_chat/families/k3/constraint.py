@@ -8,7 +8,9 @@ the parameters (:meth:`~kimi_chat.families.k3.grammar.K3Translator.call_elements
 one terminal of the property's whole schema (:func:`~kimi_chat.grammar.strings.string_terminal`: pattern,
 format, lengths, enum/const, composition), any other value JSON (the declared schema intersected with the
 element's type, compiled by llguidance, ``json.dumps`` spacing or compact); undeclared keys as
-``additional_properties`` reads the schema (a terminal spelling none of the declared keys). Notes: what
+``additional_properties`` reads the schema (a terminal spelling none of the declared keys; not kept
+distinct from one another, which no grammar can: a repeat, which ``encoding_k3`` never writes, is the
+parser's ``duplicate_argument`` warning, and a ``minProperties`` of 2 or more is noted). Notes: what
 llguidance leaves out of a JSON value (its ``%json``), a ``oneOf`` of the arguments object llguidance
 cannot prove exclusive, and the object keywords the elements do not hold the arguments to (``not``,
 ``dependencies``, ``propertyNames``...), each once with its path.
@@ -80,6 +82,11 @@ class LarkK3Translator(LarkTranslatorMixin, K3Translator):
                         len(m[key]) == 1 and all(pattern_regex(p) is not None for p in m[key])):
                     continue  # undeclared keys matching it are its elements; no declared key matches it
                 self.notes.append(Note(f"{where}.{key}", f"{key!r} is not enforced on argument elements"))
+
+    def repeat_notes(self, at: str) -> None:
+        if at not in {n.path for n in self.notes}:
+            self.notes.append(Note(at, "counts argument elements, and an undeclared key may be written twice "
+                                       "(no grammar keeps the keys distinct): that makes one property"))
 
     @staticmethod
     def _matches(pattern: str, key: str) -> bool:

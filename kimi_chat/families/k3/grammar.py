@@ -20,6 +20,10 @@ message::
   parameters (a top-level ``anyOf``/``oneOf``, also under ``allOf``/``$ref``): one typed ``argument``
   element per declared property, in declaration order, required ones always present, optional ones
   allowed, then (the Lark translator; here only for a free-form object) elements with undeclared keys.
+  Undeclared keys are not kept distinct (no grammar can): one may be written twice, which ``encoding_k3``
+  never does (each key of a dict once) and the parser warns ``duplicate_argument`` about. The arguments
+  still satisfy the schema (JSON readers take the last value) except a ``minProperties`` of 2 or more
+  (elements are counted) above the required properties and one more, which the Lark translation notes.
   The ``type`` attribute is the encoder's name of the value's JSON type (``string``, ``number`` for
   integers and numbers, ``boolean``, ``null``, ``object``, ``array``); a property that allows several
   types is an alternative per type. A ``string`` value is raw text (the encoder writes it unquoted) that
@@ -260,6 +264,9 @@ class K3Translator(FormatTranslator):
                                                None, tuple(pats)))
         free = [f for f in free if f != '""']
         lo, hi = self.property_counts(members)
+        if free and lo >= 2 + sum(req for _, req in parts):
+            # the required elements and one undeclared key written several times may make the count
+            self.repeat_notes(f"{path}.minProperties")
         if lo <= sum(req for _, req in parts) and (hi is None or hi >= len(parts) and not free):
             seq = [el if req else optional(el) for el, req in parts] + ([f"{alternation(free)}*"] if free else [])
             return " ".join(seq) or '""'
@@ -339,6 +346,12 @@ class K3Translator(FormatTranslator):
 
     def branch_notes(self, members: list[tuple[Mapping[str, Any], str]], path: str) -> None:
         """Notes of what a branch's argument elements leave out (the Lark translator's)."""
+
+    def repeat_notes(self, at: str) -> None:
+        """A note (the Lark translator's) that the branch's ``minProperties`` (``at``) is not enforced
+        exactly: its elements are counted, and two elements may spell the same undeclared key (no grammar
+        keeps an unbounded set of keys distinct), which makes one property of the arguments (noted where the
+        required properties and one more do not reach the count)."""
 
     def resolve(self, schema: Any, root: Any, path: str, depth: int) -> Any:
         """``schema`` with a top-level ``$ref`` and ``allOf`` resolved."""
