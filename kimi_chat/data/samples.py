@@ -483,7 +483,7 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
     if _keeps_final_reasoning(d, tok, opts):
         stretches = [turns]
         if len(turns) > 1 and _batch_keeps(d, tok, opts):
-            if d.family_parts.segment_wise:  # ids encoded segment by segment, not the text's: compared as ids
+            if d.family_parts.tokens.segment_wise:  # ids encoded segment by segment, not the text's: compared as ids
                 bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens) or {})
             else:  # one stretch: only its last turn's ids are wanted alone, the others checked by their text
                 texts = _batch_texts(msgs, d, tok, opts)
