@@ -28,9 +28,9 @@ from ..validation import (
 from ..validation import UNREAD_OPTION_CODES as _UNREAD_OPTION_CODES
 from ..validation import _printable
 
-__all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "MAX_N", "MAX_DEPTH", "check_messages",
-           "check_tools", "check_tool_choice", "check_response_format", "check_sampling", "check_schema",
-           "check_json_values", "deep_json_error", "lint_refusals", "LINT_REFUSED", "OPENAI_FIELDS", "EXTENSION_FIELDS",
+__all__ = ["TOOL_NAME", "SCHEMA_NAME", "MOONSHOT_FIXED", "MOONSHOT_TEMPERATURE", "MAX_N", "MAX_DEPTH", "DECODE_DEPTH",
+           "check_messages", "check_tools", "check_tool_choice", "check_response_format", "check_sampling",
+           "check_schema", "check_json_values", "nests_deeper_than", "deep_json_error", "lint_refusals", "LINT_REFUSED", "OPENAI_FIELDS", "EXTENSION_FIELDS",
            "unknown_fields", "check_honoured"]
 
 SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -310,9 +310,38 @@ def check_json_values(body: Any, max_depth: int = MAX_DEPTH) -> None:
 
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+DECODE_DEPTH = 256
+"""The deepest nesting a body may reach before ``json.loads`` sees it. The decoder recurses once per level
+on the interpreter's recursion budget; a body near that budget makes it raise ``RecursionError``, and
+anything that runs inside it meanwhile (a garbage-collection finaliser of another request's objects) fails
+with no one to report to. Bodies deeper than this are refused from the bytes (:func:`deep_json_error`);
+those between :data:`MAX_DEPTH` and this are refused after decoding, by :func:`check_json_values`."""
+
+
+def nests_deeper_than(raw: bytes, limit: int = DECODE_DEPTH) -> bool:
+    """Whether the JSON text ``raw`` opens more than ``limit`` objects and arrays inside one another
+    (brackets inside strings do not count), found without recursion. A body with no more than ``limit``
+    brackets in all is answered from two byte counts."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = deepest = 0
+    for b in _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        depth += _BRACKET_STEP[b]
+        if depth > deepest:
+            if depth > limit:
+                return True
+            deepest = depth
+    return False
+
+
 
 def deep_json_error(raw: bytes, max_depth: int = MAX_DEPTH) -> RequestError:
-    """The error for a body ``json.loads`` could not decode for its depth (``RecursionError``): the path
+    """The error for a body too deep to decode (:func:`nests_deeper_than`, or ``json.loads`` raised
+    ``RecursionError``): the path
     where it passes ``max_depth`` levels, found by a scan of the bytes that recurses nowhere."""
     import json
 

@@ -14,6 +14,7 @@ from conftest import needs_reference
 pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' (in the checkout))")
 httpx = pytest.importorskip("httpx")
 
+from kimi_chat.servers._fields import DECODE_DEPTH, nests_deeper_than  # noqa: E402
 from kimi_chat.servers.serve import ServeConfig, create_app  # noqa: E402
 from serve_support import ScriptedEngine, Uvicorn  # noqa: E402
 
@@ -59,6 +60,19 @@ def test_deeply_nested_json_is_a_400_naming_the_field(url, depth):
     err = error_of(post_raw(url, raw))
     assert err["code"] == "nesting_too_deep"
     assert err["param"] == "metadata.a[0][0]"  # the path, cut to its first four segments
+
+
+@pytest.mark.parametrize("raw, deeper", [
+    (nested(DECODE_DEPTH), False),
+    (nested(DECODE_DEPTH + 1), True),
+    (b'{"a": "' + b"[" * 5000 + b'"}', False),  # brackets in a string are text
+    (b'{"a": "\\"' + b"[" * 5000 + b'"}', False),  # ... after an escaped quote too
+    (b'{"a": "\\\\", "b": ' + nested(DECODE_DEPTH + 1) + b"}", True),  # an escaped backslash ends no string
+    (json.dumps([[{"a": [1, 2]}]] * 2000).encode(), False),  # many brackets, shallow
+])
+def test_the_depth_is_read_from_the_bytes_before_decoding(raw, deeper):
+    # json.loads near the recursion limit let finalisers that ran inside it fail unreported
+    assert nests_deeper_than(raw) is deeper
 
 
 def test_nesting_deeper_than_the_limit_but_parseable_is_a_400(url):

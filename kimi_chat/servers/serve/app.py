@@ -45,7 +45,7 @@ from starlette.routing import Route
 
 from ...errors import KimiChatError, RenderError, RequestError, ToolSchemaError
 from ...output import Delta
-from .._fields import check_honoured, deep_json_error, unknown_fields
+from .._fields import check_honoured, deep_json_error, nests_deeper_than, unknown_fields
 from ..contract import prompt_tokens, read_chat_request
 from .engines import Engine, EngineError
 from .generation import ContextError, Outcome, Prepared, TokenLogprobs, prepare, run
@@ -389,6 +389,8 @@ class _Server:
         if raw is None:
             return refuse(error_response(413, f"the request body exceeds {self.config.max_body} bytes",
                                          code="request_too_large"), "413")
+        if nests_deeper_than(raw):  # refused from the bytes: the decoder never goes near the recursion limit
+            return failed(deep_json_error(raw))
         try:
             body = json.loads(raw)
         except RecursionError:
