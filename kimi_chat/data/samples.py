@@ -459,7 +459,7 @@ def _same_turn(tok: KimiTokenizer, ids: list[int], a: int, b: int, text: str) ->
     if tok.encoding.decode(got) != text:
         return False
     specials = tok.special_tokens
-    names = sum(1 for m in text_ids(tok).shape.finditer(text) if m.group() in specials)
+    names = sum(map(specials.__contains__, text_ids(tok).shape.findall(text)))  # the shape has no group
     return names == sum(map(tok.special_ids.__contains__, got))
 
 
@@ -472,6 +472,10 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
         return []
     if bodies is None:
         bodies = {}
+    if _turns_position_free(d):
+        one = _one_rendering(msgs, tools, d, tok, opts, special_tokens, turns, bodies)
+        if one is not None:
+            return [one]
 
     def body(j: int) -> list[int]:
         if j not in bodies:
@@ -518,6 +522,82 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
     return samples
 
 
+def _turns_position_free(d: Dialect) -> bool:
+    """Whether the dialect writes an assistant turn from the message alone, wherever it stands: the K2 template
+    renderer (:func:`kimi_chat.families.k2.render.render_k2`) with no ``<think>`` policy writes each message's
+    turn from the message, the options and its ``think`` policy only (a turn's reasoning kept or not is the
+    one thing that depends on where it stands: the history split), and its generation prompt prefills nothing.
+    Then every turn of one rendering is the turn as generated, and every request is that rendering up to the
+    turn's header plus the generation prompt (:func:`_one_rendering`)."""
+    spec = d.spec
+    return (d.family == "k2" and not d.family_parts.tokens.segment_wise and getattr(spec, "think", None) == "none"
+            and not getattr(spec, "keeps_every_reasoning", False))
+
+
+def _prefix_kept(d: Dialect, msgs: list[Any], s: int, e: int) -> bool:
+    """Whether the K2 template renderer writes ``messages[:s]`` in the request of turn ``e`` exactly as in the
+    request of turn ``s`` (``s < e``): it writes each message from the message, the options and whether it
+    stands at or before the history split (the last assistant message without tool calls) alone, and the
+    blocks before the messages (tools, default system prompt) from the tools and the first message. So the
+    two requests agree up to message ``s`` when their splits are the same: no assistant message without tool
+    calls in ``messages[s:e]`` (or no split at all: no ``<think>`` policy). Plain dict messages only (what the
+    renderer reads of others is their normalized form: not reasoned about here)."""
+    if d.family != "k2" or d.family_parts.tokens.segment_wise:
+        return False
+    if getattr(d.spec, "think", None) == "none":
+        return all(type(m) is dict for m in msgs[s:e])
+    return all(type(m) is dict and (m.get("role") != "assistant" or m.get("tool_calls")) for m in msgs[s:e])
+
+
+def _one_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                   special_tokens: str, turns: list[int], bodies: dict[int, list[int]]) -> Sample | None:
+    """Every turn of ``turns`` as one sample from one rendering of ``messages[:e + 1]`` (``e`` the last turn)
+    with the generation prompt, in a dialect whose turns are position free (:func:`_turns_position_free`):
+    each request is that rendering up to the turn's header, then the generation prompt (each message begins
+    with a special token, where the encoder splits, and the blocks before the messages do not depend on later
+    ones); each turn's ids after its header are the turn as generated (written as when alone, between two
+    special tokens). Checked: the rendering ends with the generation prompt, each assistant turn from the first
+    trained one on begins with it and is trainable after it. ``None`` when a check fails or the rendering is
+    refused (then the general path asks, and names what it refuses). Fills ``bodies`` (the turns as generated)."""
+    e = turns[-1]
+    try:
+        r = render_tokens(msgs[: e + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    except KimiChatError:
+        return None
+    gp = _prefill(d, tok, opts)[2]
+    ids, spans = r.ids, r.spans
+    n = len(gp)
+    if not gp or not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
+        return None
+    mask = r.assistant_mask
+    trained = set(turns)
+    out_spans: list[tuple[int, int]] = []
+    labels = [IGNORE_INDEX] * (spans[-1].start)
+    first = turns[0]
+    for sp in spans[:-1]:
+        j = sp.message_index
+        if j < first:
+            continue
+        m = msgs[j]
+        if not (isinstance(m, Mapping) and m.get("role") == "assistant"):
+            continue
+        a = sp.start + n
+        ok = a < sp.end and ids[sp.start:a] == gp and sum(mask[a:sp.end]) == sp.end - a \
+            and not any(mask[sp.start:a])
+        if j in trained:
+            if not ok:
+                return None
+            labels[a:sp.end] = ids[a:sp.end]
+            out_spans.append((a, sp.end))
+        if ok:
+            bodies[j] = ids[a:sp.end]
+    if len(out_spans) != len(turns):
+        return None
+    end = out_spans[-1][1]
+    return Sample(ids[:end], labels[:end], list(turns), out_spans)
+
+
 def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
              special_tokens: str, turns: list[int], body: Any, texts: Mapping[int, str] | None = None,
              bodies: dict[int, list[int]] | None = None) -> Sample | None:
@@ -545,12 +625,15 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     head = next((sp.start for sp in spans if sp.message_index >= s), -1)
     if head <= 0 or spans[0].message_index >= s or ids[head - 1] not in tok.special_ids:
         return None
-    first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
     prefix = tok.encoding.decode(ids[:head])
     gp_text = _prefill(d, tok, opts)[3]
-    if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
-            and first_text.endswith(gp_text)):
-        return None
+    if _prefix_kept(d, msgs, s, e):  # the K2 renderer writes messages[:s] here as in the first turn's request
+        first_text = prefix + gp_text
+    else:
+        first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
+        if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
+                and first_text.endswith(gp_text)):
+            return None
     remember_prompt(tok, first_text, ids[:head] + gp)  # the next stretch's request starts with it
     labels = [IGNORE_INDEX] * len(ids)
     out_spans = []
