@@ -95,7 +95,7 @@ def _is_trained(m: Mapping[str, Any]) -> bool:
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
     ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
-    return [i for i, m in enumerate(messages) if i and isinstance(m, Mapping) and m.get("role") == "assistant"
+    return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"
             and _is_trained(m)]
 
 
@@ -292,8 +292,9 @@ def conversation_samples(
     opts = reasoning_options(d, reasoning, options, tokenizer=tokenizer if reasoning == "keep" else None)
     msgs = list(messages)
     turns = trained_turns(msgs)
-    untrained = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
-                 and i not in turns]
+    trained = set(turns)
+    untrained = [i for i, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
+                 and m.get("role") == "assistant" and i not in trained]
     if reasoning == "official":
         samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
         if dropped and warn:
@@ -304,11 +305,14 @@ def conversation_samples(
         return ConversationSamples(samples, dropped, untrained)
     bodies: dict[int, list[int]] = {}
     samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)
-    if (len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts)
-            and all(j in bodies for j, m in enumerate(msgs) if carried_reasoning(m))):
+    carried = {j: c for j, m in enumerate(msgs) if (c := carried_reasoning(m))}
+    if not carried:
+        dropped = 0
+    elif len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts) and carried.keys() <= bodies.keys():
         # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
         # is in the sample (each checked there)
-        dropped = dropped_reasoning(msgs, lambda j: tokenizer.encoding.decode(bodies[j]))  # C-speed decode
+        decode = tokenizer.encoding.decode  # C speed
+        dropped = sum(1 for j, c in carried.items() if not any(x in decode(bodies[j]) for x in c))
     else:
         dropped = _dropped_reasoning(msgs, tools, d, opts)
     return ConversationSamples(samples, dropped, untrained)
@@ -401,7 +405,7 @@ def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping
     rendering is refused or a turn does not begin with the generation prompt's prefill (then each turn is
     asked alone, and :func:`generated_turn` names the message). ``called``: the probe call added to the
     turns without tool calls and its section taken out again (:func:`generated_turn`)."""
-    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"]
     turns = [_called(msgs[j]) for j in index] if called else [msgs[j] for j in index]
     try:
         r = render_tokens(turns, tokenizer=tok, dialect=d, add_generation_prompt=True,
@@ -428,7 +432,7 @@ def _batch_texts(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[
     """The text of each assistant message's turn as generated (:func:`generated_turn`, as text: its trainable
     text less the generation prompt's prefill), from one layout of the assistant messages alone, one after the
     other (where :func:`_batch_keeps`). Empty when that rendering is refused. :func:`_stretch` checks a turn of its rendering against it."""
-    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"]
     if not index:
         return {}
     try:
@@ -566,36 +570,54 @@ def _one_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, 
     except KimiChatError:
         return None
     gp = _prefill(d, tok, opts)[2]
-    ids, spans = r.ids, r.spans
+    ids = r.ids
     n = len(gp)
-    if not gp or not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
+    idxs, trains, counts = r._pieces
+    if not n or trains is None or ids[len(ids) - n:] != gp:  # trains None: a token across pieces (see render_tokens)
         return None
-    mask = r.assistant_mask
-    trained = set(turns)
-    out_spans: list[tuple[int, int]] = []
-    labels = [IGNORE_INDEX] * (spans[-1].start)
+    # per message from the first trained turn on: where it starts, where its trainable ids start and end; the
+    # pieces of a message are contiguous (the renderer writes one message after the other)
     first = turns[0]
-    for sp in spans[:-1]:
-        j = sp.message_index
-        if j < first:
-            continue
+    spans: dict[int, list[int]] = {}  # message -> [start, trainable start, end, trainable pieces after the first]
+    pos = 0
+    for j, train, c in zip(idxs, trains, counts):
+        if c:
+            if j >= first:
+                sp = spans.get(j)
+                if sp is None:
+                    sp = spans[j] = [pos, -1, pos, 0]
+                elif sp[2] != pos:  # not contiguous: another message's (or no message's) pieces in between
+                    sp[3] = 1
+                if train:
+                    if sp[1] < 0:
+                        sp[1] = pos
+                    elif sp[2] != pos:  # untrainable ids between trainable ones
+                        sp[3] = 1
+                elif sp[1] >= 0:
+                    sp[3] = 1
+                sp[2] = pos + c
+            pos += c
+    trained = set(turns)
+    labels = [IGNORE_INDEX] * len(ids)
+    out_spans: list[tuple[int, int]] = []
+    for j, (start, a, end, broken) in spans.items():
         m = msgs[j]
-        if not (isinstance(m, Mapping) and m.get("role") == "assistant"):
+        if not ((type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"):
             continue
-        a = sp.start + n
-        ok = a < sp.end and ids[sp.start:a] == gp and sum(mask[a:sp.end]) == sp.end - a \
-            and not any(mask[sp.start:a])
+        ok = not broken and a == start + n and end > a and ids[start:a] == gp
         if j in trained:
             if not ok:
                 return None
-            labels[a:sp.end] = ids[a:sp.end]
-            out_spans.append((a, sp.end))
+            labels[a:end] = ids[a:end]
+            out_spans.append((a, end))
         if ok:
-            bodies[j] = ids[a:sp.end]
-    if len(out_spans) != len(turns):
-        return None
+            bodies[j] = ids[a:end]
+    if len(out_spans) != len(turns) or out_spans[-1][1] != len(ids) - n \
+            or sum(sp[2] - sp[0] for sp in spans.values()) != len(ids) - n - out_spans[0][0] + n:
+        return None  # something but the messages from the first trained turn on, then the generation prompt
     end = out_spans[-1][1]
-    return Sample(ids[:end], labels[:end], list(turns), out_spans)
+    del labels[end:]
+    return Sample(ids[:end], labels, list(turns), out_spans)
 
 
 def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
@@ -645,7 +667,7 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
         if j < 0:
             return None
         m = msgs[j]
-        if isinstance(m, Mapping) and m.get("role") == "assistant":
+        if (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant":
             a = sp.start + len(gp)
             if ids[sp.start:a] != gp:
                 return None
