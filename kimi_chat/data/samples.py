@@ -399,13 +399,16 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any], cal
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                  special_tokens: str, called: bool = False) -> dict[int, list[int]] | None:
+                  special_tokens: str, called: bool = False,
+                  only: set[int] | None = None) -> dict[int, list[int]] | None:
     """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
     assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
     rendering is refused or a turn does not begin with the generation prompt's prefill (then each turn is
     asked alone, and :func:`generated_turn` names the message). ``called``: the probe call added to the
-    turns without tool calls and its section taken out again (:func:`generated_turn`)."""
-    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"]
+    turns without tool calls and its section taken out again (:func:`generated_turn`). ``only``: these messages'
+    (assistant messages) alone."""
+    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
+             and m.get("role") == "assistant" and (only is None or j in only)]
     turns = [_called(msgs[j]) for j in index] if called else [msgs[j] for j in index]
     try:
         r = render_tokens(turns, tokenizer=tok, dialect=d, add_generation_prompt=True,
@@ -505,9 +508,11 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
                 cur = []
         if cur:
             stretches.append(cur)
-        if len(turns) > 1 and _batch_keeps(d, tok, opts, called=True):
-            # every final answer ends a stretch, its ids wanted: every turn's ids from one rendering
-            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True) or {})
+        ends = {st[-1] for st in stretches}
+        if len(ends) > 1 and _batch_keeps(d, tok, opts, called=True):
+            # every final answer ends a stretch, its ids wanted: the last turns' ids from one rendering (a turn
+            # before them in its stretch is its rendering's own where _prefix_kept, else asked alone)
+            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
     samples: list[Sample] = []
     for stretch in stretches:
         one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body, texts, bodies)
@@ -649,7 +654,8 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
         return None
     prefix = tok.encoding.decode(ids[:head])
     gp_text = _prefill(d, tok, opts)[3]
-    if _prefix_kept(d, msgs, s, e):  # the K2 renderer writes messages[:s] here as in the first turn's request
+    kept = _prefix_kept(d, msgs, s, e)
+    if kept:  # the K2 renderer writes messages[:s] here as in the first turn's request
         first_text = prefix + gp_text
     else:
         first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
@@ -671,7 +677,11 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
             a = sp.start + len(gp)
             if ids[sp.start:a] != gp:
                 return None
-            if texts and bodies is not None and j not in bodies and j in texts \
+            if kept:
+                # written from the message alone, after the history split (no final answer from the first turn
+                # on: _prefix_kept) as when alone, between the same special tokens: the turn as generated
+                want = ids[a:sp.end]
+            elif texts and bodies is not None and j not in bodies and j in texts \
                     and _same_turn(tok, ids, a, sp.end, texts[j]):
                 want = bodies[j] = ids[a:sp.end]  # the turn as generated, checked by its text
             else:
