@@ -22,6 +22,8 @@ from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
+from .positions import dropped_after_split as _dropped_after_split, one_rendering
+from .positions import prefix_kept as _prefix_kept, turns_position_free as _turns_position_free
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.text_ids import text_ids
@@ -314,7 +316,9 @@ def conversation_samples(
         decode = tokenizer.encoding.decode  # C speed
         dropped = sum(1 for j, c in carried.items() if not any(x in decode(bodies[j]) for x in c))
     else:
-        dropped = _dropped_reasoning(msgs, tools, d, opts)
+        dropped = _dropped_after_split(d, tokenizer, _prefill(d, tokenizer, opts)[1], msgs, carried, bodies)
+        if dropped is None:
+            dropped = _dropped_reasoning(msgs, tools, d, opts)
     return ConversationSamples(samples, dropped, untrained)
 
 
@@ -480,9 +484,9 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
     if bodies is None:
         bodies = {}
     if _turns_position_free(d):
-        one = _one_rendering(msgs, tools, d, tok, opts, special_tokens, turns, bodies)
+        one = one_rendering(msgs, tools, d, tok, opts, special_tokens, turns, _prefill(d, tok, opts)[2], bodies)
         if one is not None:
-            return [one]
+            return [Sample(one[0], one[1], list(turns), one[2])]
 
     def body(j: int) -> list[int]:
         if j not in bodies:
@@ -531,100 +535,6 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
     return samples
 
 
-def _turns_position_free(d: Dialect) -> bool:
-    """Whether the dialect writes an assistant turn from the message alone, wherever it stands: the K2 template
-    renderer (:func:`kimi_chat.families.k2.render.render_k2`) with no ``<think>`` policy writes each message's
-    turn from the message, the options and its ``think`` policy only (a turn's reasoning kept or not is the
-    one thing that depends on where it stands: the history split), and its generation prompt prefills nothing.
-    Then every turn of one rendering is the turn as generated, and every request is that rendering up to the
-    turn's header plus the generation prompt (:func:`_one_rendering`)."""
-    spec = d.spec
-    return (d.family == "k2" and not d.family_parts.tokens.segment_wise and getattr(spec, "think", None) == "none"
-            and not getattr(spec, "keeps_every_reasoning", False))
-
-
-def _prefix_kept(d: Dialect, msgs: list[Any], s: int, e: int) -> bool:
-    """Whether the K2 template renderer writes ``messages[:s]`` in the request of turn ``e`` exactly as in the
-    request of turn ``s`` (``s < e``): it writes each message from the message, the options and whether it
-    stands at or before the history split (the last assistant message without tool calls) alone, and the
-    blocks before the messages (tools, default system prompt) from the tools and the first message. So the
-    two requests agree up to message ``s`` when their splits are the same: no assistant message without tool
-    calls in ``messages[s:e]`` (or no split at all: no ``<think>`` policy). Plain dict messages only (what the
-    renderer reads of others is their normalized form: not reasoned about here)."""
-    if d.family != "k2" or d.family_parts.tokens.segment_wise:
-        return False
-    if getattr(d.spec, "think", None) == "none":
-        return all(type(m) is dict for m in msgs[s:e])
-    return all(type(m) is dict and (m.get("role") != "assistant" or m.get("tool_calls")) for m in msgs[s:e])
-
-
-def _one_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                   special_tokens: str, turns: list[int], bodies: dict[int, list[int]]) -> Sample | None:
-    """Every turn of ``turns`` as one sample from one rendering of ``messages[:e + 1]`` (``e`` the last turn)
-    with the generation prompt, in a dialect whose turns are position free (:func:`_turns_position_free`):
-    each request is that rendering up to the turn's header, then the generation prompt (each message begins
-    with a special token, where the encoder splits, and the blocks before the messages do not depend on later
-    ones); each turn's ids after its header are the turn as generated (written as when alone, between two
-    special tokens). Checked: the rendering ends with the generation prompt, each assistant turn from the first
-    trained one on begins with it and is trainable after it. ``None`` when a check fails or the rendering is
-    refused (then the general path asks, and names what it refuses). Fills ``bodies`` (the turns as generated)."""
-    e = turns[-1]
-    try:
-        r = render_tokens(msgs[: e + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
-                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
-    except KimiChatError:
-        return None
-    gp = _prefill(d, tok, opts)[2]
-    ids = r.ids
-    n = len(gp)
-    idxs, trains, counts = r._pieces
-    if not n or trains is None or ids[len(ids) - n:] != gp:  # trains None: a token across pieces (see render_tokens)
-        return None
-    # per message from the first trained turn on: where it starts, where its trainable ids start and end; the
-    # pieces of a message are contiguous (the renderer writes one message after the other)
-    first = turns[0]
-    spans: dict[int, list[int]] = {}  # message -> [start, trainable start, end, trainable pieces after the first]
-    pos = 0
-    for j, train, c in zip(idxs, trains, counts):
-        if c:
-            if j >= first:
-                sp = spans.get(j)
-                if sp is None:
-                    sp = spans[j] = [pos, -1, pos, 0]
-                elif sp[2] != pos:  # not contiguous: another message's (or no message's) pieces in between
-                    sp[3] = 1
-                if train:
-                    if sp[1] < 0:
-                        sp[1] = pos
-                    elif sp[2] != pos:  # untrainable ids between trainable ones
-                        sp[3] = 1
-                elif sp[1] >= 0:
-                    sp[3] = 1
-                sp[2] = pos + c
-            pos += c
-    trained = set(turns)
-    labels = [IGNORE_INDEX] * len(ids)
-    out_spans: list[tuple[int, int]] = []
-    for j, (start, a, end, broken) in spans.items():
-        m = msgs[j]
-        if not ((type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"):
-            continue
-        ok = not broken and a == start + n and end > a and ids[start:a] == gp
-        if j in trained:
-            if not ok:
-                return None
-            labels[a:end] = ids[a:end]
-            out_spans.append((a, end))
-        if ok:
-            bodies[j] = ids[a:end]
-    if len(out_spans) != len(turns) or out_spans[-1][1] != len(ids) - n \
-            or sum(sp[2] - sp[0] for sp in spans.values()) != len(ids) - n - out_spans[0][0] + n:
-        return None  # something but the messages from the first trained turn on, then the generation prompt
-    end = out_spans[-1][1]
-    del labels[end:]
-    return Sample(ids[:end], labels, list(turns), out_spans)
-
-
 def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
              special_tokens: str, turns: list[int], body: Any, texts: Mapping[int, str] | None = None,
              bodies: dict[int, list[int]] | None = None) -> Sample | None:
@@ -635,14 +545,19 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     would move), and it ends with the generation prompt."""
     s, e = turns[0], turns[-1]
     gp = _prefill(d, tok, opts)[2]
-    if s == e:  # the rendering is the turn's request: its ids alone (no attribution)
+    m = msgs[e]
+    # a last turn with tool calls, in a stretch without a final answer: written after the history split, as
+    # generated (_prefix_kept), so rendered with the others, the generation prompt after it (not kept)
+    tail = type(m) is dict and bool(m.get("tool_calls")) and _prefix_kept(d, msgs, s, e + 1)
+    if s == e and not tail:  # the rendering is the turn's request: its ids alone (no attribution)
         ids = render_ids(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
         last = body(e)
         return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
-    r = render_tokens(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
-                      special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
-    ids, last = r.ids, body(e)
+    r = render_tokens(msgs[: e + 1] if tail else msgs[:e], tokenizer=tok, tools=tools, dialect=d,
+                      add_generation_prompt=True, special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    ids = r.ids
+    last = [] if tail else body(e)
     spans = r.spans
     if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
         return None
@@ -654,7 +569,7 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
         return None
     prefix = tok.encoding.decode(ids[:head])
     gp_text = _prefill(d, tok, opts)[3]
-    kept = _prefix_kept(d, msgs, s, e)
+    kept = tail or _prefix_kept(d, msgs, s, e)
     if kept:  # the K2 renderer writes messages[:s] here as in the first turn's request
         first_text = prefix + gp_text
     else:
@@ -681,6 +596,8 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
                 # written from the message alone, after the history split (no final answer from the first turn
                 # on: _prefix_kept) as when alone, between the same special tokens: the turn as generated
                 want = ids[a:sp.end]
+                if bodies is not None:
+                    bodies[j] = want
             elif texts and bodies is not None and j not in bodies and j in texts \
                     and _same_turn(tok, ids, a, sp.end, texts[j]):
                 want = bodies[j] = ids[a:sp.end]  # the turn as generated, checked by its text
@@ -697,6 +614,11 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
             if j in trained:
                 labels[a:sp.end] = want
                 out_spans.append((a, sp.end))
+    if tail:  # the last turn's ids are the rendering's, up to the generation prompt after it
+        end = spans[-1].start
+        if not out_spans or out_spans[-1][1] != end or len(out_spans) != len(turns):
+            return None
+        return Sample(ids[:end], labels[:end], list(turns), out_spans)
     start = len(ids)
     return Sample(ids + last, labels + last, list(turns), out_spans + [(start, start + len(last))])
 

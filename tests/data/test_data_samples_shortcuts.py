@@ -4,8 +4,11 @@ Two shortcuts take ids from one rendering without rendering again to check them,
 
 * position-free turns (K2 dialects without a ``<think>`` policy: 0905, rev1, rev2): every request is the rendering of
   the conversation up to the turn's header plus the generation prompt, and every turn is as generated;
-* a kept prefix (``_prefix_kept``: no final answer from a stretch's first turn on): the stretch's rendering holds
-  the first turn's request and writes the stretch's turns as when alone (after the history split).
+* a kept prefix (``prefix_kept``: no final answer from a stretch's first turn on): the stretch's rendering holds
+  the first turn's request and writes the stretch's turns as when alone (after the history split), its last turn
+  too when it has tool calls;
+* the count of dropped reasoning from the turns as generated, where every message carrying reasoning stands after
+  the history split of the whole conversation (``dropped_after_split``).
 
 Each test fails if a shortcut is taken where its premise is wrong: the premise itself is checked on generated
 conversations against separate renderings (the request rendered on its own, the turn rendered alone by
@@ -58,6 +61,7 @@ def _outcome(messages, d, tok, tools, options, policy):
 def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "_turns_position_free", lambda d: False)
     monkeypatch.setattr(S, "_prefix_kept", lambda d, msgs, s, e: False)
+    monkeypatch.setattr(S, "_dropped_after_split", lambda *args: None)
 
 
 @pytest.mark.parametrize("name", K2_NAMES)
@@ -74,7 +78,7 @@ def test_kept_prefix_premise_holds_where_the_shortcut_is_taken(name, data):
     messages, tools, options = req["messages"], req["tools"], req["options"]
     note(repr(req))
     assistants = _assistants(messages)
-    for e in assistants:
+    for e in range(1, len(messages) + 1):  # every request (the last turn of a stretch kept with the others too)
         try:
             lay = render_layout(messages[:e], tools=tools, dialect=d, add_generation_prompt=True, **options)
             r = render_tokens(messages[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
@@ -178,7 +182,7 @@ def _tool_loop(n: int) -> list[dict]:
     return msgs
 
 
-@pytest.mark.parametrize("name, taken", [("kimi-k2-instruct-0905", "_one_rendering"),
+@pytest.mark.parametrize("name, taken", [("kimi-k2-instruct-0905", "one_rendering"),
                                          ("kimi-k2-thinking@rev1", "_prefix_kept"), ("kimi-k2.6", "_prefix_kept")])
 def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken, monkeypatch):
     """On a tool loop (the benchmark's shape) the shortcut is taken, and the samples are those of the checked path."""
@@ -200,4 +204,4 @@ def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken
         checked = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
     assert any(hits)
     assert fast == checked
-    assert isinstance(fast, tuple) and len(fast[0]) == (1 if taken == "_one_rendering" else 4)
+    assert isinstance(fast, tuple) and len(fast[0]) == (1 if taken == "one_rendering" else 4)
