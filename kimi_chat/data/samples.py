@@ -5,7 +5,9 @@ Built on the public token API (:func:`kimi_chat.render_tokens`, :func:`kimi_chat
 sample per stretch of turns the dialect's official rendering keeps as generated, the boundaries found by
 prefix stability (a request whose official prompt does not extend the sample so far starts a new one), never
 from a table of dialect names. What the rendering does is learnt from it by probes, once per dialect, options
-and tokenizer (:data:`_FACTS`); every stretch built from one rendering is checked turn by turn.
+and tokenizer (:data:`_FACTS`); every stretch built from one rendering is checked turn by turn, except what the K2
+renderer writes of a turn wherever it stands (:mod:`kimi_chat.data.positions`: taken from the rendering, not
+rendered again).
 """
 
 from __future__ import annotations
