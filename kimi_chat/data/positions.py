@@ -18,6 +18,7 @@ from typing import Any
 
 from ..dialects import Dialect
 from ..errors import KimiChatError
+from ..families.k2.spec import K2Spec
 from ..tokens.rendered import render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
@@ -25,7 +26,8 @@ __all__ = ["turns_position_free", "prefix_kept", "one_rendering", "dropped_after
 
 
 def _k2_template(d: Dialect) -> bool:
-    return d.family == "k2" and not d.family_parts.tokens.segment_wise
+    """Whether ``d`` is rendered by the K2 template renderer (a K2 record: its spec a :class:`K2Spec`)."""
+    return isinstance(d.spec, K2Spec) and not d.family_parts.tokens.segment_wise
 
 
 def turns_position_free(d: Dialect) -> bool:
