@@ -24,12 +24,12 @@ from ..dialects import Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
-from .positions import dropped_after_split as _dropped_after_split, one_rendering
-from .positions import prefix_kept as _prefix_kept, turns_position_free as _turns_position_free
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
+from .positions import dropped_after_split as _dropped_after_split, one_rendering
+from .positions import prefix_kept as _prefix_kept, turns_position_free as _turns_position_free
 
 __all__ = [
     "IGNORE_INDEX", "REASONING_POLICIES", "ReasoningPolicy", "Sample", "ConversationSamples", "InvalidRowError",
@@ -99,8 +99,8 @@ def _is_trained(m: Mapping[str, Any]) -> bool:
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
     ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
-    return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"
-            and _is_trained(m)]
+    return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping))
+            and m.get("role") == "assistant" and _is_trained(m)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -441,7 +441,8 @@ def _batch_texts(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[
     """The text of each assistant message's turn as generated (:func:`generated_turn`, as text: its trainable
     text less the generation prompt's prefill), from one layout of the assistant messages alone, one after the
     other (where :func:`_batch_keeps`). Empty when that rendering is refused. :func:`_stretch` checks a turn of its rendering against it."""
-    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"]
+    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
+             and m.get("role") == "assistant"]
     if not index:
         return {}
     try:
