@@ -5,7 +5,9 @@ Built on the public token API (:func:`kimi_chat.render_tokens`, :func:`kimi_chat
 sample per stretch of turns the dialect's official rendering keeps as generated, the boundaries found by
 prefix stability (a request whose official prompt does not extend the sample so far starts a new one), never
 from a table of dialect names. What the rendering does is learnt from it by probes, once per dialect, options
-and tokenizer (:data:`_FACTS`); every stretch built from one rendering is checked turn by turn.
+and tokenizer (:data:`_FACTS`); every stretch built from one rendering is checked turn by turn, except what the K2
+renderer writes of a turn wherever it stands (:mod:`kimi_chat.data.positions`: taken from the rendering, not
+rendered again).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from ..tokens.reasoning import carried_reasoning, dropped_reasoning
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
+from .positions import dropped_after_split as _dropped_after_split, one_rendering
+from .positions import prefix_kept as _prefix_kept, turns_position_free as _turns_position_free
 
 __all__ = [
     "IGNORE_INDEX", "REASONING_POLICIES", "ReasoningPolicy", "Sample", "ConversationSamples", "InvalidRowError",
@@ -95,8 +99,8 @@ def _is_trained(m: Mapping[str, Any]) -> bool:
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
     ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
-    return [i for i, m in enumerate(messages) if i and isinstance(m, Mapping) and m.get("role") == "assistant"
-            and _is_trained(m)]
+    return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping))
+            and m.get("role") == "assistant" and _is_trained(m)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -292,8 +296,9 @@ def conversation_samples(
     opts = reasoning_options(d, reasoning, options, tokenizer=tokenizer if reasoning == "keep" else None)
     msgs = list(messages)
     turns = trained_turns(msgs)
-    untrained = [i for i, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"
-                 and i not in turns]
+    trained = set(turns)
+    untrained = [i for i, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
+                 and m.get("role") == "assistant" and i not in trained]
     if reasoning == "official":
         samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
         if dropped and warn:
@@ -304,13 +309,18 @@ def conversation_samples(
         return ConversationSamples(samples, dropped, untrained)
     bodies: dict[int, list[int]] = {}
     samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)
-    if (len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts)
-            and all(j in bodies for j, m in enumerate(msgs) if carried_reasoning(m))):
+    carried = {j: c for j, m in enumerate(msgs) if (c := carried_reasoning(m))}
+    if not carried:
+        dropped = 0
+    elif len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts) and carried.keys() <= bodies.keys():
         # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
         # is in the sample (each checked there)
-        dropped = dropped_reasoning(msgs, lambda j: tokenizer.encoding.decode(bodies[j]))  # C-speed decode
+        decode = tokenizer.encoding.decode  # C speed
+        dropped = sum(1 for j, c in carried.items() if not any(x in decode(bodies[j]) for x in c))
     else:
-        dropped = _dropped_reasoning(msgs, tools, d, opts)
+        dropped = _dropped_after_split(d, tokenizer, _prefill(d, tokenizer, opts)[1], msgs, carried, bodies)
+        if dropped is None:
+            dropped = _dropped_reasoning(msgs, tools, d, opts)
     return ConversationSamples(samples, dropped, untrained)
 
 
@@ -395,13 +405,16 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any], cal
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                  special_tokens: str, called: bool = False) -> dict[int, list[int]] | None:
+                  special_tokens: str, called: bool = False,
+                  only: set[int] | None = None) -> dict[int, list[int]] | None:
     """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
     assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
     rendering is refused or a turn does not begin with the generation prompt's prefill (then each turn is
     asked alone, and :func:`generated_turn` names the message). ``called``: the probe call added to the
-    turns without tool calls and its section taken out again (:func:`generated_turn`)."""
-    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    turns without tool calls and its section taken out again (:func:`generated_turn`). ``only``: these messages'
+    (assistant messages) alone."""
+    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
+             and m.get("role") == "assistant" and (only is None or j in only)]
     turns = [_called(msgs[j]) for j in index] if called else [msgs[j] for j in index]
     try:
         r = render_tokens(turns, tokenizer=tok, dialect=d, add_generation_prompt=True,
@@ -428,7 +441,8 @@ def _batch_texts(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[
     """The text of each assistant message's turn as generated (:func:`generated_turn`, as text: its trainable
     text less the generation prompt's prefill), from one layout of the assistant messages alone, one after the
     other (where :func:`_batch_keeps`). Empty when that rendering is refused. :func:`_stretch` checks a turn of its rendering against it."""
-    index = [j for j, m in enumerate(msgs) if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
+             and m.get("role") == "assistant"]
     if not index:
         return {}
     try:
@@ -459,7 +473,7 @@ def _same_turn(tok: KimiTokenizer, ids: list[int], a: int, b: int, text: str) ->
     if tok.encoding.decode(got) != text:
         return False
     specials = tok.special_tokens
-    names = sum(1 for m in text_ids(tok).shape.finditer(text) if m.group() in specials)
+    names = sum(map(specials.__contains__, text_ids(tok).shape.findall(text)))  # the shape has no group
     return names == sum(map(tok.special_ids.__contains__, got))
 
 
@@ -472,6 +486,10 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
         return []
     if bodies is None:
         bodies = {}
+    if _turns_position_free(d):
+        one = one_rendering(msgs, tools, d, tok, opts, special_tokens, turns, _prefill(d, tok, opts)[2], bodies)
+        if one is not None:
+            return [Sample(one[0], one[1], list(turns), one[2])]
 
     def body(j: int) -> list[int]:
         if j not in bodies:
@@ -497,9 +515,11 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
                 cur = []
         if cur:
             stretches.append(cur)
-        if len(turns) > 1 and _batch_keeps(d, tok, opts, called=True):
-            # every final answer ends a stretch, its ids wanted: every turn's ids from one rendering
-            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True) or {})
+        ends = {st[-1] for st in stretches}
+        if len(ends) > 1 and _batch_keeps(d, tok, opts, called=True):
+            # every final answer ends a stretch, its ids wanted: the last turns' ids from one rendering (a turn
+            # before them in its stretch is its rendering's own where _prefix_kept, else asked alone)
+            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
     samples: list[Sample] = []
     for stretch in stretches:
         one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body, texts, bodies)
@@ -528,14 +548,19 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     would move), and it ends with the generation prompt."""
     s, e = turns[0], turns[-1]
     gp = _prefill(d, tok, opts)[2]
-    if s == e:  # the rendering is the turn's request: its ids alone (no attribution)
+    m = msgs[e]
+    # a last turn with tool calls, in a stretch without a final answer: written after the history split, as
+    # generated (_prefix_kept), so rendered with the others, the generation prompt after it (not kept)
+    tail = type(m) is dict and bool(m.get("tool_calls")) and _prefix_kept(d, msgs, s, e + 1)
+    if s == e and not tail:  # the rendering is the turn's request: its ids alone (no attribution)
         ids = render_ids(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
         last = body(e)
         return Sample(ids + last, [IGNORE_INDEX] * len(ids) + last, [e], [(len(ids), len(ids) + len(last))])
-    r = render_tokens(msgs[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
-                      special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
-    ids, last = r.ids, body(e)
+    r = render_tokens(msgs[: e + 1] if tail else msgs[:e], tokenizer=tok, tools=tools, dialect=d,
+                      add_generation_prompt=True, special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    ids = r.ids
+    last = [] if tail else body(e)
     spans = r.spans
     if not spans or spans[-1].message_index != -1 or ids[spans[-1].start:] != gp:
         return None
@@ -545,12 +570,16 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     head = next((sp.start for sp in spans if sp.message_index >= s), -1)
     if head <= 0 or spans[0].message_index >= s or ids[head - 1] not in tok.special_ids:
         return None
-    first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
     prefix = tok.encoding.decode(ids[:head])
     gp_text = _prefill(d, tok, opts)[3]
-    if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
-            and first_text.endswith(gp_text)):
-        return None
+    kept = tail or _prefix_kept(d, msgs, s, e)
+    if kept:  # the K2 renderer writes messages[:s] here as in the first turn's request
+        first_text = prefix + gp_text
+    else:
+        first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
+        if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
+                and first_text.endswith(gp_text)):
+            return None
     remember_prompt(tok, first_text, ids[:head] + gp)  # the next stretch's request starts with it
     labels = [IGNORE_INDEX] * len(ids)
     out_spans = []
@@ -562,11 +591,17 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
         if j < 0:
             return None
         m = msgs[j]
-        if isinstance(m, Mapping) and m.get("role") == "assistant":
+        if (type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant":
             a = sp.start + len(gp)
             if ids[sp.start:a] != gp:
                 return None
-            if texts and bodies is not None and j not in bodies and j in texts \
+            if kept:
+                # written from the message alone, after the history split (no final answer from the first turn
+                # on: _prefix_kept) as when alone, between the same special tokens: the turn as generated
+                want = ids[a:sp.end]
+                if bodies is not None:
+                    bodies[j] = want
+            elif texts and bodies is not None and j not in bodies and j in texts \
                     and _same_turn(tok, ids, a, sp.end, texts[j]):
                 want = bodies[j] = ids[a:sp.end]  # the turn as generated, checked by its text
             else:
@@ -582,6 +617,11 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
             if j in trained:
                 labels[a:sp.end] = want
                 out_spans.append((a, sp.end))
+    if tail:  # the last turn's ids are the rendering's, up to the generation prompt after it
+        end = spans[-1].start
+        if not out_spans or out_spans[-1][1] != end or len(out_spans) != len(turns):
+            return None
+        return Sample(ids[:end], labels[:end], list(turns), out_spans)
     start = len(ids)
     return Sample(ids + last, labels + last, list(turns), out_spans + [(start, start + len(last))])
 

@@ -106,7 +106,7 @@ def remember_prompt(tok: "KimiTokenizer", text: str, ids: list[int]) -> bool:
     # every special-token name in the text a special id (not text typed in a message and encoded as text, as
     # render_tokens' default policy does): the ids :func:`encode_whole` would give, which every policy reuses
     specials = tok.special_tokens
-    names = sum(1 for m in known.text.shape.finditer(text) if m.group() in specials)
+    names = sum(map(specials.__contains__, known.text.shape.findall(text)))  # the shape has no group: the matches
     if names != sum(map(tok.special_ids.__contains__, ids)):
         return False
     known.prompts.put(text, ids[:], len(text))

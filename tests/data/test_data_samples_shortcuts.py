@@ -1,0 +1,207 @@
+"""The samples core's shortcuts, against the path that checks everything by rendering.
+
+Two shortcuts take ids from one rendering without rendering again to check them, reasoned from the K2 renderer:
+
+* position-free turns (K2 dialects without a ``<think>`` policy: 0905, rev1, rev2): every request is the rendering of
+  the conversation up to the turn's header plus the generation prompt, and every turn is as generated;
+* a kept prefix (``prefix_kept``: no final answer from a stretch's first turn on): the stretch's rendering holds
+  the first turn's request and writes the stretch's turns as when alone (after the history split), its last turn
+  too when it has tool calls;
+* the count of dropped reasoning from the turns as generated, where every message carrying reasoning stands after
+  the history split of the whole conversation (``dropped_after_split``).
+
+Each test fails if a shortcut is taken where its premise is wrong: the premise itself is checked on generated
+conversations against separate renderings (the request rendered on its own, the turn rendered alone by
+:func:`kimi_chat.data.generated_turn`), and whole results are compared with the same core with the shortcuts turned
+off (each request and turn then rendered and compared, as before the shortcuts).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from conftest import needs_reference
+
+from kimi_chat import KimiTokenizer
+from kimi_chat.data import conversation_samples, generated_turn
+from kimi_chat.data import samples as S
+from kimi_chat.dialects import K2_DIALECTS, get_dialect
+from kimi_chat.errors import KimiChatError, RenderError
+from kimi_chat.prompt import render, render_layout
+from kimi_chat.testing.strategies import requests
+from kimi_chat.tokens.rendered import render_ids, render_tokens
+
+pytestmark = needs_reference
+
+K2_NAMES = sorted(K2_DIALECTS)
+_TOKENIZERS: dict[str, KimiTokenizer] = {}
+
+
+def _tok(config: str) -> KimiTokenizer:
+    if config not in _TOKENIZERS:
+        _TOKENIZERS[config] = KimiTokenizer.from_reference(config)
+    return _TOKENIZERS[config]
+
+
+def _assistants(messages: list) -> list[int]:
+    return [j for j, m in enumerate(messages) if j and m.get("role") == "assistant"]
+
+
+def _outcome(messages, d, tok, tools, options, policy):
+    """What conversation_samples gives (samples, dropped count, untrained) or the error it raises."""
+    try:
+        r = conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, special_tokens=policy, **options)
+    except KimiChatError as e:
+        return type(e).__name__
+    return [(s.input_ids, s.labels, s.turns, s.spans) for s in r.samples], r.reasoning_dropped, r.untrained
+
+
+def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(S, "_turns_position_free", lambda d: False)
+    monkeypatch.setattr(S, "_prefix_kept", lambda d, msgs, s, e: False)
+    monkeypatch.setattr(S, "_dropped_after_split", lambda *args: None)
+
+
+@pytest.mark.parametrize("name", K2_NAMES)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_kept_prefix_premise_holds_where_the_shortcut_is_taken(name, data):
+    """Where ``_prefix_kept(s, e)``: the rendering of ``messages[:e]`` up to message ``s``, then the generation
+    prompt, is the text of the request of ``s`` rendered on its own; and each assistant turn in between is, after
+    the generation prompt, the turn as generated (or, where the model cannot have generated it, does not begin
+    with the generation prompt, so the core does not take it)."""
+    d = get_dialect(name)
+    tok = _tok("k2.6")
+    req = data.draw(requests(name))
+    messages, tools, options = req["messages"], req["tools"], req["options"]
+    note(repr(req))
+    assistants = _assistants(messages)
+    for e in range(1, len(messages) + 1):  # every request (the last turn of a stretch kept with the others too)
+        try:
+            lay = render_layout(messages[:e], tools=tools, dialect=d, add_generation_prompt=True, **options)
+            r = render_tokens(messages[:e], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                              **options)
+        except KimiChatError:
+            continue
+        gp = S._prefill(d, tok, options)[2]
+        offsets = [0]
+        for p in lay.parts:
+            offsets.append(offsets[-1] + len(p))
+        gp_at = max(mk[0] for mk in lay.marks if mk[1] == -1)
+        gp_text = lay.text[offsets[gp_at]:]
+        for s in [j for j in assistants if j < e]:
+            if not S._prefix_kept(d, messages, s, e):
+                continue
+            at = min(mk[0] for mk in lay.marks if mk[1] == s)
+            own = render(messages[:s], tools=tools, dialect=d, add_generation_prompt=True, **options)
+            assert own == lay.text[: offsets[at]] + gp_text, f"request of messages[{s}] inside that of [{e}]"
+            for j in [k for k in assistants if s <= k < e]:
+                a, b = r.span_of(j)
+                written = r.ids[a + len(gp) : b]
+                starts = r.ids[a : a + len(gp)] == gp
+                try:
+                    alone = generated_turn(messages[j], dialect=d, tokenizer=tok, index=j, **options)
+                except RenderError:
+                    assert not starts, f"messages[{j}] taken, though the model cannot have generated it"
+                    continue
+                if starts:  # taken (where not, the core turns to the checked path)
+                    assert written == alone, f"messages[{j}] in the request of messages[{e}]"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in K2_NAMES if S._turns_position_free(get_dialect(n))))
+@pytest.mark.parametrize("policy", ["text", "special"])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_position_free_premise_holds(name, policy, data):
+    """A position-free dialect: the rendering of ``messages[:e + 1]`` up to each assistant turn's header, then the
+    generation prompt, is the turn's request (its ids rendered on their own), and the turn after the generation
+    prompt is the turn as generated."""
+    d = get_dialect(name)
+    tok = _tok("k2.6")
+    req = data.draw(requests(name))
+    messages, tools, options = req["messages"], req["tools"], req["options"]
+    note(repr(req))
+    assistants = _assistants(messages)
+    if not assistants:
+        return
+    e = assistants[-1]
+    try:
+        r = render_tokens(messages[: e + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                          special_tokens=policy, **options)
+    except KimiChatError:
+        return
+    gp = S._prefill(d, tok, options)[2]
+    for j in assistants:
+        a, b = r.span_of(j)
+        if r.ids[a : a + len(gp)] != gp:  # a named assistant's header: not taken (the checked path asks)
+            continue
+        own = render_ids(messages[:j], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                         special_tokens=policy, **options)
+        assert own == r.ids[:a] + gp, f"request of messages[{j}]"
+        alone = generated_turn(messages[j], dialect=d, tokenizer=tok, special_tokens=policy, index=j, **options)
+        assert r.ids[a + len(gp) : b] == alone, f"messages[{j}]"
+
+
+@pytest.mark.parametrize("name", K2_NAMES)
+@pytest.mark.parametrize("config", ["k2.6", "k2"])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], max_examples=40)
+@given(data=st.data())
+def test_samples_are_those_of_the_checked_path(name, config, data, monkeypatch):
+    """Whole results (samples, dropped count, untrained messages, or the error) with the shortcuts equal those of
+    the same core with them turned off."""
+    d = get_dialect(name)
+    tok = _tok(config)
+    req = data.draw(requests(name))
+    messages, tools, options = req["messages"], req["tools"], req["options"]
+    for j in data.draw(st.sets(st.sampled_from(_assistants(messages) or [None]), max_size=2)):
+        if j is not None:
+            messages[j] = {**messages[j], "train": False}
+    policy = data.draw(st.sampled_from(["text", "special"]))
+    note(repr(req))
+    fast = _outcome(messages, d, tok, tools, options, policy)
+    with monkeypatch.context() as m:
+        _without_shortcuts(m)
+        checked = _outcome(messages, d, tok, tools, options, policy)
+    assert fast == checked
+
+
+def _tool_loop(n: int) -> list[dict]:
+    msgs: list[dict] = [{"role": "system", "content": "Use tools."}]
+    for i in range(n):
+        cid = f"functions.get_weather:{i}"
+        msgs += [
+            {"role": "user", "content": f"Weather in city {i}?"},
+            {"role": "assistant", "content": "", "reasoning_content": f"call it {i}",
+             "tool_calls": [{"id": cid, "type": "function",
+                             "function": {"name": "get_weather", "arguments": f'{{"city": "c{i}"}}'}}]},
+            {"role": "tool", "tool_call_id": cid, "content": f'{{"temp": {i}}}'},
+            {"role": "assistant", "content": f"It is {i} degrees.", "reasoning_content": f"summarise {i}"},
+        ]
+    return msgs
+
+
+@pytest.mark.parametrize("name, taken", [("kimi-k2-instruct-0905", "one_rendering"),
+                                         ("kimi-k2-thinking@rev1", "_prefix_kept"), ("kimi-k2.6", "_prefix_kept")])
+def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken, monkeypatch):
+    """On a tool loop (the benchmark's shape) the shortcut is taken, and the samples are those of the checked path."""
+    tok = _tok("k2.6")
+    msgs = _tool_loop(4)
+    hits: list[bool] = []
+    real = getattr(S, taken)
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        hits.append(out is not None and out is not False)
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(S, taken, spy)
+        fast = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+    with monkeypatch.context() as m:
+        _without_shortcuts(m)
+        checked = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+    assert any(hits)
+    assert fast == checked
+    assert isinstance(fast, tuple) and len(fast[0]) == (1 if taken == "one_rendering" else 4)
