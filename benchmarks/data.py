@@ -10,6 +10,8 @@ tool call, the tool result, an assistant answer with reasoning; one tool declare
    report's findings) against the only exact route today, the official template per sample: for every trained
    assistant turn the official prompt of ``messages[:i]`` (transformers rendering the reference template, as
    ``apply_chat_template`` does; then the official encode), as kimi_chat.reference.oracle renders it. Goal >= 10x.
+   Every row is new to the report's checks; the tool list repeats across rows (one list, as in most datasets).
+   Also the samples core alone (``conversation_samples``), the ceiling of the batch core's ratio.
 2. **Parallel**: ``kimi-chat prepare``'s local engine at 1 and 2 workers (conversations/s; efficiency =
    rate(2) / (2 * rate(1)), goal >= 0.8 on an idle 2-core machine), and the Ray engine on a local cluster
    (``--ray``).
@@ -61,6 +63,7 @@ def _best(fn, repeat: int = 3) -> float:
 
 def bench_per_conversation(n: int, turns: int) -> None:
     from kimi_chat.data.batch import conversations_to_batch
+    from kimi_chat.data.samples import conversation_samples
     from kimi_chat.reference.oracle import render_official
 
     rows = [agent_loop(i, turns) for i in range(n)]
@@ -75,6 +78,10 @@ def bench_per_conversation(n: int, turns: int) -> None:
     def bare() -> None:  # the samples alone, without the report's per-conversation checks
         for r in rows:
             conversations_to_batch([r], dialect=DIALECT, tokenizer=tok, findings=False)
+
+    def core() -> None:  # the samples core alone (ids and labels): no Arrow batch, no findings, no row checks
+        for r in rows:
+            conversation_samples(r["messages"], dialect=DIALECT, tokenizer=tok, tools=r["tools"], warn=False)
 
     def batched() -> None:  # as prepare and datasets.map call it: a batch of rows, one Arrow batch
         for k in range(0, n, BATCH):
@@ -96,13 +103,16 @@ def bench_per_conversation(n: int, turns: int) -> None:
     t_bare = _best(bare) / n
     t_ours = _best(ours) / n
     t_batched = _best(batched) / n
+    t_core = _best(core) / n
     t_off = _best(official, 2) / len(official_rows)
     msgs = len(rows[0]["messages"])
     print(f"per conversation ({msgs} messages, {turns} rounds, {DIALECT}, CPU time): official template per sample "
           f"(prompt + turn, render + encode) {t_off * 1e3:.2f} ms; kimi_chat conversations_to_batch, one row per "
           f"call {t_ours * 1e3:.2f} ms: {t_off / t_ours:.1f}x (goal >= 10x); in batches of {BATCH} rows (as prepare "
           f"and datasets.map call it) {t_batched * 1e3:.2f} ms: {t_off / t_batched:.1f}x; one row per call without "
-          f"the report's checks (findings=False) {t_bare * 1e3:.2f} ms: {t_off / t_bare:.1f}x")
+          f"the report's checks (findings=False) {t_bare * 1e3:.2f} ms: {t_off / t_bare:.1f}x; the samples core alone "
+          f"(conversation_samples: ids and labels, no Arrow, no findings; the ceiling of the ratios above) "
+          f"{t_core * 1e3:.2f} ms: {t_off / t_core:.1f}x; {_load()}")
 
 
 def _write_input(path: Path, n: int, turns: int) -> Path:

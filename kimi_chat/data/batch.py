@@ -88,9 +88,10 @@ def _offsets(pa: Any, lengths: Sequence[int]) -> Any:
 def _flat(pa: Any, lists: Sequence[Sequence[int]], typecode: str, value_type: Any) -> Any:
     """The values of ``lists`` back to back, as one array of ``value_type`` (no per-element Python objects
     through pyarrow)."""
-    values = array(typecode)
+    flat: list[int] = []
     for x in lists:
-        values.extend(x)
+        flat += x  # pointers copied; the ints converted once below, from a list (array's fast path)
+    values = array(typecode, flat)
     return pa.Array.from_buffers(value_type, len(values), [None, pa.py_buffer(values)])
 
 

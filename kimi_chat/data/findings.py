@@ -5,20 +5,29 @@ a ``message`` that states the problem and, where it helps, the ``path`` of the f
 and a ``count``. :func:`conversation_findings` gathers what one conversation shows; the rules that
 :func:`kimi_chat.lint` already has (undeclared tools, non-canonical call ids, typed markers) are lint's, seen
 through :data:`LINT_KINDS`.
+
+Running :func:`kimi_chat.lint` costs more than the rest of a row's findings (its whole rule set: the tools'
+TypeScript declaration, the schema validation), while almost every row of a dataset has none of the three codes
+the report takes. :func:`lint_may_report` is a cheap test that is true whenever lint could report one of them
+(a call with an id not canonical for its name or to a name the tools do not declare, marker text anywhere in the
+messages, a row of any other shape): lint runs only then, so the findings are lint's own, row for row.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..checks.lint import lint
+from ..checks.lint import CANONICAL_TOOL_CALL_ID, declared_tools, lint, typed_markers
 from ..dialects import Dialect, get_dialect
+from ..message_shapes import renderable_fast
+from ..messages import normalize_tools
 
-__all__ = ["Finding", "KINDS", "LINT_KINDS", "conversation_findings", "double_encoded_arguments"]
+__all__ = ["Finding", "KINDS", "LINT_KINDS", "conversation_findings", "double_encoded_arguments", "lint_may_report"]
 
 KINDS: dict[str, str] = {
     "bad_row": "a row that is not a conversation the dialect renders (not trained; the error names the field)",
@@ -89,6 +98,63 @@ def double_encoded_arguments(arguments: Any) -> bool:
     return isinstance(value, (dict, list))
 
 
+def _clean_calls(messages: Sequence[Any], declared: set[Any] | None) -> bool:
+    """Whether every assistant message is a dict whose tool calls (if any) are dicts with a ``function`` dict
+    naming a ``str`` function that ``declared`` holds (``None``: no tools given) and an ``id`` of the canonical
+    form ``functions.NAME:IDX`` for that name: then no family's lint reports ``undeclared-tool`` or
+    ``non-canonical-tool-call-id``."""
+    for m in messages:
+        if type(m) is not dict:
+            return False
+        if m.get("role") != "assistant":
+            continue
+        calls = m.get("tool_calls")
+        if calls is None:
+            continue
+        if type(calls) is not list:
+            return False
+        for call in calls:
+            fn = call.get("function") if type(call) is dict else None
+            name = fn.get("name") if type(fn) is dict else None
+            if type(name) is not str or (declared is not None and name not in declared):
+                return False
+            call_id = call.get("id")
+            match = CANONICAL_TOOL_CALL_ID.fullmatch(call_id) if type(call_id) is str else None
+            if match is None or match.group("name") != name:
+                return False
+    return True
+
+
+def lint_may_report(messages: Sequence[Any], *, dialect: str | Dialect, tools: Sequence[Any] | None = None) -> bool:
+    """Whether :func:`kimi_chat.lint` may report one of the codes of :data:`LINT_KINDS` for ``messages``:
+    ``False`` only when it certainly reports none and refuses nothing: messages of the render schema's
+    well-formed plain shape (:func:`~kimi_chat.message_shapes.renderable_fast`) and tools it validates, every
+    tool call canonical and declared (:func:`_clean_calls`), no special-token spelling of ``dialect``'s family
+    anywhere in the messages, keys and roles included, searched with lint's own pattern. Anything else is
+    ``True``: lint decides (and raises what it raises)."""
+    d = get_dialect(dialect)
+    # lint refuses what the render schema refuses (messages, tools): such rows go to lint, which raises as before
+    if type(messages) is not list or not renderable_fast(messages):
+        return True
+    if tools is not None:
+        if type(tools) is not list:
+            return True
+        try:
+            tools = normalize_tools(tools)  # validated once per tool list (cached by its exact key)
+        except Exception:
+            return True
+    if not _clean_calls(messages, declared_tools(tools)):
+        return True
+    try:
+        data = marshal.dumps(messages)
+    except (ValueError, RecursionError):  # not plain data
+        return True
+    # every string of the messages is in marshal's bytes as its UTF-8 bytes (a string seen twice may be a
+    # reference to the first); read as Latin-1 those bytes are one character each, so an ASCII marker spelling
+    # (every one is: tested) typed in any string is found in the text as typed
+    return bool(typed_markers(d, [{"text": data.decode("latin-1")}]))
+
+
 def conversation_findings(
     messages: Sequence[Any],
     *,
@@ -113,7 +179,8 @@ def conversation_findings(
                     "the arguments are a JSON string holding JSON-encoded arguments: the model is trained to "
                     "write them escaped; decode them once (json.loads) before training",
                     f"messages[{i}].tool_calls[{j}].function.arguments"))
-    for w in lint(messages, dialect=d, tools=tools, add_generation_prompt=False, **options):
+    maybe = lint_may_report(messages, dialect=d, tools=tools)
+    for w in (lint(messages, dialect=d, tools=tools, add_generation_prompt=False, **options) if maybe else ()):
         kind = LINT_KINDS.get(w.code)
         if kind is not None:
             where = w.field
