@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 
 __all__ = ["Probe", "WEATHER_TOOL", "USER", "tool_call"]
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..checks.lint import lint
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 
 __all__ = ["Finding", "KINDS", "LINT_KINDS", "conversation_findings", "double_encoded_arguments"]
 

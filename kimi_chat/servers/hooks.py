@@ -21,7 +21,7 @@ from ..families import Family, family_of
 if TYPE_CHECKING:
     import re
 
-    from ..dialects import Dialect
+    from ..dialect_records import DialectRecord as Dialect
     from ..markers import Marker
     from ..output import MarkerLexer, StreamParser
     from ..output.peg import Machine

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from ...dialects import Dialect, get_dialect
+from ...dialect_records import DialectRecord as Dialect, get_dialect
 from ...errors import KimiChatError
 from ...reference.oracle import OracleUnavailable
 from ...prompt import render

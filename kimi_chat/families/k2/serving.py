@@ -19,7 +19,7 @@ from ...output.peg import TEXT, Machine
 from .format import TOKEN_CLASSES, machine
 
 if TYPE_CHECKING:
-    from ...dialects import Dialect
+    from ...dialect_records import DialectRecord as Dialect
     from ...output import MarkerLexer
     from ...servers.hooks import Decode, PromptMode
 

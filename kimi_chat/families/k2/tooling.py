@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import markers as M
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...tokens.tokenizer import KimiTokenizer
 
 __all__ = ["K2_MARKERS", "K25_MARKERS", "inspected_markers", "verify_requests", "reference_tokenizer",

@@ -18,7 +18,7 @@ from .format import TAGS, machine
 from .tags import TagLexer
 
 if TYPE_CHECKING:
-    from ...dialects import Dialect
+    from ...dialect_records import DialectRecord as Dialect
     from ...servers.hooks import Decode, PromptMode
 
 __all__ = ["DIALECT", "tag_name", "prompt_channel", "reasoning_ended", "tag_ends_reasoning", "content_ids"]

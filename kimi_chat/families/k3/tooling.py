@@ -10,7 +10,7 @@ from typing import Any
 
 from ... import markers as M
 from ...checks.probe import USER, WEATHER_TOOL, Probe, tool_call
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...errors import ReferenceDataError
 from ...tokens.tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
 
