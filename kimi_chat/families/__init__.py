@@ -91,7 +91,7 @@ class ServingParts:
 
     hooks: Callable[[], ModuleType]
     """The family's server hooks (its ``serving`` module: the facts about its reasoning and tool sections,
-    :class:`kimi_chat.servers.hooks.ServingHooks`), imported by the family package on first call
+    :class:`kimi_chat.families.serving.ServingHooks`), imported by the family package on first call
     (:func:`kimi_chat.servers.hooks.serving_of` calls it)."""
     pending_prompt_tokens: Callable[[Sequence[int]], int]
     """``ids -> n``: how many of a prompt's last ids Moonshot counts as pending, not prompt
@@ -119,14 +119,11 @@ class CheckParts:
     fix_hint: str | None
     """What ``inspect`` tells to do about a wrong template where there is no template to use instead
     (``None``: the dialect's own template, :attr:`OfficialRendering.jinja_templates`)."""
-    verify_requests: Callable[[Any], Any]
-    """``dialect -> hypothesis strategy`` of the requests ``verify`` renders (``messages``, ``tools``,
-    ``add_generation_prompt``, ``options``); needs hypothesis."""
     refusals_differ: bool
     """Whether a request the dialect refuses and a template renders is a difference (``verify``): K3's
     refusals are the official encoder's explicit checks; K2's are what the official template cannot render."""
     probes: tuple[Any, ...]
-    """The family's own identify probes (:class:`kimi_chat.checks.probe.Probe` records), compared with its
+    """The family's own identify probes (:class:`kimi_chat.families.probe.Probe` records), compared with its
     dialects only, after the probes every family shares (:data:`kimi_chat.checks.verification.probes.PROBES`)."""
 
 

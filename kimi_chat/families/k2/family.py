@@ -53,5 +53,5 @@ FAMILY = Family(
     lint=lint_k2,
     serving=ServingParts(hooks=_serving, pending_prompt_tokens=usage.pending_prompt_tokens),
     official=OfficialRendering(render=official_k2_render, jinja_templates=True),
-    checks=CheckParts(fix_hint=None, verify_requests=tooling.verify_requests, refusals_differ=False, probes=()),
+    checks=CheckParts(fix_hint=None, refusals_differ=False, probes=()),
 )

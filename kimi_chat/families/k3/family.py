@@ -53,6 +53,5 @@ FAMILY = Family(
     lint=lint_k3,
     serving=ServingParts(hooks=_serving, pending_prompt_tokens=usage.pending_prompt_tokens),
     official=OfficialRendering(render=official_render, jinja_templates=False),
-    checks=CheckParts(fix_hint=tooling.K3_FIX_HINT, verify_requests=tooling.verify_requests, refusals_differ=True,
-                      probes=tooling.PROBES),
+    checks=CheckParts(fix_hint=tooling.K3_FIX_HINT, refusals_differ=True, probes=tooling.PROBES),
 )
