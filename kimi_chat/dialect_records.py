@@ -457,13 +457,14 @@ DEFAULT_DIALECT = "kimi-k2-instruct"
 
 def get_dialect(name: str | DialectRecord) -> DialectRecord:
     """The dialect ``name`` names: a canonical name (``kimi-k2.6``), an alias (``kimi-k2-thinking``) or a published
-    model name (``moonshotai/Kimi-K2.6``, ``Kimi-K2.6``, ``kimi-k2.6``: :func:`dialect_for_model`); a
-    :class:`DialectRecord` passes through.
+    model name (``moonshotai/Kimi-K2.6``, ``Kimi-K2.6``, ``kimi-k2.6``: :func:`dialect_for_model`); a handle
+    passes through, a plain :class:`DialectRecord` becomes its handle (:func:`use_handle`), so every stage's
+    dialect has the handle's methods.
 
     Raises :class:`~kimi_chat.errors.UnknownDialectError` with the closest names and the known ones otherwise.
     """
     if isinstance(name, DialectRecord):
-        return name
+        return _as_handle(name)
     d = DIALECTS.get(ALIASES.get(name, name))  # type: ignore[arg-type]
     if d is not None:
         return d

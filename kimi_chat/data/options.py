@@ -139,7 +139,7 @@ class RenderOptions:
     def make(cls, dialect: Any, tokenizer: "KimiTokenizer | None" = None, **options: Any) -> "RenderOptions":
         """Options for ``dialect`` (a name or a Dialect; stored as its canonical name) and ``tokenizer``
         (``None``: the dialect's reference tokenizer from ``$KIMI_CHAT_REFERENCE_DIR``)."""
-        from ..dialect_records import get_dialect
+        from ..dialects import get_dialect
 
         d = get_dialect(dialect)
         if tokenizer is None:
