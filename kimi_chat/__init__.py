@@ -11,7 +11,9 @@ Public API, re-exported here (``dir(kimi_chat)`` lists exactly it):
 * parser: :func:`parse`, :class:`StreamParser` and their results;
 * tokens: :class:`KimiTokenizer`, :func:`render_tokens`, :func:`extend_tokens`;
 * checks: :func:`identify`, :func:`verify`, :func:`inspect_path`, :func:`lint`,
-  :func:`normalize_tool_call_ids`.
+  :func:`normalize_tool_call_ids`;
+* validation: :class:`Validator` (a dialect and a :class:`Mode`: ``parity``, ``strict`` or ``api``), the one
+  validator whose findings ``render(strict=True)``, ``parse``, ``lint`` and the server's 400s report.
 
 The native runtime (:mod:`kimi_chat.engines.native`), GBNF export (:mod:`kimi_chat.grammar`), the official
 rendering (:mod:`kimi_chat.reference.oracle`) and the server plugins (:mod:`kimi_chat.servers`) are imported
@@ -39,6 +41,7 @@ from .templates import template_path, template_text
 from .tokens.tokenizer import KimiTokenizer
 from .tokens.rendered import RenderedTokens, Span, extend_tokens, render_tokens
 from .families.k2.tools_ts import tools_to_typescript
+from .validation import Mode, Validator
 
 # checks (after the formatter: they build on it)
 from .checks.inspection import InspectError, Inspection, inspect_path  # noqa: E402
@@ -69,6 +72,7 @@ __all__ = [
     "KimiTokenizer",
     "LintWarning",
     "Message",
+    "Mode",
     "ParsedMessage",
     "ParsedToolCall",
     "ParseWarning",
@@ -88,6 +92,7 @@ __all__ = [
     "ToolSchemaError",
     "UnknownDialectError",
     "UnsupportedOptionError",
+    "Validator",
     "VerifyReport",
     "dialect_for_model",
     "dialect_names",

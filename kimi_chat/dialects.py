@@ -1,4 +1,4 @@
-"""Dialects: one small declarative record per official Kimi chat-template revision, and the handle a user holds.
+"""Dialects: the handle a user holds, over the declarative records of :mod:`kimi_chat.dialect_records`.
 
 :func:`get_dialect` takes a canonical name (``kimi-k2.6``), an alias (``kimi-k2-thinking``) or a published model
 name (``moonshotai/Kimi-K2.6``, ``Kimi-K2.6``; the names each record lists in :attr:`Dialect.model_names`, as
@@ -8,38 +8,25 @@ reads, its reasoning policy, the markers that end its turns) and what one does w
 :meth:`~Dialect.lint`, :meth:`~Dialect.tokenizer`). The free functions (:func:`kimi_chat.render` with
 ``dialect=``...) take the same names.
 
-A record is a shared header (name, status, aliases, model names, the oracle file and the options it renders with,
-the options the dialect reads, known problems, its family) and a ``spec`` owned by its family, whose switches are
-named by what they do: :class:`~kimi_chat.families.k2.spec.K2Spec` (default system prompt, how tools are declared,
-role header names, tool-call id policy, tool result layout, message bodies, media, ``<think>`` policy, end-of-turn
-policy) and :class:`~kimi_chat.families.k3.spec.K3Spec`. One renderer per family serves every spec; adding a
-revision is adding a record (:func:`register_dialect`; the built-in ones are below: a revision that differs from
-another in little is ``dataclasses.replace`` of that one, as Kimi-K2.7-Code is of Kimi-K2.6).
-
-Each dialect carries its provenance status, from ``../shared/reference/PROVENANCE.md``:
-
-* ``verified``: the oracle template is byte-identical in two or more independent sources;
-* ``single-source``: one verbatim copy plus evidence that it is official;
-* ``unverified``: copied from a doc or code file, not from a template file;
-* ``reconstructed``: rebuilt by us from a renamed or partial copy, or from a sibling's template
-  (Kimi-K2.7-Code: no template is public; Kimi-K2.6's, with its reasoning switches forced).
+The records, their registry and the built-in dialects are in :mod:`kimi_chat.dialect_records` (re-exported here:
+``Status``, ``DIALECTS``, ``register_dialect``, ``dialect_for_model``...), which every stage imports; this module
+adds the methods, whose types are the stages' (so the stages never import it: no import cycle). Once it is
+imported (``import kimi_chat`` does so first) the registry holds handles: a name gives the same object here, in
+the records' :func:`~kimi_chat.dialect_records.get_dialect` and in :data:`DIALECTS`.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
-from .errors import ReferenceDataError, UnknownDialectError
-from .families.k2.spec import K2Spec
-from .families.k3.spec import K3Spec
+from . import dialect_records as _records
+from .dialect_records import (ALIASES, DEFAULT_DIALECT, DIALECTS, K2_DIALECTS, MODEL_NAMES, DialectRecord, K2Spec,
+                              K3Spec, Status, dialect_for_model, dialect_for_served_model, dialect_names, model_key)
+from .errors import ReferenceDataError
 
 if TYPE_CHECKING:
-    from .families import Family
     from .findings import LintWarning
     from .grammar.request import Constraint
     from .output.stream import StreamParser
@@ -51,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Status",
     "Dialect",
+    "DialectRecord",
     "K2Spec",
     "K3Spec",
     "DIALECTS",
@@ -62,29 +50,17 @@ __all__ = [
     "get_dialect",
     "dialect_names",
     "dialect_for_model",
+    "model_key",
     "register_dialect",
     "unregister_dialect",
     "dialect_for_served_model",
 ]
 
 
-class Status(str, Enum):
-    """How sure we are that a dialect's oracle template is the official text."""
-
-    VERIFIED = "verified"
-    SINGLE_SOURCE = "single-source"
-    UNVERIFIED = "unverified"
-    RECONSTRUCTED = "reconstructed"
-
-
 @dataclass(frozen=True)
-class Dialect:
-    """One official template revision, as a set of rendering choices, and the handle to work in it.
-
-    The header's fields are read by every stage and the CLI; the family's renderer reads the ``spec``. They are
-    facts read off the oracle template named by ``oracle``. The properties are the facts a user
-    asks (:attr:`reasoning_policy`, :attr:`thinking_switch`, :attr:`end_markers`; ``family``, ``status`` and
-    ``options`` are fields) and the methods do each stage's work in this dialect (:meth:`render`,
+class Dialect(DialectRecord):
+    """One official template revision and the handle to work in it: a :class:`~kimi_chat.dialect_records.DialectRecord`
+    (its fields and facts) whose methods do each stage's work in this dialect (:meth:`render`,
     :meth:`render_tokens`, :meth:`parse`, :meth:`stream`, :meth:`constraint`, :meth:`lint`, :meth:`tokenizer`).
 
     >>> d = get_dialect("moonshotai/Kimi-K2.6")
@@ -94,122 +70,14 @@ class Dialect:
     '4'
     """
 
-    name: str
-    """Canonical name, e.g. ``kimi-k2-instruct@rev2``."""
-    status: Status
-    oracle: str
-    """Path of the oracle template, relative to the reference directory."""
-    summary: str
-    spec: K2Spec | K3Spec = field(default_factory=K2Spec)
-    """The family's switches (:class:`~kimi_chat.families.k2.spec.K2Spec`, :class:`~kimi_chat.families.k3.spec.K3Spec`),
-    named by what they do: read by that family's renderer, lint rules and tooling."""
-    options: tuple[str, ...] = ()
-    """Render options (template kwargs) this dialect reads, e.g. ``thinking``."""
-    aliases: tuple[str, ...] = field(default=())
-    family: str = "k2"
-    """The format family (a :data:`kimi_chat.families.REGISTRY` name): which renderer and output format serve it.
-    ``k2``: ``<|im_*|>`` turns and tool-call sections (every K2 revision, with a ``K2Spec``); ``k3``: XTML,
-    rendered in Python by the official ``encoding_k3`` (with a ``K3Spec``)."""
-    model_names: tuple[str, ...] = ()
-    """Published model names (Hugging Face ids, API names) whose chat format this dialect is: the data of
-    :func:`dialect_for_model` and :func:`get_dialect` (case, ``_`` or space for ``-`` and the organisation
-    prefix do not matter; a name extended by ``-SUFFIX``, such as ``-GGUF``, is the same model)."""
-    known_problems: tuple[str, ...] = ()
-    """Codes of the known problems of this revision's official template and of serving it
-    (:data:`kimi_chat.checks.known_problems.PROBLEMS` describes each; ``identify`` and ``inspect`` report them)."""
-    oracle_options: tuple[tuple[str, Any], ...] = ()
-    """Template kwargs the oracle template is rendered with, whatever the request says: a dialect rebuilt from a
-    sibling's template with that template's switches fixed (Kimi-K2.7-Code: Kimi-K2.6's template with
-    ``thinking`` and ``preserve_thinking`` true)."""
-
-    def __post_init__(self) -> None:
-        wants = _SPECS.get(self.family)
-        if wants is not None and not isinstance(self.spec, wants):
-            raise TypeError(f"dialect {self.name}: a {self.family} dialect's spec is a {wants.__name__}, "
-                            f"not {type(self.spec).__name__}")
-
-    @property
-    def reads_preserve_thinking(self) -> bool:
-        """Whether the template reads ``preserve_thinking`` (K2.6): with it true, every assistant
-        turn keeps its reasoning."""
-        return "preserve_thinking" in self.options
-
-    @property
-    def reasoning(self) -> bool:
-        """Whether the model's output may carry ``<think>`` reasoning."""
-        return self.spec.reasoning
-
-    def check_options(self, options: Mapping[str, object], *, what: str = "option", require_bool: bool = True) -> None:
-        """Refuse template options this dialect does not read (and, with ``require_bool``, non-bool
-        values): the check of :func:`~kimi_chat.output.parse` (``render`` ignores unread kwargs, as the
-        templates do, and :func:`kimi_chat.lint` reports them).
-
-        ``what`` is how the message calls an option (``"option"``, ``"render option"``). Raises
-        ``TypeError`` naming the option and listing the dialect's options.
-        """
-        for key, value in options.items():
-            if key not in self.options:
-                takes = ", ".join(self.options) if self.options else "none"
-                raise TypeError(f"dialect {self.name} takes no {what} {key!r} (its options: {takes})")
-            if require_bool and type(value) is not bool:
-                raise TypeError(f"{what} {key!r} of dialect {self.name} must be a bool, got {value!r}")
-
-    def prefills_think(self, **options: object) -> bool:
-        """Whether the generation prompt already opens ``<think>``, so the model's output starts
-        inside reasoning (K2.5 and K2.6 with ``thinking`` on, K2.7-Code always)."""
-        return self.spec.prefills_think("thinking" in self.options, options)
-
-    # -- facts --
-
-    @property
-    def family_parts(self) -> Family:
-        """The parts of this dialect's format family (its :class:`~kimi_chat.families.Family` record: output
-        format, prompt writer, token policy, lint rules, ...), resolved once per family through the registry.
-        The stages take them from here; only this property asks the registry
-        (:func:`kimi_chat.families.family_of`). ``KeyError`` names an unregistered family."""
-        parts = _FAMILY_PARTS.get(self.family)
-        if parts is None:  # first use of the family in this process: the registry imports its package
-            from .families import family_of
-
-            parts = _FAMILY_PARTS[self.family] = family_of(self.family)
-        return parts
-
-    @property
-    def keeps_every_reasoning(self) -> bool:
-        """Whether every assistant turn's reasoning is rendered, whatever the options (Kimi-K2.7-Code, Kimi-K3)."""
-        return self.spec.keeps_every_reasoning
-
-    @property
-    def reasoning_policy(self) -> Literal["none", "history-split", "history-split-or-all", "all"]:
-        """Which assistant turns keep their reasoning in the prompt: ``none`` (no ``<think>``),
-        ``history-split`` (the turns after the last assistant turn without tool calls; the earlier ones an
-        empty ``<think></think>``), ``history-split-or-all`` (that, or every turn with ``preserve_thinking``:
-        Kimi-K2.6), ``all`` (every turn, always: Kimi-K2.7-Code, Kimi-K3)."""
-        if self.keeps_every_reasoning:
-            return "all"
-        if not self.reasoning:
-            return "none"
-        return "history-split-or-all" if self.reads_preserve_thinking else "history-split"
-
-    @property
-    def always_thinks(self) -> bool:
-        """Whether every generation prompt opens reasoning and no option turns it off (Kimi-K2.7-Code): a
-        request asking for thinking asks for nothing else, one asking for none cannot be honoured."""
-        return not self.thinking_switch and self.prefills_think()
-
-    @property
-    def thinking_switch(self) -> bool:
-        """Whether the request can turn reasoning off (the ``thinking`` option: K2.5, K2.6, K3)."""
-        return "thinking" in self.options
-
-    @property
-    def end_markers(self) -> tuple[str, ...]:
-        """The marker spellings that end an assistant turn (the engine's end-of-generation tokens)."""
-        fam = self.family_parts
-        ends = fam.output_format.end_of_turn_ids
-        return tuple(m.text for m in fam.markers.all if m.id is not None and m.id in ends)
-
-    # -- the handle: each method is the stage that does it, with this dialect --
+    @classmethod
+    def of(cls, record: DialectRecord) -> Dialect:
+        """The handle of ``record`` (a handle is returned as it is; a plain record becomes one, field by field)."""
+        if isinstance(record, Dialect):
+            return record
+        if not isinstance(record, DialectRecord):
+            raise TypeError(f"a Dialect is made of a DialectRecord, not {type(record).__name__}")
+        return cls(**{f.name: getattr(record, f.name) for f in fields(DialectRecord)})
 
     def render(self, messages: Sequence[Any], *, tools: Sequence[Any] | None = None,
                add_generation_prompt: bool | None = None, continue_final_message: bool = False,
@@ -281,12 +149,6 @@ class Dialect:
         return tok
 
 
-_SPECS: dict[str, type] = {"k2": K2Spec, "k3": K3Spec}
-"""The spec class of each built-in family's dialects (a record of another family may carry either)."""
-
-_FAMILY_PARTS: dict[str, Family] = {}
-"""The family records :attr:`Dialect.family_parts` resolved so far, by family name."""
-
 _TOKENIZERS: dict[tuple[str, str | None], Any] = {}
 """The reference tokenizers loaded by :meth:`Dialect.tokenizer`, by config (and directory)."""
 
@@ -295,9 +157,9 @@ _STAGES: dict[str, Callable[..., Any]] = {}
 
 
 def bind_stages(**stages: Callable[..., Any]) -> None:
-    """Bind the functions behind :class:`Dialect`'s methods (``render=``, ``parse=``, ``stream=``...). The stages
-    import this module, so it cannot import them: :mod:`kimi_chat`'s ``__init__``, which imports every stage
-    (and runs before any of its modules is imported), binds them."""
+    """Bind the functions behind :class:`Dialect`'s methods (``render=``, ``parse=``, ``stream=``...):
+    :mod:`kimi_chat`'s ``__init__``, which imports every stage, binds them (this module names the stages' types
+    for type checkers only, and loads no stage of its own)."""
     _STAGES.update(stages)
 
 
@@ -306,296 +168,30 @@ def _stage(name: str) -> Callable[..., Any]:
     return _STAGES[name]
 
 
-_K2_SYSTEM_V1 = "You are a helpful assistant"
-_K2_SYSTEM_V2 = "You are Kimi, an AI assistant created by Moonshot AI."
-
-_K2_6 = Dialect(
-    name="kimi-k2.6",
-    status=Status.RECONSTRUCTED,
-    oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
-    summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
-    "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
-    spec=K2Spec(
-        tools_separators=(",", ":"),
-        tools_typescript=True,
-        sort_tool_keys=True,
-        role_names="name_or_role",
-        bodies="think_content_calls",
-        media="typed_media",
-        think="history_split_prefilled",
-        reasoning_key="reasoning",
-    ),
-    options=("thinking", "preserve_thinking"),
-    model_names=("moonshotai/Kimi-K2.6",),
-    known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
-)
-"""Kimi-K2.6 (Kimi-K2.7-Code overrides what differs)."""
-
-_K2_7_CODE = replace(
-    _K2_6,
-    name="kimi-k2.7-code",
-    summary="Kimi-K2.7-Code: Kimi-K2.6's format and tokenizer with reasoning always on and every "
-    "assistant turn's reasoning kept (K2.6's template with thinking and preserve_thinking forced; "
-    "no template of its own is public); no options",
-    spec=replace(_K2_6.spec, keeps_every_reasoning=True),
-    options=(),
-    oracle_options=(("thinking", True), ("preserve_thinking", True)),
-    model_names=("moonshotai/Kimi-K2.7-Code",),
-    known_problems=("needs-tools-ts-str", "llama-server-continuation"),
-)
-"""Kimi-K2.7-Code: Kimi-K2.6's record with what differs (no verbatim template is public)."""
-
-_BUILT_IN: tuple[Dialect, ...] = (
-        Dialect(
-            name="kimi-k2-instruct@rev1",
-            status=Status.VERIFIED,
-            oracle="Kimi-K2-Instruct/chat_template.rev1.jinja",
-            summary="Kimi-K2-Instruct, July 2025 original: no tool-call support (tool calls are dropped)",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V1,
-                role_names="fixed",
-                tool_calls=False,
-                tool_result_header=None,
-                bodies="content_only",
-            ),
-            known_problems=("no-tool-calls",),
-        ),
-        Dialect(
-            name="kimi-k2-instruct@rev2",
-            status=Status.SINGLE_SOURCE,
-            oracle="Kimi-K2-Instruct/chat_template.rev2.jinja",
-            summary="Kimi-K2-Instruct, Jul-Aug 2025: first with tool calls; ids regenerated, "
-            "string arguments JSON-encoded twice, literal backslash-n after '## Return of'",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V1,
-                role_names="fixed",
-                tool_call_ids="regenerate",
-                string_arguments="json",
-                tool_result_header="\\n",
-                bodies="content_then_calls",
-            ),
-            known_problems=("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n",
-                            "llama-server-continuation"),
-        ),
-        Dialect(
-            name="kimi-k2-instruct-0905",
-            status=Status.UNVERIFIED,
-            oracle="unverified/Kimi-K2-Instruct-0905.chat_template.candidate-A.jinja",
-            summary="Kimi-K2-Instruct-0905: ids kept, '# Tools' header, name-or-role headers",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V2,
-                tools_prefix="\n  # Tools\n  ",
-                sort_tool_keys=True,
-                role_names="name_or_role",
-                tool_result_header="\n    ",
-                bodies="content_then_calls",
-                last_turn_open_without_generation_prompt=True,
-            ),
-            aliases=("kimi-k2-instruct",),
-            model_names=("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-0905-preview"),
-            known_problems=("missing-final-im-end", "llama-server-chat-fails", "llama-server-continuation"),
-        ),
-        Dialect(
-            name="kimi-k2-thinking@rev1",
-            status=Status.SINGLE_SOURCE,
-            oracle="Kimi-K2-Thinking/chat_template.rev1.jinja",
-            summary="Kimi-K2-Thinking, Nov 2025 initial: <think> kept after the last plain assistant turn",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V2,
-                sort_tool_keys=True,
-                role_names="name_or_role",
-                bodies="think_content_calls",
-                think="history_split",
-            ),
-            aliases=("kimi-k2-thinking",),
-            model_names=("moonshotai/Kimi-K2-Thinking",),
-            known_problems=("superseded-revision", "llama-server-continuation"),
-        ),
-        Dialect(
-            name="kimi-k2.5",
-            status=Status.RECONSTRUCTED,
-            oracle="unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
-            summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
-            "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system; "
-            "reasoning from reasoning_content; no preserve_thinking",
-            spec=K2Spec(
-                tools_separators=(",", ":"),
-                tools_typescript=True,
-                sort_tool_keys=True,
-                role_names="name_or_role",
-                bodies="think_content_calls",
-                media="typed_media",
-                think="history_split_prefilled",
-            ),
-            options=("thinking",),
-            model_names=("moonshotai/Kimi-K2.5",),
-            known_problems=("needs-tools-ts-str", "llama-server-continuation"),
-        ),
-        _K2_6,
-        _K2_7_CODE,
-)
-"""The K2-family records, oldest first."""
-
-KIMI_K3 = Dialect(
-    name="kimi-k3",
-    status=Status.SINGLE_SOURCE,
-    oracle="Kimi-K3/encoding_k3.py",
-    summary="Kimi-K3 (July 2026): XTML markup of <|open|>/<|close|>/<|sep|>/<|end_of_msg|>, no Jinja template; "
-    "encoded segment by segment; thinking_effort low/high/max (default max); tool results re-ordered by id",
-    family="k3",
-    spec=K3Spec(),
-    model_names=("moonshotai/Kimi-K3",),
-    options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
-)
-"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.families.k3.render`)."""
-
-DIALECTS: dict[str, Dialect] = {}
-"""Every dialect, by canonical name (filled by :func:`register_dialect`; change it only through that function)."""
-
-K2_DIALECTS: dict[str, Dialect] = {}
-"""The K2-family dialects (those with a Jinja template: the oracle templates, our ``templates/``,
-``identify`` / ``verify``)."""
-
-ALIASES: dict[str, str] = {}
-"""Alias -> canonical dialect name."""
-
-MODEL_NAMES: dict[str, str] = {}
-"""Model-name key (:func:`model_key` of each record's :attr:`~Dialect.model_names`) -> canonical dialect name."""
-
-
-
-
-def model_key(name: str) -> str:
-    """The form model names are compared in: lower case, ``_`` and spaces as ``-``, no organisation prefix,
-    ``kimik3`` as ``kimi-k3`` and a two-digit version (``k26``, ``k2-6``) as ``k2.6``."""
-    n = name.strip().lower().replace("_", "-").replace(" ", "-").rsplit("/", 1)[-1]
-    n = _GLUED_KIMI.sub("kimi-k", n)
-    return _VERSION.sub(r"k\1.\2", n)
-
-
-_GLUED_KIMI = re.compile(r"^kimik(?=\d)")
-_VERSION = re.compile(r"(?<![a-z0-9])k(\d)[.-]?(\d)(?![\d])")
-_NOT_CHAT = re.compile(r"(?:^|-)base(?:$|-)")
-"""A base model (``Kimi-K2-Base``) is not trained on a chat format: its name implies no dialect."""
-
-
-def _names_of(d: Dialect) -> dict[str, str]:
-    """Every name ``d`` answers to, by kind: its name and aliases as given, its model names by :func:`model_key`."""
-    out = {d.name: "name"} | {a: "alias" for a in d.aliases}
-    for m in d.model_names:
-        out.setdefault(model_key(m), "model name")
-    return out
-
-
-def register_dialect(dialect: Dialect) -> Dialect:
-    """Add a dialect record to the registry and return it: :func:`get_dialect` then knows its name, aliases
-    and model names, and every stage serves it by its family (``dialect.family``, a registered family).
-    Raises ``ValueError`` naming the clash when a name, alias or model name is another dialect's already
-    (as tiktoken's registry refuses a duplicate encoding name), and for an unregistered family."""
-    from .families import family_names
-
-    if not isinstance(dialect, Dialect):
-        raise TypeError(f"register_dialect takes a Dialect record, not {type(dialect).__name__}")
-    if dialect.family not in family_names():
-        raise ValueError(f"dialect {dialect.name}: no format family {dialect.family!r} "
-                         f"(families: {', '.join(family_names())})")
-    taken = {n: d.name for d in DIALECTS.values() for n in _names_of(d)}
-    for name, kind in _names_of(dialect).items():
-        owner = taken.get(name) or taken.get(model_key(name))
-        if owner is not None:
-            raise ValueError(f"dialect {dialect.name}: {kind} {name!r} is dialect {owner}'s already; "
-                             "choose another or unregister_dialect() that one first")
-    DIALECTS[dialect.name] = dialect
-    if dialect.family == "k2":
-        K2_DIALECTS[dialect.name] = dialect
-    ALIASES.update({a: dialect.name for a in dialect.aliases})
-    MODEL_NAMES.update({model_key(m): dialect.name for m in dialect.model_names})
-    return dialect
-
-
-def unregister_dialect(name: str) -> Dialect:
-    """Remove the dialect named ``name`` (canonical) with its aliases and model names, and return its record.
-    Raises :class:`~kimi_chat.errors.UnknownDialectError` for a name that is no registered dialect."""
-    d = DIALECTS.pop(name, None)
-    if d is None:
-        raise UnknownDialectError(f"unknown dialect {name!r}; registered: {', '.join(DIALECTS)}")
-    K2_DIALECTS.pop(name, None)
-    for table in (ALIASES, MODEL_NAMES):
-        for key in [k for k, v in table.items() if v == name]:
-            del table[key]
-    return d
-
-
-for _d in (*_BUILT_IN, KIMI_K3):
-    register_dialect(_d)
-del _d
-
-DEFAULT_DIALECT = "kimi-k2-instruct"
-
-
-def get_dialect(name: str | Dialect) -> Dialect:
+def get_dialect(name: str | DialectRecord) -> Dialect:
     """The dialect ``name`` names: a canonical name (``kimi-k2.6``), an alias (``kimi-k2-thinking``) or a published
     model name (``moonshotai/Kimi-K2.6``, ``Kimi-K2.6``, ``kimi-k2.6``: :func:`dialect_for_model`); a
-    :class:`Dialect` passes through.
+    :class:`Dialect` passes through, a plain :class:`~kimi_chat.dialect_records.DialectRecord` becomes its handle.
 
     Raises :class:`~kimi_chat.errors.UnknownDialectError` with the closest names and the known ones otherwise.
     """
-    if isinstance(name, Dialect):
-        return name
-    d = DIALECTS.get(ALIASES.get(name, name))  # type: ignore[arg-type]
-    if d is not None:
-        return d
-    if not isinstance(name, str):
-        raise UnknownDialectError(f"a dialect is named by a str or given as a Dialect, not {type(name).__name__}")
-    key = model_key(name)
-    found = DIALECTS.get(ALIASES.get(key, key)) or DIALECTS.get(dialect_for_model(name) or "")
-    if found is not None:
-        return found
-    known = dialect_names()
-    close = difflib.get_close_matches(name.lower(), list(dict.fromkeys(known + sorted(MODEL_NAMES))), n=3, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    raise UnknownDialectError(f"unknown dialect {name!r}{hint}; known dialects and aliases: {', '.join(known)}; "
-                              "a published model name (moonshotai/Kimi-K2.6...) names its dialect too")
+    return Dialect.of(_records.get_dialect(name))
 
 
-def dialect_names(*, aliases: bool = True) -> list[str]:
-    """Canonical dialect names (and aliases, after them)."""
-    return list(DIALECTS) + (list(ALIASES) if aliases else [])
+def register_dialect(dialect: DialectRecord) -> Dialect:
+    """Add a dialect record (a :class:`Dialect`, or a plain record) to the registry and return its handle, the
+    object :func:`get_dialect` then returns for its name, aliases and model names. Raises ``ValueError`` naming
+    the clash when a name, alias or model name is another dialect's already, and for an unregistered family."""
+    return Dialect.of(_records.register_dialect(dialect))
 
 
-def dialect_for_model(model: str) -> str | None:
-    """The canonical dialect a model name implies, or ``None`` when the name does not tell. The names are the
-    records' :attr:`~Dialect.model_names` (Hugging Face ids such as ``moonshotai/Kimi-K2-Thinking``, API names
-    such as ``kimi-k2-0905-preview``), compared by :func:`model_key` (so a GGUF ``general.name`` such as
-    ``Kimi K2 Instruct 0905`` and spellings such as ``Kimi_K26`` match) exactly, else by the longest one the
-    name extends with ``-SUFFIX`` (``unsloth/Kimi-K2.6-GGUF``, ``kimi-k2-thinking-turbo``).
-
-    ``None`` for ``Kimi-K2-Instruct`` (its template had several revisions), base models (``Kimi-K2-Base``:
-    not trained on a chat format), unknown versions (``kimi-k2.7``, ``kimi-k3.1``) and Kimi models of other
-    formats (Kimi-VL, Kimi-Linear, Kimi-Dev...)."""
-    if not isinstance(model, str):
-        return None
-    key = model_key(model)
-    if not key or _NOT_CHAT.search(key):
-        return None
-    exact = MODEL_NAMES.get(key)
-    if exact is not None:
-        return exact
-    best = max((k for k in MODEL_NAMES if key.startswith(k + "-")), key=len, default=None)
-    return MODEL_NAMES[best] if best is not None else None
+def unregister_dialect(name: str) -> Dialect:
+    """Remove the dialect named ``name`` (canonical) with its aliases and model names, and return its handle.
+    Raises :class:`~kimi_chat.errors.UnknownDialectError` for a name that is no registered dialect."""
+    return Dialect.of(_records.unregister_dialect(name))
 
 
-def dialect_for_served_model(names: Iterable[str], identified: str | None) -> str | None:
-    """The dialect to serve a model as, from its ``names`` (repository id, directory name, GGUF ``general.name``:
-    the first that names a dialect, :func:`dialect_for_model`) and the dialect its chat template was identified as
-    (``identified``; ``None``: not identified). The template decides, except where it cannot tell: a named dialect
-    built from the identified one's template with its switches forced (same oracle: Kimi-K2.7-Code's model ships
-    Kimi-K2.6's format), or an unidentified template of a model whose dialect has no template of its own (its
-    ``oracle_options``). ``None``: neither tells."""
-    named = next((d for d in map(dialect_for_model, names) if d is not None), None)
-    if named is None:
-        return identified
-    d = DIALECTS[named]
-    if identified is None:
-        return named if d.oracle_options else None
-    return named if d.oracle_options and d.oracle == DIALECTS[identified].oracle else identified
+_records.use_handle(Dialect.of)
+
+KIMI_K3: Dialect = get_dialect("kimi-k3")
+"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.families.k3.render`)."""

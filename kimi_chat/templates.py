@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .dialects import Dialect, get_dialect
+from .dialect_records import DialectRecord as Dialect, get_dialect
 
 __all__ = ["LLAMA_SERVER_FLAGS", "template_path", "template_text", "template_dirs"]
 

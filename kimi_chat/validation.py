@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from . import markers as M
 from .caches import LRUCache
-from .dialects import Dialect, get_dialect
+from .dialect_records import DialectRecord as Dialect, get_dialect
 from .errors import KimiChatError, RenderError, RequestError, StrictModeError
 from .findings import ERROR_CODES, OPTION_CODES, Finding, LintWarning
 from .messages import InvalidMessagesError, normalize_tools

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, DIALECTS, Dialect, dialect_for_model, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DIALECTS, DialectRecord as Dialect, dialect_for_model, get_dialect
 from ..families import Family
 from ..errors import KimiChatError
 from ..templates import LLAMA_SERVER_FLAGS

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..dialects import DIALECTS
+from ..dialect_records import DIALECTS
 
 __all__ = [
     "KnownProblem",

@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, Dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect
 from ..messages import normalize_messages
 from ..validation import (
     CANONICAL_TOOL_CALL_ID,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, dialect_for_model, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, dialect_for_model, get_dialect
 from ..errors import KimiChatError
 from ..prompt import TOKENIZING_OPTIONS
 from ._body import body_options

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..dialects import get_dialect
+from ..dialect_records import get_dialect
 from ..errors import KimiChatError, ReferenceDataError
 from ..families import family_of
 from ._io import InputError, fail

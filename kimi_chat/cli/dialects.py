@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..dialects import ALIASES, DIALECTS
+from ..dialect_records import ALIASES, DIALECTS
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -62,7 +62,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from ..dialects import get_dialect
+    from ..dialect_records import get_dialect
     from ..data.options import RenderOptions, TokenizerSpec
     from .count import load_tokenizer
 

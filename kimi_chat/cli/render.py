@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..dialects import Status, get_dialect
+from ..dialect_records import Status, get_dialect
 from ..errors import KimiChatError
 from ..prompt import render
 from ._io import InputError, fail, write_exact

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from ..dialects import get_dialect
+from ..dialect_records import get_dialect
 from ..errors import KimiChatError
 from ._body import body_options
 from ._io import InputError, fail, read_json, request_body, source_name, template_options

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..dialects import DEFAULT_DIALECT, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
 from ..families import family_of
 from ._io import InputError, fail

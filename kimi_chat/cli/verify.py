@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..dialects import dialect_names, get_dialect
+from ..dialect_records import dialect_names, get_dialect
 from ..errors import KimiChatError
 from ._io import fail
 

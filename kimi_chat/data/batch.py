@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import KimiChatError, UnsupportedOptionError
 from ..tokens.tokenizer import KimiTokenizer
 from .findings import Finding, conversation_findings

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..checks.lint import CANONICAL_TOOL_CALL_ID, declared_tools, lint, typed_markers
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..message_shapes import renderable_fast
 from ..messages import normalize_tools
 

@@ -30,7 +30,7 @@ from .. import markers as M
 from .samples import IGNORE_INDEX, InvalidRowError, Sample
 
 if TYPE_CHECKING:
-    from ..dialects import Dialect
+    from ..dialect_records import DialectRecord as Dialect
     from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = ["FIELD", "ImagePrompts", "row_image_prompts"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..errors import KimiChatError
 from ..families.k2.spec import K2Spec
 from ..tokens.rendered import render_tokens

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..tokens.rendered import render_tokens
 from ..tokens.tokenizer import KimiTokenizer

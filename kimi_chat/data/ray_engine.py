@@ -86,7 +86,7 @@ class KimiSamples:
                  max_length: int | None = None, overlong: str = "drop") -> None:
         tok = None
         if tokenizer_dir is not None:
-            from ..dialects import get_dialect
+            from ..dialect_records import get_dialect
 
             tok = get_dialect(dialect).family_parts.tokens.snapshot_tokenizer(Path(tokenizer_dir), None)
         self.options = RenderOptions.make(dialect, tok, reasoning=reasoning, max_length=max_length,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import RenderError
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_tokens
 from ..tokens.tokenizer import KimiTokenizer

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from .. import markers as M
 from ..caches import PerTokenizer
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import KimiChatError
 from ..output.format import format_for
 from ..output import Delta, ParsedMessage, StreamParser

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import markers as M
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import KimiChatError
 from ..output.format import format_for
 from ..prompt import render

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, Dialect, dialect_for_served_model, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, dialect_for_served_model, get_dialect
 from ..errors import KimiChatError, NativeUnavailable
 from ..output import Delta
 from ..tokens.rendered import render_tokens

@@ -37,7 +37,7 @@ import llguidance.tiktoken
 
 from .. import markers as M
 from ..caches import LRUCache, PerTokenizer, content_key
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..output.tools import normalise_tools
 from ..output.types import ParsedMessage, ToolCallStatus
 from .gbnf import GrammarError

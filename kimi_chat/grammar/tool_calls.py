@@ -36,7 +36,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, get_dialect
 from .translate import after_reasoning as after_reasoning_options
 from .translate import build_grammar
 

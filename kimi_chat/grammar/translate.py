@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..output import peg as F
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..output.tools import normalise_tools
 from .gbnf import GrammarError, Rules, alternation, avoiding, literal, optional, slug
 from .json_schema import JsonSchemaTranslator

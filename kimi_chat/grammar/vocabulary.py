@@ -9,7 +9,7 @@ from typing import Any
 
 from ..output import peg as F
 from .. import markers as M
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, get_dialect
 from ..output import StreamParser
 
 __all__ = ["RESERVED_TOKEN_PREFIX", "forbidden_text", "forbidden_spellings", "default_token_markers", "output_machine",

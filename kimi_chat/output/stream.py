@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, get_dialect
 from .format import format_for
 from .peg import AS_TEXT, CUT, EOF, TEXT, WS, State, Transition
 from .fields import Runs, Turn, event_tables, family_parts
@@ -333,7 +333,7 @@ class StreamParser:
         if hint is not None:
             return "foreign_marker", f"{spelling} kept as text: {hint}"
         if spelling not in self.machine.markers.classes:  # reasoning off: the reasoning markers are text
-            from ..dialects import K2_DIALECTS
+            from ..dialect_records import K2_DIALECTS
 
             writers = ", ".join(d.aliases[0] if d.aliases else n for n, d in K2_DIALECTS.items() if d.reasoning)
             return "think_as_text", (f"{spelling} kept as text: reasoning is off for {self.dialect.name}; the "

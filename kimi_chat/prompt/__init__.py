@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, get_dialect
 from ..errors import UnsupportedOptionError
 from ..messages import check_bool
 from ..validation import warn_options

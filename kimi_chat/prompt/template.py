@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..errors import RenderError
 from ..messages import check_bool, normalize_messages, normalize_tools_keyed
 from .writer import Writer

@@ -106,7 +106,7 @@ def oracle_template(dialect: Any) -> str:
     :class:`NoOracleTemplateError` for a dialect whose official rendering is no Jinja template (Kimi-K3:
     see :func:`render_official`).
     """
-    from ..dialects import K2_DIALECTS, get_dialect
+    from ..dialect_records import K2_DIALECTS, get_dialect
 
     d = get_dialect(dialect)
     if d.name not in K2_DIALECTS:
@@ -179,7 +179,7 @@ def render_as_tokenizer(
     tool keys sorted where the dialect's tokenizer sorts them, ``tools_ts_str`` for K2.5 / K2.6 computed
     by the official encoder (:func:`official_tools_ts`, with the tokenizer's fallback to JSON where it
     fails; ``tools_ts`` replaces it, e.g. where the reference data is absent). Template errors propagate."""
-    from ..dialects import get_dialect
+    from ..dialect_records import get_dialect
 
     d = get_dialect(dialect)
     kwargs = dict(options)
@@ -208,7 +208,7 @@ def render_official(
     K2 family its oracle template with its tokenizer's pre-processing (:func:`render_as_tokenizer`),
     for Kimi-K3 the official tokenizer (:func:`kimi_chat.families.k3.oracle.official_k3_render`). Errors of the
     official machinery propagate as raised."""
-    from ..dialects import get_dialect
+    from ..dialect_records import get_dialect
 
     d = get_dialect(dialect)
     return d.family_parts.official.render(messages, tools, d, add_generation_prompt, **options)

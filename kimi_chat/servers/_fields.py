@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..errors import RequestError
 from ..validation import (
     LINT_REFUSED,

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import markers as M
-from ..dialects import Dialect, get_dialect
+from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import RequestError
 from ..findings import Finding
 from ._fields import (

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, Dialect, dialect_for_served_model, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, dialect_for_served_model, get_dialect
 from ..errors import KimiChatError
 from ..families import Family, family_names, family_of
 from ..families.k3.serving import prompt_channel as k3_prompt_channel

@@ -32,7 +32,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from .. import markers as M
-from ..dialects import get_dialect
+from ..dialect_records import get_dialect
 
 __all__ = [
     "texts", "json_values", "tools", "messages", "requests", "odd_requests", "ODD_KINDS", "defective_requests",

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import markers as M
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..tokens.tokenizer import KimiTokenizer
 
 __all__ = ["terse_shaping", "TERSE_WORD", "CONTROL_DIMS"]

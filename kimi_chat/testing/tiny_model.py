@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..dialects import DEFAULT_DIALECT, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, get_dialect
 from ..errors import KimiChatError, ReferenceDataError
 from ..tokens.tokenizer import BYTE_ENCODER, KimiTokenizer
 

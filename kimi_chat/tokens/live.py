@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 from ..caches import PerTokenizer
-from ..dialects import get_dialect
+from ..dialect_records import get_dialect
 from ..errors import ReferenceDataError
 from .tokenizer import KimiTokenizer
 

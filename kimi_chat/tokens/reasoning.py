@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..prompt import Layout
 
 __all__ = ["carried_reasoning", "dropped_reasoning", "warn_dropped_reasoning"]

@@ -51,7 +51,7 @@ from operator import itemgetter
 from typing import Any, Literal, NamedTuple, Optional
 
 from ..caches import PerTokenizer
-from ..dialects import DEFAULT_DIALECT, Dialect, get_dialect
+from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, get_dialect
 from ..errors import RenderError
 from ..checks.lint import unterminated_last_turn
 from ..messages import normalize_messages, string_paths, to_plain

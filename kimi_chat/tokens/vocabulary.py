@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dialects import Dialect
+from ..dialect_records import DialectRecord as Dialect
 from ..errors import RenderError
 from ..families import registered_families
 

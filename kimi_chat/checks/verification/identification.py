@@ -8,7 +8,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...dialects import DIALECTS as ALL_DIALECTS, K2_DIALECTS as DIALECTS, Dialect, Status, get_dialect
+from ...dialect_records import DIALECTS as ALL_DIALECTS, K2_DIALECTS as DIALECTS, DialectRecord as Dialect, Status
+from ...dialect_records import get_dialect
 from ...errors import KimiChatError
 from ...families.k2.spec import K2Spec
 from ..known_problems import DIALECT_PROBLEMS, KnownProblem, KnownTemplate, known_template, problems_of

@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ...dialects import Dialect, get_dialect
+from ...dialect_records import DialectRecord as Dialect, get_dialect
 from ...errors import KimiChatError, ReferenceDataError
 from ...reference.oracle import (
     _chat_template_utils,

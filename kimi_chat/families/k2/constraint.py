@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import markers as M
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from .format import GRAMMAR, TOKEN_CLASSES
 from ...grammar.lark import LarkTranslatorMixin
 from .grammar import K2Translator

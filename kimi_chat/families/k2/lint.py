@@ -21,7 +21,7 @@ from ...validation import (
     typed_markers,
     unterminated_last_turn,
 )
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...messages import normalize_messages, normalize_tools, schema_problems
 from ...nesting import deep_sort_dict
 from .tools_ts import typescript_failure

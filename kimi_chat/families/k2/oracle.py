@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...dialects import get_dialect
+from ...dialect_records import get_dialect
 from ...reference.oracle import oracle_template, render_as_tokenizer
 
 __all__ = ["official_k2_render"]

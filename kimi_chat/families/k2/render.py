@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ... import markers as M
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...errors import RenderError
 from ...messages import to_plain
 from ...nesting import too_deep_error

@@ -1,4 +1,4 @@
-"""What the server stages need of Kimi-K2 (the hooks :class:`kimi_chat.servers.hooks.ServingHooks` lists).
+"""What the server stages need of Kimi-K2 (the hooks :class:`kimi_chat.families.serving.ServingHooks` lists).
 
 K2's reasoning is ``<think>`` … ``</think>``, a marker only in the reasoning dialects (K2-Thinking, K2.5,
 K2.6: their tokenizers have ``<think>`` as a token; in Kimi-K2-Instruct it is plain text). Where reasoning
@@ -19,9 +19,9 @@ from ...output.peg import TEXT, Machine
 from .format import TOKEN_CLASSES, machine
 
 if TYPE_CHECKING:
-    from ...dialects import Dialect
+    from ...dialect_records import DialectRecord as Dialect
     from ...output import MarkerLexer
-    from ...servers.hooks import Decode, PromptMode
+    from ..serving import Decode, PromptMode
 
 __all__ = [
     "REASONING_DIALECT",

@@ -1,16 +1,15 @@
-"""What kimi_chat's tools need of the Kimi-K2 family: ``inspect``'s markers, ``verify``'s requests, the
+"""What kimi_chat's tools need of the Kimi-K2 family: ``inspect``'s markers, the
 tokenizer of a model snapshot (the family record's hooks of the checks and the CLI)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ... import markers as M
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...tokens.tokenizer import KimiTokenizer
 
-__all__ = ["K2_MARKERS", "K25_MARKERS", "inspected_markers", "verify_requests", "reference_tokenizer",
+__all__ = ["K2_MARKERS", "K25_MARKERS", "inspected_markers", "reference_tokenizer",
            "snapshot_tokenizer"]
 
 K2_MARKERS = (M.BOS, M.EOS, M.IM_END, M.IM_USER, M.IM_ASSISTANT, M.START_HEADER_ID, M.END_HEADER_ID, M.EOT,
@@ -25,14 +24,6 @@ def inspected_markers(d: Dialect) -> tuple[M.Marker, ...]:
     """The markers a model of dialect ``d`` has at their official ids (:data:`K2_MARKERS`, and
     :data:`K25_MARKERS` for the K2.5 line)."""
     return K2_MARKERS + (K25_MARKERS if d.spec.media == "typed_media" else ())
-
-
-def verify_requests(d: Dialect) -> Any:
-    """The hypothesis strategy of ``verify``'s requests for ``d`` (:func:`kimi_chat.testing.strategies.requests`;
-    hypothesis is an optional dependency, imported here on first use)."""
-    from ...testing.strategies import requests
-
-    return requests(d.name)
 
 
 def reference_tokenizer(d: Dialect) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ... import markers as M
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...grammar.lark import LarkTranslatorMixin, regex_escape, terminal_rule, text_terminal
 from ...grammar.schemas import Note, prepare, walk_schemas
 from ...grammar.strings import pattern_regex, string_terminal

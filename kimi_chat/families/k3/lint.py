@@ -17,7 +17,7 @@ from typing import Any
 
 from ... import markers as M
 from ...validation import LintWarning, declared_tools, no_generation_prompt, option_findings, typed_markers
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...messages import InvalidMessagesError, normalize_messages, plain_items, plain_messages, schema_problems
 
 __all__ = ["lint_k3", "k3_findings", "K3_ROLES", "K3_FIELDS"]

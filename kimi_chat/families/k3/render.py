@@ -45,7 +45,7 @@ from typing_extensions import TypedDict, Unpack
 
 from kimi_chat.errors import RenderError
 from kimi_chat.families.k3.prompt_pass import CONTROL_ORDER, UNSET, build
-from kimi_chat.dialects import Dialect
+from kimi_chat.dialect_records import DialectRecord as Dialect
 from kimi_chat.messages import check_bool
 from kimi_chat.prompt.writer import Layout, Writer
 from kimi_chat.surrogates import warn_lone_surrogates

@@ -1,4 +1,4 @@
-"""What the server stages need of Kimi-K3 (the hooks :class:`kimi_chat.servers.hooks.ServingHooks` lists).
+"""What the server stages need of Kimi-K3 (the hooks :class:`kimi_chat.families.serving.ServingHooks` lists).
 
 Every K3 model reasons in the think channel. The prompt opens it (``<|open|>think<|sep|>``), or, with
 thinking off, the response channel. Prompts and outputs are read by token ids: a tag is ``<|open|>`` /
@@ -18,8 +18,8 @@ from .format import TAGS, machine
 from .tags import TagLexer
 
 if TYPE_CHECKING:
-    from ...dialects import Dialect
-    from ...servers.hooks import Decode, PromptMode
+    from ...dialect_records import DialectRecord as Dialect
+    from ..serving import Decode, PromptMode
 
 __all__ = ["DIALECT", "tag_name", "prompt_channel", "reasoning_ended", "tag_ends_reasoning", "content_ids"]
 

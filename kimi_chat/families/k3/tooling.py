@@ -1,20 +1,19 @@
-"""What kimi_chat's tools need of the Kimi-K3 family: ``inspect``'s hint, ``verify``'s requests,
+"""What kimi_chat's tools need of the Kimi-K3 family: ``inspect``'s hint,
 ``identify``'s K3 probes, the tokenizer of a model snapshot (the family record's hooks of the checks and
 the CLI)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ... import markers as M
-from ...checks.probe import USER, WEATHER_TOOL, Probe, tool_call
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...errors import ReferenceDataError
 from ...tokens.tokenizer import K3_CONFIG, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
+from ..probe import USER, WEATHER_TOOL, Probe, tool_call
 
-__all__ = ["K3_FIX_HINT", "inspected_markers", "verify_requests", "PROBES", "snapshot_tokenizer"]
+__all__ = ["K3_FIX_HINT", "inspected_markers", "PROBES", "snapshot_tokenizer"]
 
 K3_FIX_HINT = (
     "Kimi-K3 ships no chat template (its tokenizer renders chats in Python) and kimi_chat has none: render "
@@ -29,21 +28,6 @@ K3_FIX_HINT = (
 def inspected_markers(d: Dialect) -> tuple[M.Marker, ...]:
     """The markers a K3 model has at their official ids: every one of :data:`~kimi_chat.markers.K3_MARKERS`."""
     return M.K3_MARKERS
-
-
-def _request(drawn: Mapping[str, Any]) -> dict[str, Any]:
-    # strategies_k3 draws the tokenizer's kwargs; verify's requests keep add_generation_prompt apart
-    options = dict(drawn["kwargs"])
-    agp = options.pop("add_generation_prompt", True)
-    return {"messages": drawn["messages"], "tools": drawn["tools"], "add_generation_prompt": agp, "options": options}
-
-
-def verify_requests(d: Dialect) -> Any:
-    """The hypothesis strategy of ``verify``'s requests (:func:`kimi_chat.testing.strategies_k3.k3_requests`;
-    hypothesis is an optional dependency, imported here on first use)."""
-    from ...testing.strategies_k3 import k3_requests
-
-    return k3_requests().map(_request)
 
 
 PROBES: tuple[Probe, ...] = (

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...errors import KimiChatError, RequestError
 from ...tokens.tokenizer import KimiTokenizer
 

@@ -56,7 +56,7 @@ from pathlib import Path
 
 from ..family import choose_family, model_names, named_dialect, override
 from ...caches import LRUCache
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ..forced import forced, forced_dialect, forced_grammar, log_kept, thinking_off
 from ..hooks import ServingHooks, serving_of
 from ..stages import tools_as_dicts

@@ -13,7 +13,7 @@ from typing import Any
 
 from vllm.exceptions import VLLMValidationError
 
-from ...dialects import Dialect
+from ...dialect_records import DialectRecord as Dialect
 from ...errors import KimiChatError
 from ...tokens.rendered import render_ids as _render_ids
 from ...tokens.tokenizer import KimiTokenizer

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import markers as M
-from ...dialects import DEFAULT_DIALECT, Dialect, dialect_for_served_model, get_dialect
+from ...dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, dialect_for_served_model, get_dialect
 from ...errors import KimiChatError, UnknownDialectError
 from ...families import Family, family_names, family_of
 from ...tokens.tokenizer import BYTE_DECODER, TIKTOKEN_MODEL_FILE, TOKENIZER_CONFIG_FILE, KimiTokenizer
