@@ -15,8 +15,8 @@ Adding a family is one new folder (``families/<name>/``, its ``family`` module b
 in :data:`REGISTRY`. The registry holds the family packages' paths, imported on first use (the one place a
 module is loaded by a path string): a family package builds on the family-agnostic core (markers, messages, the
 prompt writer, the PEG engine, the tokenizer) and the stages reach it only through a dialect's record, so no
-import cycle runs through it. A record's server hooks and constraint part are accessors of modules of the family
-package (:func:`lazy_module`), importing them on first call. The contract's members name the stage types they hold in their
+import cycle runs through it. A record's server hooks and constraint part are accessors of the family package,
+importing those modules on first call. The contract's members name the stage types they hold in their
 docstrings and type them by what the stages call (the stage modules take a dialect, so importing their types
 here would close an import cycle).
 """
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..output.format import OutputFormat
 
 __all__ = ["Family", "FamilyMarkers", "TokenPolicy", "GrammarParts", "ServingParts", "OfficialRendering",
-           "CheckParts", "REGISTRY", "family_of", "family_names", "registered_families", "lazy_module"]
+           "CheckParts", "REGISTRY", "family_of", "family_names", "registered_families"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,22 +192,3 @@ def family_of(dialect_or_name: Any) -> Family:
 
 _LOADED: dict[str, Family] = {}
 """The records imported so far, by family name (a record is imported once, as its module is)."""
-
-
-def lazy_module(package: str | None, name: str) -> Callable[[], ModuleType]:
-    """The accessor of module ``name`` of a family package (``package``, the family module's ``__package__``)
-    that a family record holds (:attr:`ServingParts.hooks`, :attr:`GrammarParts.constraint`): it imports
-    ``package.name`` on its first call and returns the module, so the record is built without that module's
-    needs (a server framework's glue; llguidance, the ``constraints`` extra, for a constraint)."""
-    if not package:
-        raise ValueError(f"lazy_module({name!r}) is called from a family package's module, with its __package__")
-    loaded: list[ModuleType] = []
-
-    def load() -> ModuleType:
-        if not loaded:
-            loaded.append(importlib.import_module(f"{package}.{name}"))
-        return loaded[0]
-
-    load.__qualname__ = load.__name__ = f"lazy_module({package!r}, {name!r})"
-    load.__doc__ = f"The module {package}.{name}, imported on first call."
-    return load

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from ... import markers as M
-from .. import (CheckParts, Family, FamilyMarkers, GrammarParts, OfficialRendering, ServingParts, TokenPolicy,
-                lazy_module)
+from .. import (CheckParts, Family, FamilyMarkers, GrammarParts, OfficialRendering, ServingParts,
+                TokenPolicy)
 from .format import FORMAT, TAGS, TOKEN_CLASSES
 from .grammar import K3Translator
 from .render import write_k3
 from . import tooling, usage
 from .lint import lint_k3
 from .oracle import official_render
+
+
+def _serving() -> ModuleType:
+    """The family's server hooks (:mod:`.serving`), imported on first use (by :func:`kimi_chat.servers.hooks.serving_of`)."""
+    from . import serving
+
+    return serving
+
+
+def _constraint() -> ModuleType:
+    """The family's part of a llguidance constraint (:mod:`.constraint`), imported on first use (it needs the
+    ``constraints`` extra only when a constraint is built)."""
+    from . import constraint
+
+    return constraint
 
 
 FAMILY = Family(
@@ -32,9 +49,9 @@ FAMILY = Family(
         reference_tokenizer=lambda d: "k3",
         snapshot_tokenizer=tooling.snapshot_tokenizer,
     ),
-    grammar=GrammarParts(translator=K3Translator, constraint=lazy_module(__package__, "constraint")),
+    grammar=GrammarParts(translator=K3Translator, constraint=_constraint),
     lint=lint_k3,
-    serving=ServingParts(hooks=lazy_module(__package__, "serving"), pending_prompt_tokens=usage.pending_prompt_tokens),
+    serving=ServingParts(hooks=_serving, pending_prompt_tokens=usage.pending_prompt_tokens),
     official=OfficialRendering(render=official_render, jinja_templates=False),
     checks=CheckParts(fix_hint=tooling.K3_FIX_HINT, refusals_differ=True, probes=tooling.PROBES),
 )
