@@ -4,8 +4,8 @@ in ``kimi_chat/``, at module level, inside functions (lazy) and under ``if TYPE_
 No cycle may run through it: a type-only import is an edge like any other, since a type checker, a docs
 build or a refactoring that turns the annotation into a runtime use follows it. A module's import of its own
 package ``__init__`` (which Python runs first) is not counted: a package re-exporting its submodules would
-otherwise be a cycle by construction. The cycles not yet broken are :data:`ALLOWED_EDGES`, each with the
-reason it remains; the list only shrinks (an entry whose import is gone fails the test, so it is removed).
+otherwise be a cycle by construction. None is allowed: the stages import the dialect records
+(:mod:`kimi_chat.dialect_records`), and only the handle (:mod:`kimi_chat.dialects`) imports the stages.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 import kimi_chat
 
@@ -92,15 +90,10 @@ def _imports(name: str) -> Iterator[Import]:
 
 EDGES = [imp for name in MODULES for imp in _imports(name)]
 
-ALLOWED_EDGES: dict[tuple[str, str], str] = {}
-"""Imports that still close a cycle, each with why it remains. Only shrinks: remove an entry with its import."""
-
-
-def _graph(skip: set[tuple[str, str]]) -> dict[str, set[str]]:
+def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for e in EDGES:
-        if (e.source, e.target) not in skip:
-            graph[e.source].add(e.target)
+        graph[e.source].add(e.target)
     return graph
 
 
@@ -142,7 +135,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def _describe(comp: list[str]) -> str:
     inside = set(comp)
     lines = [f"{e.source} -> {e.target} ({e.kind}, line {e.line})" for e in EDGES
-             if e.source in inside and e.target in inside and (e.source, e.target) not in ALLOWED_EDGES]
+             if e.source in inside and e.target in inside]
     return "\n  ".join(sorted(set(lines)))
 
 
@@ -155,17 +148,8 @@ def test_the_reader_sees_every_kind_of_import() -> None:
 
 
 def test_no_import_cycle_lazy_and_type_only_imports_included() -> None:
-    comps = cycles(_graph(set(ALLOWED_EDGES)))
+    comps = cycles(_graph())
     assert not comps, "import cycles:\n" + "\n".join(f"{c}:\n  {_describe(c)}" for c in comps)
-
-
-@pytest.mark.parametrize("edge", sorted(ALLOWED_EDGES))
-def test_allowed_edge_is_still_needed(edge: tuple[str, str]) -> None:
-    """An allowed edge exists and still closes a cycle; otherwise it leaves the list."""
-    present = any((e.source, e.target) == edge for e in EDGES)
-    assert present, f"{edge} is no longer imported: remove it from ALLOWED_EDGES"
-    comps = cycles(_graph(set(ALLOWED_EDGES) - {edge}))
-    assert any(edge[0] in c and edge[1] in c for c in comps), f"{edge} closes no cycle: remove it from ALLOWED_EDGES"
 
 
 FAMILY_FORBIDDEN = ("kimi_chat.checks", "kimi_chat.servers", "kimi_chat.testing")
