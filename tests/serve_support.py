@@ -14,6 +14,10 @@ from kimi_chat.dialects import get_dialect
 from kimi_chat.tokens.tokenizer import KimiTokenizer
 
 
+WAIT = 60.0
+"""Seconds a test waits for an event it needs (generous: the suite runs on a loaded machine)."""
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -55,10 +59,13 @@ class ScriptedEngine:
     the end of the turn, one id per ``delay`` seconds. ``gate``: each generation first waits for it (set
     by the test); ``fail_after``: raise after that many ids (an engine dying mid-stream). It records how
     each generation ended in :attr:`endings` (``done``, ``cancelled``, ``failed``; nothing when the caller
-stopped at the end of the turn) and counts them in :attr:`generations`."""
+stopped at the end of the turn) and counts them in :attr:`generations`. ``hold_after``: after that many
+    ids, send nothing more until the generation is cancelled (at most :data:`WAIT` seconds), so a test of a
+    client leaving mid-stream does not race the generation's end."""
 
     def __init__(self, tokenizer: KimiTokenizer, *, dialect: str = "kimi-k2-instruct-0905", text: str = "Hello there",
-                 delay: float = 0.0, gate: threading.Event | None = None, fail_after: int | None = None) -> None:
+                 delay: float = 0.0, gate: threading.Event | None = None, fail_after: int | None = None,
+                 hold_after: int | None = None) -> None:
         self._tok = tokenizer
         self.model = "scripted"
         self.dialect = get_dialect(dialect)
@@ -68,6 +75,7 @@ stopped at the end of the turn) and counts them in :attr:`generations`."""
         self.delay = delay
         self.gate = gate
         self.fail_after = fail_after
+        self.hold_after = hold_after
         self.endings: list[str] = []
         self.generations = 0
         self.started = threading.Event()
@@ -94,6 +102,9 @@ stopped at the end of the turn) and counts them in :attr:`generations`."""
             if self.fail_after is not None and n == self.fail_after:
                 self.endings.append("failed")
                 raise RuntimeError("the scripted engine died")
+            if self.hold_after is not None and n == self.hold_after and cancel.wait(WAIT):
+                self.endings.append("cancelled")
+                return
             if cancel.wait(self.delay) if self.delay else cancel.is_set():
                 self.endings.append("cancelled")
                 return
@@ -107,6 +118,22 @@ stopped at the end of the turn) and counts them in :attr:`generations`."""
         pass
 
 
+def abandoned_request(url: str, body: dict[str, Any], until: Any) -> bool:
+    """POST ``body`` as JSON to ``url`` on a plain socket, wait until ``until()`` holds (the request reached
+    the point the test needs: queued, generating, upstream streaming), then close the connection without
+    reading the answer, as a client that gives up does. Whether ``until()`` held: a client timeout in its
+    place would race the server under load (it may give up before the request arrives)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    raw = json.dumps(body).encode()
+    head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(raw)}\r\n\r\n").encode()
+    with socket.create_connection((parts.hostname, parts.port), timeout=WAIT) as sock:
+        sock.sendall(head + raw)
+        return wait_for(until)
+
+
 def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     """The JSON of each ``data:`` line, until ``[DONE]``."""
     for line in lines:
@@ -118,7 +145,7 @@ def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         yield json.loads(data)
 
 
-def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+def wait_for(predicate: Any, timeout: float = WAIT) -> bool:
     """Poll ``predicate`` until true or ``timeout`` seconds passed; its last value."""
     deadline = time.monotonic() + timeout
     while not predicate():
