@@ -25,27 +25,33 @@ def free_port() -> int:
 
 
 class Uvicorn:
-    """``app`` served by uvicorn on 127.0.0.1 in a daemon thread; ``url`` is its base."""
+    """``app`` served by uvicorn on 127.0.0.1 in a daemon thread; ``url`` is its base. The listening socket
+    is bound here and handed to uvicorn (no free port looked up and bound later, which another process,
+    such as a second test run beside this one, could take in between)."""
 
     def __init__(self, app: Any, **config: Any) -> None:
         import uvicorn
 
-        self.port = free_port()
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         config.setdefault("timeout_graceful_shutdown", 5)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     lifespan="off", **config))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._socket]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
+                self.close()
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
 
     def close(self) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=WAIT)
+        self._socket.close()
 
     def __enter__(self) -> "Uvicorn":
         return self
