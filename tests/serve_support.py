@@ -4,10 +4,13 @@ port, stopped on exit) and a scripted engine for the operations tests."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from kimi_chat.dialects import get_dialect
@@ -58,6 +61,14 @@ class Uvicorn:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def serve(engine: Any, http: Any = None, **config: Any) -> Uvicorn:
+    """``engine`` behind :func:`~kimi_chat.servers.serve.create_app` with ``ServeConfig(**config)`` on a
+    :class:`Uvicorn` (``http``: uvicorn's HTTP protocol class, its default when ``None``)."""
+    from kimi_chat.servers.serve import ServeConfig, create_app
+
+    return Uvicorn(create_app(engine, ServeConfig(**config)), **({"http": http} if http else {}))
 
 
 class ScriptedEngine:
@@ -161,6 +172,23 @@ def wait_for(predicate: Any, timeout: float = WAIT) -> bool:
     return True
 
 
+def listening_port(log: Path, proc: subprocess.Popen[Any], timeout: float = WAIT) -> int:
+    """The port a ``kimi-chat serve --port 0`` process (``proc``, logging to the file ``log``) listens on,
+    read from its ``listening on`` line: the kernel chose a port no other process holds (a port looked up
+    free and given with ``--port`` could be taken before the process binds it). ``AssertionError`` (with
+    the log) when the process exits first or says nothing in ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/v1", log.read_text("utf-8", "replace"))
+        if found:
+            return int(found.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise AssertionError(f"kimi-chat serve did not say its port (exit {proc.poll()}): "
+                         f"{log.read_text('utf-8', 'replace')[-3000:]}")
+
+
 class FakeVocabulary:
     """What :class:`~kimi_chat.servers.serve.engines.UpstreamEngine` reads of the GGUF it is given (a
     vocabulary-only :class:`~kimi_chat.engines.native.NativeModel`), from kimi_chat's tokenizer: the tokenizer,
@@ -246,7 +274,7 @@ class HangingLlamaServer:
     """A llama-server that hangs: ``/props`` (``hang_props``) or every ``/completion`` sends nothing for up
     to ``hang`` seconds (released early by :meth:`close`)."""
 
-    def __init__(self, *, hang_props: bool, hang: float = 60.0, n_ctx: int = 4096) -> None:
+    def __init__(self, *, hang_props: bool, hang: float = 600.0, n_ctx: int = 4096) -> None:
         import asyncio
 
         from starlette.applications import Starlette
@@ -290,7 +318,7 @@ class HangingLlamaServer:
 
 class SlowStartEngine(ScriptedEngine):
     """A :class:`ScriptedEngine` whose tokenizer is built on first use, as a GGUF's is: each build is
-    counted in :attr:`builds` and waits for :attr:`built` (set by the test) at most 30 s."""
+    counted in :attr:`builds` and waits for :attr:`built` (set by the test) at most :data:`WAIT` seconds."""
 
     def __init__(self, tokenizer: KimiTokenizer, **kwargs: Any) -> None:
         super().__init__(tokenizer, **kwargs)
@@ -301,7 +329,7 @@ class SlowStartEngine(ScriptedEngine):
     def tokenizer(self) -> KimiTokenizer:
         if self._ready is None:
             self.builds += 1
-            self.built.wait(30)
+            self.built.wait(WAIT)
             time.sleep(0.05)  # (a build takes a while: concurrent first uses overlap)
             self._ready = self._tok
         return self._ready

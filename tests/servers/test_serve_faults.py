@@ -14,23 +14,11 @@ from conftest import needs_reference
 pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' in the checkout)")
 httpx = pytest.importorskip("httpx")
 
-from kimi_chat.servers.serve import ServeConfig, create_app  # noqa: E402
-from serve_support import ScriptedEngine, Uvicorn, abandoned_request, sse_events, wait_for  # noqa: E402
+from serve_support import WAIT, ScriptedEngine, abandoned_request, serve, sse_events, wait_for  # noqa: E402
 
 pytestmark = needs_reference
 
 BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Hi"}]}
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    return KimiTokenizer.from_reference("k2")
-
-
-def serve(engine, **config):
-    return Uvicorn(create_app(engine, ServeConfig(**config)))
 
 
 def test_answers_with_the_scripted_text(tokenizer):
@@ -314,7 +302,7 @@ def test_health_is_503_while_the_engine_is_stuck(tokenizer):
 
     def stuck_generate(ids, **kwargs):  # an engine that does not see the cancel (a blocked native call)
         engine.started.set()
-        gate.wait(30)
+        gate.wait(WAIT)
         engine_ignores_cancel.set()
         yield from ()
 
@@ -341,7 +329,7 @@ def test_the_upstream_read_is_bounded_by_the_request_timeout(tokenizer):
         engine = UpstreamEngine(upstream.url, vocabulary=vocabulary, timeout=0.5)
         with serve(engine, timeout=0.5) as s:
             r = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
-            # the engine thread is free again long before the upstream's 60 s (the read timed out)
+            # the engine thread is free again long before the upstream's 600 s (the read timed out)
             freed = wait_for(lambda: _held(s) == 0)
         engine.close()
     assert r.status_code == 504 and freed
@@ -350,14 +338,14 @@ def test_the_upstream_read_is_bounded_by_the_request_timeout(tokenizer):
 def test_an_upstream_whose_props_hang_fails_start_up_with_one_line(tokenizer, monkeypatch, capsys, tmp_path):
     from kimi_chat.cli import main
     from kimi_chat.engines import native
-    from serve_support import FakeVocabulary, HangingLlamaServer, free_port
+    from serve_support import FakeVocabulary, HangingLlamaServer
 
     monkeypatch.setattr(native.NativeModel, "load", classmethod(
         lambda cls, *a, **k: FakeVocabulary(tokenizer, "kimi-k2-instruct-0905")))
     with HangingLlamaServer(hang_props=True) as upstream:
         codes: list[int] = []
         t = threading.Thread(target=lambda: codes.append(main(
-            ["serve", str(tmp_path / "m.gguf"), "--upstream", upstream.url, "--port", str(free_port())])))
+            ["serve", str(tmp_path / "m.gguf"), "--upstream", upstream.url, "--port", "0"])))
         t.start()
         t.join(60)  # (the /props deadline is 5 s; before, start-up waited 600 s)
         hung = t.is_alive()
@@ -388,8 +376,6 @@ def test_a_port_in_use_is_reported_before_serving(monkeypatch, capsys, caplog, t
 def test_the_cli_gives_its_timeout_to_the_upstream(monkeypatch, tmp_path):
     from kimi_chat.cli import main
     from kimi_chat.servers.serve import EngineError, UpstreamEngine
-    from serve_support import free_port
-
     given: dict = {}
 
     def connect(cls, url, gguf, **kwargs):
@@ -398,7 +384,7 @@ def test_the_cli_gives_its_timeout_to_the_upstream(monkeypatch, tmp_path):
 
     monkeypatch.setattr(UpstreamEngine, "connect", classmethod(connect))
     code = main(["serve", str(tmp_path / "m.gguf"), "--upstream", "http://127.0.0.1:9", "--timeout", "7",
-                 "--port", str(free_port())])
+                 "--port", "0"])
     assert code > 0 and given["timeout"] == 7.0
 
 
@@ -461,13 +447,19 @@ def test_a_client_leaving_closes_the_upstream_connection(tokenizer, stream):
 def _serve_cli_while_loading(monkeypatch, tmp_path, load):
     """``kimi-chat serve`` in a thread with ``NativeEngine.load`` replaced by ``load``: the thread, its exit
     codes, the port, and the uvicorn servers it made (to stop it)."""
+    import importlib
+
     import uvicorn
 
     from kimi_chat.cli import main
     from kimi_chat.servers.serve import NativeEngine
-    from serve_support import free_port
+
+    serve_cli = importlib.import_module("kimi_chat.cli.serve")  # (the module: its _bind is what run() calls)
 
     servers = []
+    bound = []  # (--port 0: the kernel's free port, read from the socket the command binds)
+    bind = serve_cli._bind
+    monkeypatch.setattr(serve_cli, "_bind", lambda host, port: bound.append(bind(host, port)) or bound[-1])
 
     class Recorded(uvicorn.Server):
         def __init__(self, *a, **k):
@@ -476,11 +468,12 @@ def _serve_cli_while_loading(monkeypatch, tmp_path, load):
 
     monkeypatch.setattr(uvicorn, "Server", Recorded)
     monkeypatch.setattr(NativeEngine, "load", classmethod(lambda cls, *a, **k: load()))
-    port = free_port()
     codes: list[int] = []
-    t = threading.Thread(target=lambda: codes.append(main(["serve", str(tmp_path / "m.gguf"), "--port", str(port)])))
+    t = threading.Thread(target=lambda: codes.append(main(["serve", str(tmp_path / "m.gguf"), "--port", "0"])))
     t.start()
-    return t, codes, f"http://127.0.0.1:{port}", servers
+    if not wait_for(lambda: bool(bound) or not t.is_alive()) or not bound:
+        raise AssertionError("kimi-chat serve did not bind its socket")
+    return t, codes, f"http://127.0.0.1:{bound[0].getsockname()[1]}", servers
 
 
 def _answer(url: str):

@@ -18,23 +18,11 @@ from conftest import needs_reference
 pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' (in the checkout))")
 httpx = pytest.importorskip("httpx")
 
-from kimi_chat.servers.serve import ServeConfig, create_app  # noqa: E402
-from serve_support import WAIT, ScriptedEngine, Uvicorn  # noqa: E402
+from serve_support import ScriptedEngine, WAIT, serve  # noqa: E402
 
 pytestmark = needs_reference
 
 BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Hi"}]}
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    return KimiTokenizer.from_reference("k2")
-
-
-def serve(engine, http=None, **config):
-    return Uvicorn(create_app(engine, ServeConfig(**config)), **({"http": http} if http else {}))
 
 
 def _trickle(sock: socket.socket, byte: bytes, done: Callable[[bytes], bool],
