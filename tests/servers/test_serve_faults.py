@@ -479,7 +479,7 @@ def _serve_cli_while_loading(monkeypatch, tmp_path, load):
 def _answer(url: str):
     def get() -> httpx.Response | None:
         try:
-            return httpx.get(url + "/health", timeout=5)
+            return httpx.get(url + "/health", timeout=30)  # (refused at once until it listens)
         except httpx.TransportError:
             return None
     return get
