@@ -99,3 +99,12 @@ def message_paths(request):
             mp.setattr(messages, "renderable_fast", lambda msgs: False)
             mp.setattr(messages, "_VALID_TOOLS", caches.LRUCache(None, 0))  # keeps nothing: tools validated
         yield request.param
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """The official K2 tokenizer (the serve tests' scripted engines speak it; a module that means another
+    defines its own ``tokenizer``). Needs the reference data: mark the module ``needs_reference``."""
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    return KimiTokenizer.from_reference("k2")

@@ -24,6 +24,7 @@ from kimi_chat.templates import LLAMA_SERVER_FLAGS
 
 ENV_VAR = "KIMI_CHAT_LLAMA_SERVER"
 START_TIMEOUT = 120.0
+PORT_ATTEMPTS = 3
 """Seconds to wait for ``/health`` (the tiny model loads in about a second; a loaded CI box is slow)."""
 
 
@@ -61,21 +62,31 @@ class LlamaServer:
 
     def __init__(self, model: Path, template: Path | None, log_path: Path, *, args: tuple[str, ...] = (),
                  n_ctx: int = 4096) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        cmd = [str(server_binary()), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-               "-c", str(n_ctx), "-np", "1", "-t", "2", "--no-webui", "--jinja"]
-        if template is not None:
-            cmd += ["--chat-template-file", str(template)]
-        self.cmd = cmd + list(args)
-        self._log = open(log_path, "wb")
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            self._wait_healthy()
-        except BaseException:
-            self.close()
-            raise
+        for attempt in range(PORT_ATTEMPTS):
+            # the port is free when looked up, not reserved: another process (a second test run beside this
+            # one) may bind it before llama-server does, which then exits at start; a new port is tried
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            cmd = [str(server_binary()), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+                   "-c", str(n_ctx), "-np", "1", "-t", "2", "--no-webui", "--jinja"]
+            if template is not None:
+                cmd += ["--chat-template-file", str(template)]
+            self.cmd = cmd + list(args)
+            self._log = open(log_path, "wb")
+            self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+            try:
+                self._wait_healthy()
+                return
+            except ServerDied:
+                port_taken = self.proc.poll() is not None and "couldn't bind" in self.log_tail()
+                self.close()
+                if attempt + 1 == PORT_ATTEMPTS or not port_taken:
+                    raise
+            except BaseException:
+                self.close()
+                raise
 
     # ------------------------------------------------------------------ lifecycle
 

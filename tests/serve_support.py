@@ -4,14 +4,21 @@ port, stopped on exit) and a scripted engine for the operations tests."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from kimi_chat.dialects import get_dialect
 from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+
+WAIT = 60.0
+"""Seconds a test waits for an event it needs (generous: the suite runs on a loaded machine)."""
 
 
 def free_port() -> int:
@@ -21,27 +28,33 @@ def free_port() -> int:
 
 
 class Uvicorn:
-    """``app`` served by uvicorn on 127.0.0.1 in a daemon thread; ``url`` is its base."""
+    """``app`` served by uvicorn on 127.0.0.1 in a daemon thread; ``url`` is its base. The listening socket
+    is bound here and handed to uvicorn (no free port looked up and bound later, which another process,
+    such as a second test run beside this one, could take in between)."""
 
     def __init__(self, app: Any, **config: Any) -> None:
         import uvicorn
 
-        self.port = free_port()
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         config.setdefault("timeout_graceful_shutdown", 5)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                                     lifespan="off", **config))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._socket]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
+                self.close()
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
 
     def close(self) -> None:
         self.server.should_exit = True
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=WAIT)
+        self._socket.close()
 
     def __enter__(self) -> "Uvicorn":
         return self
@@ -50,15 +63,26 @@ class Uvicorn:
         self.close()
 
 
+def serve(engine: Any, http: Any = None, **config: Any) -> Uvicorn:
+    """``engine`` behind :func:`~kimi_chat.servers.serve.create_app` with ``ServeConfig(**config)`` on a
+    :class:`Uvicorn` (``http``: uvicorn's HTTP protocol class, its default when ``None``)."""
+    from kimi_chat.servers.serve import ServeConfig, create_app
+
+    return Uvicorn(create_app(engine, ServeConfig(**config)), **({"http": http} if http else {}))
+
+
 class ScriptedEngine:
     """An :class:`~kimi_chat.servers.serve.engines.Engine` that "generates" the ids of ``text`` and then
     the end of the turn, one id per ``delay`` seconds. ``gate``: each generation first waits for it (set
     by the test); ``fail_after``: raise after that many ids (an engine dying mid-stream). It records how
     each generation ended in :attr:`endings` (``done``, ``cancelled``, ``failed``; nothing when the caller
-stopped at the end of the turn) and counts them in :attr:`generations`."""
+stopped at the end of the turn) and counts them in :attr:`generations`. ``hold_after``: after that many
+    ids, send nothing more until the generation is cancelled (at most :data:`WAIT` seconds), so a test of a
+    client leaving mid-stream does not race the generation's end."""
 
     def __init__(self, tokenizer: KimiTokenizer, *, dialect: str = "kimi-k2-instruct-0905", text: str = "Hello there",
-                 delay: float = 0.0, gate: threading.Event | None = None, fail_after: int | None = None) -> None:
+                 delay: float = 0.0, gate: threading.Event | None = None, fail_after: int | None = None,
+                 hold_after: int | None = None) -> None:
         self._tok = tokenizer
         self.model = "scripted"
         self.dialect = get_dialect(dialect)
@@ -68,6 +92,7 @@ stopped at the end of the turn) and counts them in :attr:`generations`."""
         self.delay = delay
         self.gate = gate
         self.fail_after = fail_after
+        self.hold_after = hold_after
         self.endings: list[str] = []
         self.generations = 0
         self.started = threading.Event()
@@ -94,6 +119,9 @@ stopped at the end of the turn) and counts them in :attr:`generations`."""
             if self.fail_after is not None and n == self.fail_after:
                 self.endings.append("failed")
                 raise RuntimeError("the scripted engine died")
+            if self.hold_after is not None and n == self.hold_after and cancel.wait(WAIT):
+                self.endings.append("cancelled")
+                return
             if cancel.wait(self.delay) if self.delay else cancel.is_set():
                 self.endings.append("cancelled")
                 return
@@ -107,6 +135,22 @@ stopped at the end of the turn) and counts them in :attr:`generations`."""
         pass
 
 
+def abandoned_request(url: str, body: dict[str, Any], until: Any) -> bool:
+    """POST ``body`` as JSON to ``url`` on a plain socket, wait until ``until()`` holds (the request reached
+    the point the test needs: queued, generating, upstream streaming), then close the connection without
+    reading the answer, as a client that gives up does. Whether ``until()`` held: a client timeout in its
+    place would race the server under load (it may give up before the request arrives)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    raw = json.dumps(body).encode()
+    head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(raw)}\r\n\r\n").encode()
+    with socket.create_connection((parts.hostname, parts.port), timeout=WAIT) as sock:
+        sock.sendall(head + raw)
+        return wait_for(until)
+
+
 def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     """The JSON of each ``data:`` line, until ``[DONE]``."""
     for line in lines:
@@ -118,7 +162,7 @@ def sse_events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         yield json.loads(data)
 
 
-def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+def wait_for(predicate: Any, timeout: float = WAIT) -> bool:
     """Poll ``predicate`` until true or ``timeout`` seconds passed; its last value."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -126,6 +170,23 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
             return bool(predicate())
         time.sleep(0.01)
     return True
+
+
+def listening_port(log: Path, proc: subprocess.Popen[Any], timeout: float = WAIT) -> int:
+    """The port a ``kimi-chat serve --port 0`` process (``proc``, logging to the file ``log``) listens on,
+    read from its ``listening on`` line: the kernel chose a port no other process holds (a port looked up
+    free and given with ``--port`` could be taken before the process binds it). ``AssertionError`` (with
+    the log) when the process exits first or says nothing in ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/v1", log.read_text("utf-8", "replace"))
+        if found:
+            return int(found.group(1))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise AssertionError(f"kimi-chat serve did not say its port (exit {proc.poll()}): "
+                         f"{log.read_text('utf-8', 'replace')[-3000:]}")
 
 
 class FakeVocabulary:
@@ -213,7 +274,7 @@ class HangingLlamaServer:
     """A llama-server that hangs: ``/props`` (``hang_props``) or every ``/completion`` sends nothing for up
     to ``hang`` seconds (released early by :meth:`close`)."""
 
-    def __init__(self, *, hang_props: bool, hang: float = 60.0, n_ctx: int = 4096) -> None:
+    def __init__(self, *, hang_props: bool, hang: float = 600.0, n_ctx: int = 4096) -> None:
         import asyncio
 
         from starlette.applications import Starlette
@@ -257,7 +318,7 @@ class HangingLlamaServer:
 
 class SlowStartEngine(ScriptedEngine):
     """A :class:`ScriptedEngine` whose tokenizer is built on first use, as a GGUF's is: each build is
-    counted in :attr:`builds` and waits for :attr:`built` (set by the test) at most 30 s."""
+    counted in :attr:`builds` and waits for :attr:`built` (set by the test) at most :data:`WAIT` seconds."""
 
     def __init__(self, tokenizer: KimiTokenizer, **kwargs: Any) -> None:
         super().__init__(tokenizer, **kwargs)
@@ -268,7 +329,7 @@ class SlowStartEngine(ScriptedEngine):
     def tokenizer(self) -> KimiTokenizer:
         if self._ready is None:
             self.builds += 1
-            self.built.wait(30)
+            self.built.wait(WAIT)
             time.sleep(0.05)  # (a build takes a while: concurrent first uses overlap)
             self._ready = self._tok
         return self._ready

@@ -33,7 +33,7 @@ from .report import totals_by_kind
 from .sources import Chunk, Source
 
 __all__ = ["PipelineError", "RunResult", "run_local", "render_chunk", "render_chunk_data", "render_entry",
-           "prepare_outdir", "finding_dicts", "manifest",
+           "prepare_outdir", "finding_dicts", "manifest", "finish_run",
            "RUN_ROWS"]
 
 RUN_ROWS = 64
@@ -295,6 +295,14 @@ def run_local(
         bar.close()
     result.seconds = time.perf_counter() - started
     result.driver_cpu_seconds = time.process_time() - driver_cpu
+    return finish_run(result, records, out, source, options, fingerprint, engine="local", workers=workers)
+
+
+def finish_run(result: RunResult, records: Mapping[int, dict[str, Any]], out: Path, source: Source,
+               options: RenderOptions, fingerprint: str, *, engine: str, workers: int) -> RunResult:
+    """End a run of either engine: ``result`` given the shards' ``records`` (by chunk index, in order), their
+    totals and the findings' counts read back from ``out``, and the manifest written there last (a
+    directory with a manifest holds a finished run). Returns ``result``."""
     result.shards = [records[i] for i in sorted(records)]
     result.totals = totals_by_kind(parquet.read_findings(out, records))
     for rec in result.shards:
@@ -303,7 +311,7 @@ def run_local(
         result.tokens += rec["tokens"]
         result.trained_tokens += rec["trained_tokens"]
         result.errors += rec["errors"]
-    result.manifest = manifest(source.name, options, fingerprint, result, engine="local", workers=workers)
+    result.manifest = manifest(source.name, options, fingerprint, result, engine=engine, workers=workers)
     parquet.write_manifest(out, result.manifest)
     return result
 

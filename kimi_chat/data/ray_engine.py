@@ -30,8 +30,7 @@ from typing import Any
 
 from . import parquet
 from .options import RenderOptions, TokenizerSpec
-from .pipeline import RunResult, manifest, prepare_outdir, render_entry
-from .report import totals_by_kind
+from .pipeline import RunResult, finish_run, prepare_outdir, render_entry
 from .sources import Source, normalize_row
 
 __all__ = ["ChunkRenderer", "KimiSamples", "run_ray", "local_cluster", "LOOPBACK", "SINGLE_MACHINE_ENV"]
@@ -186,15 +185,5 @@ def run_ray(source: Source, outdir: str | Path, options: RenderOptions, *, worke
             for row in ds.iter_rows():
                 rec = json.loads(row["record"])
                 records[rec["index"]] = rec
-    result = RunResult(seconds=time.perf_counter() - started)
-    result.shards = [records[i] for i in sorted(records)]
-    result.totals = totals_by_kind(parquet.read_findings(out, records))
-    for rec in result.shards:
-        result.rows += rec["rows"]
-        result.samples += rec["samples"]
-        result.tokens += rec["tokens"]
-        result.trained_tokens += rec["trained_tokens"]
-        result.errors += rec["errors"]
-    result.manifest = manifest(source.name, options, fingerprint, result, engine="ray", workers=workers)
-    parquet.write_manifest(out, result.manifest)
-    return result
+    return finish_run(RunResult(seconds=time.perf_counter() - started), records, out, source, options,
+                      fingerprint, engine="ray", workers=workers)

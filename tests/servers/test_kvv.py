@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -109,12 +108,6 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(proc: subprocess.Popen, port: int, log: Path, seconds: float = 180.0) -> None:
     import httpx
 
@@ -135,6 +128,7 @@ def _wait(proc: subprocess.Popen, port: int, log: Path, seconds: float = 180.0) 
 def servers(tmp_path_factory: pytest.TempPathFactory):
     """dialect -> base URL of a `kimi-chat serve --contract moonshot` on its terse tiny model (started on use)."""
     from kimi_chat.testing.tiny_model import build_tiny_model
+    from serve_support import listening_port
 
     skip_without_reference()
     started: dict[str, tuple[subprocess.Popen, str]] = {}
@@ -143,13 +137,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     def get(dialect: str) -> str:
         if dialect not in started:
             model = build_tiny_model(logs / f"{dialect}.gguf", dialect=dialect, terse=True)
-            port = _free_port()
             log = logs / f"{dialect}.log"
-            with open(log, "wb") as out:
+            with open(log, "wb") as out:  # (--port 0: the kernel's free port, said in the log)
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "kimi_chat.cli", "serve", str(model), "-d", dialect, "--port", str(port),
+                    [sys.executable, "-m", "kimi_chat.cli", "serve", str(model), "-d", dialect, "--port", "0",
                      "--api-key", KEY, "--contract", "moonshot", "--name", MODEL_NAME, "--n-ctx", "4096"],
                     stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            started[dialect] = (proc, "")
+            port = listening_port(log, proc, 180.0)
             started[dialect] = (proc, f"http://127.0.0.1:{port}/v1")
             _wait(proc, port, log)
         return started[dialect][1]

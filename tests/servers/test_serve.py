@@ -27,7 +27,7 @@ except ImportError:
 require_in_ci(HAVE_LLAMA, "llama-cpp-python (.ci/install-native.sh installs it)")
 
 from kimi_chat.servers.serve import NativeEngine, ServeConfig, UpstreamEngine, create_app  # noqa: E402
-from serve_support import Uvicorn, free_port, sse_events, wait_for  # noqa: E402
+from serve_support import Uvicorn, listening_port, sse_events, wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.native, pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python is not installed "
                                                      "(bash .ci/install-native.sh .venv)")]
@@ -257,12 +257,14 @@ def test_upstream_killed_mid_stream_is_an_error_event_and_the_server_stays_up(gg
 # the command
 
 
-def test_cli_serves_the_gguf(gguf):
-    port = free_port()
+def test_cli_serves_the_gguf(gguf, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    proc = subprocess.Popen([sys.executable, "-m", "kimi_chat.cli", "serve", str(gguf), "--port", str(port),
-                             "--api-key", "k"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "kimi_chat.cli", "serve", str(gguf), "--port", "0",
+                                 "--api-key", "k"], env=env, stdout=subprocess.DEVNULL, stderr=log_file)
     try:
+        port = listening_port(log_path, proc)
         url = f"http://127.0.0.1:{port}"
 
         def up() -> bool:
@@ -278,8 +280,8 @@ def test_cli_serves_the_gguf(gguf):
         assert r.choices[0].finish_reason == "tool_calls"
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=60)
-    log = err.decode("utf-8", "replace")
+        proc.wait(timeout=60)
+    log = log_path.read_text("utf-8", "replace")
     assert "outcome=tool_calls" in log and f"http://127.0.0.1:{port}/v1" in log
 
 

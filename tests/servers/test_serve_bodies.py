@@ -26,13 +26,6 @@ JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    return KimiTokenizer.from_reference("k2")
-
-
-@pytest.fixture(scope="module")
 def url(tokenizer):
     with Uvicorn(create_app(ScriptedEngine(tokenizer), ServeConfig())) as s:
         yield s.url + "/v1/chat/completions"

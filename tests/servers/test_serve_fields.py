@@ -29,13 +29,6 @@ SAMPLING = {"top_k": 5, "min_p": 0.1, "repetition_penalty": 1.2, "presence_penal
             "logit_bias": {"100": -100, "7": 2.5}, "temperature": 0.3, "top_p": 0.9, "seed": 11}
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    return KimiTokenizer.from_reference("k2")
-
-
 class RecordingModel:
     """What :class:`NativeEngine` uses of a :class:`~kimi_chat.engines.native.NativeModel`: it "generates"
     ``reply`` then the end of the turn, and records the keywords of every ``generate`` call. Asked for

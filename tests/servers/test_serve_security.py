@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -16,48 +18,44 @@ from conftest import needs_reference
 pytest.importorskip("starlette", reason="kimi-chat serve needs the serve extra (pip install -e '.[serve]' (in the checkout))")
 httpx = pytest.importorskip("httpx")
 
-from kimi_chat.servers.serve import ServeConfig, create_app  # noqa: E402
-from serve_support import ScriptedEngine, Uvicorn  # noqa: E402
+from serve_support import ScriptedEngine, WAIT, serve  # noqa: E402
 
 pytestmark = needs_reference
 
 BODY = {"model": "scripted", "messages": [{"role": "user", "content": "Hi"}]}
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    return KimiTokenizer.from_reference("k2")
-
-
-def serve(engine, http=None, **config):
-    return Uvicorn(create_app(engine, ServeConfig(**config)), **({"http": http} if http else {}))
-
-
-def _closed_by_server(sock: socket.socket, trickle: bytes, every: float = 0.1, at_most: int = 100) -> bool:
-    """Send ``trickle`` one byte per ``every`` seconds (at most ``at_most`` bytes); whether the server
-    closed the connection meanwhile."""
+def _trickle(sock: socket.socket, byte: bytes, done: Callable[[bytes], bool],
+             every: float = 0.1) -> tuple[bytes, bool]:
+    """Send ``byte`` once per ``every`` seconds until ``done(what the server sent)``, the server closes the
+    connection, or :data:`WAIT` seconds pass (far beyond the deadlines tested: a loaded machine may be slow
+    to fire them, never early); what the server sent, and whether it closed the connection. Bounded by
+    time, not by a count of bytes: the client never runs out of bytes before a slow server acts."""
     sock.settimeout(every)
-    for byte in trickle[:at_most]:
+    answer = b""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline and not done(answer):
         try:
-            sock.sendall(bytes([byte]))
-            if sock.recv(4096) == b"":
-                return True
+            sock.sendall(byte)
+            got = sock.recv(65536)
         except socket.timeout:
             continue
         except OSError:  # reset / broken pipe: closed
-            return True
-    return False
+            return answer, True
+        if not got:
+            return answer, True
+        answer += got
+    return answer, False
 
 
 def test_a_client_sending_its_headers_a_byte_at_a_time_is_disconnected(tokenizer):
     from kimi_chat.servers.serve.http import header_deadline_protocol
 
-    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Slow: " + b"a" * 200
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Slow: "
     with serve(ScriptedEngine(tokenizer), http=header_deadline_protocol(0.5)) as s:
-        with socket.create_connection(("127.0.0.1", s.port)) as sock:
-            closed = _closed_by_server(sock, head)
+        with socket.create_connection(("127.0.0.1", s.port), timeout=WAIT) as sock:
+            sock.sendall(head)
+            _, closed = _trickle(sock, b"a", lambda got: False)  # the header's value, a byte at a time
         after = httpx.post(s.url + "/v1/chat/completions", json=BODY, timeout=30)
     assert closed
     assert after.status_code == 200  # a normal client is served as before
@@ -68,7 +66,7 @@ def _rest_of_body(sock: socket.socket, answer: bytes) -> bytes:
     head, _, body = answer.partition(b"\r\n\r\n")
     length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
     missing = int(length.group(1)) - len(body) if length else 0
-    sock.settimeout(5)
+    sock.settimeout(WAIT)
     rest = b""
     while len(rest) < missing:
         chunk = sock.recv(4096)
@@ -80,21 +78,10 @@ def _rest_of_body(sock: socket.socket, answer: bytes) -> bytes:
 
 def test_a_body_sent_a_byte_at_a_time_is_a_408(tokenizer):
     with serve(ScriptedEngine(tokenizer), body_timeout=0.5) as s:
-        with socket.create_connection(("127.0.0.1", s.port)) as sock:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=WAIT) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 500\r\n\r\n")
-            sock.settimeout(0.1)
-            answer = b""
-            for _ in range(100):  # a byte per 0.1 s: 10 s at most
-                try:
-                    sock.sendall(b" ")
-                    answer += sock.recv(4096)
-                except socket.timeout:
-                    continue
-                except OSError:
-                    break
-                if b"\r\n\r\n" in answer:
-                    break
+                         b"Content-Length: 100000\r\n\r\n")
+            answer, _ = _trickle(sock, b" ", lambda got: b"\r\n\r\n" in got)  # the body, a byte per 0.1 s
             answer += _rest_of_body(sock, answer)
     assert answer.startswith(b"HTTP/1.1 408")
     assert b'"timeout_error"' in answer

@@ -32,13 +32,6 @@ USER = {"role": "user", "content": "The weather of Paris as JSON."}
 TOO_LONG = {"type": "object", "properties": {"a": {"type": "string", "minLength": 2000}}}
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    from kimi_chat.tokens.tokenizer import KimiTokenizer
-
-    return KimiTokenizer.from_reference("k2")
-
-
 def _served(tokenizer, reply_ids):
     fake = FakeLlamaServer(reply_ids)
     engine = UpstreamEngine(fake.url, vocabulary=FakeVocabulary(tokenizer, K2))

@@ -174,10 +174,14 @@ class _Job:
             finally:
                 scheduler.end(id(self))
                 metrics.generated(time.monotonic() - started)
+                # the place is given back before the request sees its end (the loop runs these in order):
+                # a client asking again the moment its answer ends is not refused a place still held
+                loop.call_soon_threadsafe(scheduler.release)
                 emit(_END)
 
         self.future: Future[None] = scheduler.executor.submit(work)
-        self.future.add_done_callback(lambda _f: loop.call_soon_threadsafe(scheduler.release))
+        # a job cancelled before it started gives its place back here (one that ran did in ``work``)
+        self.future.add_done_callback(lambda f: loop.call_soon_threadsafe(scheduler.release) if f.cancelled() else None)
 
     def abandon(self) -> None:
         """The client is gone: stop the generation, or, still waiting, leave the queue at once."""
