@@ -172,13 +172,6 @@ PATH_LOADERS = {"kimi_chat.families", "kimi_chat.errors"}
 """Modules allowed to call ``import_module``: the family registry (family name -> package) and
 :func:`kimi_chat.errors.import_extra` (an optional extra's third-party module, named by the caller)."""
 
-PATH_STRINGS_ALLOWED: dict[tuple[str, str], str] = {
-    ("kimi_chat.cli", "import_module"): "the subcommands, one module each, loaded as the parser is built",
-    ("kimi_chat.grammar", "import_module"): "grammar.request on first attribute access (it needs an extra)",
-}
-"""Modules still loaded by a path string, each with why. Only shrinks."""
-
-
 def _path_loads(name: str, tree: ast.AST) -> set[tuple[str, str]]:
     """``(name, "import_module")`` for a call of ``import_module``/``__import__``, ``(name, PATH)`` for a string
     (not a docstring) naming a kimi_chat submodule."""
@@ -201,10 +194,8 @@ def _path_loads(name: str, tree: ast.AST) -> set[tuple[str, str]]:
 def test_no_module_is_loaded_by_a_path_string_outside_the_registry() -> None:
     found = {hit for name, tree in TREES.items() for hit in _path_loads(name, tree)}
     registry = {hit for hit in found if hit[0] in PATH_LOADERS}
-    bad = sorted(found - registry - set(PATH_STRINGS_ALLOWED))
+    bad = sorted(found - registry)
     assert not bad, f"modules loaded by a path string: {bad}"
-    stale = sorted(set(PATH_STRINGS_ALLOWED) - found)
-    assert not stale, f"no longer there, remove from PATH_STRINGS_ALLOWED: {stale}"
 
 
 FAMILY_OF_ALLOWED: dict[str, str] = {

@@ -1,9 +1,10 @@
 """``kimi-chat``: the command line, for every family's dialects. One module per subcommand in this package
-(:data:`COMMANDS`); each exports ``register(subparsers)`` which adds its parser and sets ``func``
-(``args -> exit status``). What several subcommands share is in one place each: :mod:`._request` (the
-request arguments of ``render`` / ``count`` / ``lint``, reading the request, its lint findings),
-:mod:`.count` (the tokenizer arguments and loading), :mod:`._body` (request-body fields as template
-options), :mod:`._io` (reading input, reporting errors).
+(``render``, ``count``, ...); each exports ``register(subparsers)`` which adds its parser and sets ``func``
+(``args -> exit status``); :func:`build_parser` imports them, in the order ``--help`` lists them. What
+several subcommands share is in one place each: :mod:`._request` (the request arguments of ``render`` /
+``count`` / ``lint``, reading the request, its lint findings), :mod:`.count` (the tokenizer arguments and
+loading), :mod:`._body` (request-body fields as template options), :mod:`._io` (reading input, reporting
+errors).
 
 Every subcommand reports bad input the same way: one line ``kimi-chat COMMAND: error: MESSAGE`` on
 stderr and exit status 2 (argparse's own usage errors look the same, after the subcommand's usage);
@@ -12,7 +13,6 @@ stderr and exit status 2 (argparse's own usage errors look the same, after the s
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -20,11 +20,7 @@ from typing import Any
 from .. import __version__
 from ._io import InputError, fail, set_prog, source_name, surrogate_message
 
-__all__ = ["main", "COMMANDS"]
-
-COMMANDS: tuple[str, ...] = ("render", "count", "lint", "parse", "dialects", "inspect", "verify", "run",
-                             "serve", "tiny_model", "conformance", "prepare", "data_report")
-"""Subcommand modules of this package, in the order ``--help`` lists them."""
+__all__ = ["main", "build_parser"]
 
 _INPUT_ARGS = ("file", "request", "tools", "template", "path")
 """The attributes the subcommands keep their input files under (named in the safety-net messages)."""
@@ -50,8 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         "tokenizers do, linted, tokenized and parsed. `kimi-chat COMMAND --help` for each command.")
     parser.add_argument("--version", action="version", version=f"kimi-chat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser)
-    for name in COMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    from . import (conformance, count, data_report, dialects, inspect, lint, parse, prepare, render, run, serve,
+                   tiny_model, verify)
+
+    for command in (render, count, lint, parse, dialects, inspect, verify, run, serve, tiny_model, conformance,
+                    prepare, data_report):
+        command.register(sub)
     return parser
 
 

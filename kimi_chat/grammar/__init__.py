@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from .gbnf import GrammarError
@@ -31,8 +30,9 @@ _LAZY = ("constraint", "Constraint", "ConstraintNote", "llg_tokenizer")
 def __getattr__(name: str) -> Any:
     """:func:`constraint` and its types, imported on first use (they need llguidance)."""
     if name in _LAZY:
-        module = importlib.import_module(f"{__name__}.request")
-        globals().update({n: getattr(module, n) for n in _LAZY})
+        from . import request
+
+        globals().update({n: getattr(request, n) for n in _LAZY})
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
