@@ -1,8 +1,9 @@
 """Dialect records: one small declarative record per official Kimi chat-template revision, and their registry.
 
 This module is the data every stage reads: :class:`DialectRecord` (the facts of one revision: family, status, the
-options it reads, its reasoning policy, the markers that end its turns, its family's parts), the built-in records,
-and the registry (:func:`register_dialect`, :func:`get_dialect`, :func:`dialect_for_model`...). It imports no stage:
+options it reads, its reasoning policy, the markers that end its turns, its family's parts) and the registry
+(:func:`register_dialect`, :func:`get_dialect`, :func:`dialect_for_model`...), which holds the built-in records
+once this module is imported. It imports no stage:
 the stages (prompt, output, tokens, grammar, checks, servers) import it. The object a user holds is the handle,
 :class:`kimi_chat.dialects.Dialect`, a record with the methods that run each stage (``render``, ``parse``,
 ``stream``, ``constraint``, ``lint``, ``tokenizer``); it lives in :mod:`kimi_chat.dialects`, which imports the
@@ -14,8 +15,12 @@ the options the dialect reads, known problems, its family) and a ``spec`` owned 
 named by what they do: :class:`~kimi_chat.families.k2.spec.K2Spec` (default system prompt, how tools are declared,
 role header names, tool-call id policy, tool result layout, message bodies, media, ``<think>`` policy, end-of-turn
 policy) and :class:`~kimi_chat.families.k3.spec.K3Spec`. One renderer per family serves every spec; adding a
-revision is adding a record (:func:`register_dialect`; the built-in ones are below: a revision that differs from
-another in little is ``dataclasses.replace`` of that one, as Kimi-K2.7-Code is of Kimi-K2.6).
+revision is adding a record (:func:`register_dialect`). Each family owns its built-in records, in its package's
+``dialects`` module (:mod:`kimi_chat.families.k2.dialects`: the K2 revisions, oldest first, a revision that differs
+from another in little as ``dataclasses.replace`` of that one, as Kimi-K2.7-Code is of Kimi-K2.6;
+:mod:`kimi_chat.families.k3.dialects`: Kimi-K3); this module registers them when it is imported, asking each
+registered family for its records through the family registry (:func:`kimi_chat.families.family_dialects`), so
+it never imports a family's records by name and they import this module's record class without a cycle.
 
 Each dialect carries its provenance status, from ``../shared/reference/PROVENANCE.md``:
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -209,149 +214,6 @@ _SPECS: dict[str, type] = {"k2": K2Spec, "k3": K3Spec}
 _FAMILY_PARTS: dict[str, Family] = {}
 """The family records :attr:`DialectRecord.family_parts` resolved so far, by family name."""
 
-_K2_SYSTEM_V1 = "You are a helpful assistant"
-_K2_SYSTEM_V2 = "You are Kimi, an AI assistant created by Moonshot AI."
-
-_K2_6 = DialectRecord(
-    name="kimi-k2.6",
-    status=Status.RECONSTRUCTED,
-    oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
-    summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
-    "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
-    spec=K2Spec(
-        tools_separators=(",", ":"),
-        tools_typescript=True,
-        sort_tool_keys=True,
-        role_names="name_or_role",
-        bodies="think_content_calls",
-        media="typed_media",
-        think="history_split_prefilled",
-        reasoning_key="reasoning",
-    ),
-    options=("thinking", "preserve_thinking"),
-    model_names=("moonshotai/Kimi-K2.6",),
-    known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
-)
-"""Kimi-K2.6 (Kimi-K2.7-Code overrides what differs)."""
-
-_K2_7_CODE = replace(
-    _K2_6,
-    name="kimi-k2.7-code",
-    summary="Kimi-K2.7-Code: Kimi-K2.6's format and tokenizer with reasoning always on and every "
-    "assistant turn's reasoning kept (K2.6's template with thinking and preserve_thinking forced; "
-    "no template of its own is public); no options",
-    spec=replace(_K2_6.spec, keeps_every_reasoning=True),
-    options=(),
-    oracle_options=(("thinking", True), ("preserve_thinking", True)),
-    model_names=("moonshotai/Kimi-K2.7-Code",),
-    known_problems=("needs-tools-ts-str", "llama-server-continuation"),
-)
-"""Kimi-K2.7-Code: Kimi-K2.6's record with what differs (no verbatim template is public)."""
-
-_BUILT_IN: tuple[DialectRecord, ...] = (
-        DialectRecord(
-            name="kimi-k2-instruct@rev1",
-            status=Status.VERIFIED,
-            oracle="Kimi-K2-Instruct/chat_template.rev1.jinja",
-            summary="Kimi-K2-Instruct, July 2025 original: no tool-call support (tool calls are dropped)",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V1,
-                role_names="fixed",
-                tool_calls=False,
-                tool_result_header=None,
-                bodies="content_only",
-            ),
-            known_problems=("no-tool-calls",),
-        ),
-        DialectRecord(
-            name="kimi-k2-instruct@rev2",
-            status=Status.SINGLE_SOURCE,
-            oracle="Kimi-K2-Instruct/chat_template.rev2.jinja",
-            summary="Kimi-K2-Instruct, Jul-Aug 2025: first with tool calls; ids regenerated, "
-            "string arguments JSON-encoded twice, literal backslash-n after '## Return of'",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V1,
-                role_names="fixed",
-                tool_call_ids="regenerate",
-                string_arguments="json",
-                tool_result_header="\\n",
-                bodies="content_then_calls",
-            ),
-            known_problems=("string-arguments-double-encoded", "tool-call-ids-regenerated", "literal-backslash-n",
-                            "llama-server-continuation"),
-        ),
-        DialectRecord(
-            name="kimi-k2-instruct-0905",
-            status=Status.UNVERIFIED,
-            oracle="unverified/Kimi-K2-Instruct-0905.chat_template.candidate-A.jinja",
-            summary="Kimi-K2-Instruct-0905: ids kept, '# Tools' header, name-or-role headers",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V2,
-                tools_prefix="\n  # Tools\n  ",
-                sort_tool_keys=True,
-                role_names="name_or_role",
-                tool_result_header="\n    ",
-                bodies="content_then_calls",
-                last_turn_open_without_generation_prompt=True,
-            ),
-            aliases=("kimi-k2-instruct",),
-            model_names=("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2-0905-preview"),
-            known_problems=("missing-final-im-end", "llama-server-chat-fails", "llama-server-continuation"),
-        ),
-        DialectRecord(
-            name="kimi-k2-thinking@rev1",
-            status=Status.SINGLE_SOURCE,
-            oracle="Kimi-K2-Thinking/chat_template.rev1.jinja",
-            summary="Kimi-K2-Thinking, Nov 2025 initial: <think> kept after the last plain assistant turn",
-            spec=K2Spec(
-                default_system=_K2_SYSTEM_V2,
-                sort_tool_keys=True,
-                role_names="name_or_role",
-                bodies="think_content_calls",
-                think="history_split",
-            ),
-            aliases=("kimi-k2-thinking",),
-            model_names=("moonshotai/Kimi-K2-Thinking",),
-            known_problems=("superseded-revision", "llama-server-continuation"),
-        ),
-        DialectRecord(
-            name="kimi-k2.5",
-            status=Status.RECONSTRUCTED,
-            oracle="unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
-            summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
-            "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system; "
-            "reasoning from reasoning_content; no preserve_thinking",
-            spec=K2Spec(
-                tools_separators=(",", ":"),
-                tools_typescript=True,
-                sort_tool_keys=True,
-                role_names="name_or_role",
-                bodies="think_content_calls",
-                media="typed_media",
-                think="history_split_prefilled",
-            ),
-            options=("thinking",),
-            model_names=("moonshotai/Kimi-K2.5",),
-            known_problems=("needs-tools-ts-str", "llama-server-continuation"),
-        ),
-        _K2_6,
-        _K2_7_CODE,
-)
-"""The K2-family records, oldest first."""
-
-KIMI_K3 = DialectRecord(
-    name="kimi-k3",
-    status=Status.SINGLE_SOURCE,
-    oracle="Kimi-K3/encoding_k3.py",
-    summary="Kimi-K3 (July 2026): XTML markup of <|open|>/<|close|>/<|sep|>/<|end_of_msg|>, no Jinja template; "
-    "encoded segment by segment; thinking_effort low/high/max (default max); tool results re-ordered by id",
-    family="k3",
-    spec=K3Spec(),
-    model_names=("moonshotai/Kimi-K3",),
-    options=("thinking", "thinking_effort", "tool_choice", "response_format", "response_schema", "image_prompts"),
-)
-"""The Kimi-K3 dialect (rendered by :mod:`kimi_chat.families.k3.render`)."""
-
 DIALECTS: dict[str, DialectRecord] = {}
 """Every dialect, by canonical name (filled by :func:`register_dialect`; change it only through that function)."""
 
@@ -364,8 +226,6 @@ ALIASES: dict[str, str] = {}
 
 MODEL_NAMES: dict[str, str] = {}
 """Model-name key (:func:`model_key` of each record's :attr:`~DialectRecord.model_names`) -> canonical dialect name."""
-
-
 
 
 def model_key(name: str) -> str:
@@ -448,9 +308,21 @@ def use_handle(as_handle: Callable[[DialectRecord], DialectRecord]) -> None:
             K2_DIALECTS[name] = h
 
 
-for _d in (*_BUILT_IN, KIMI_K3):
+def _built_in() -> tuple[DialectRecord, ...]:
+    """Every registered family's own records (:func:`kimi_chat.families.family_dialects`: its ``dialects`` module's
+    ``RECORDS``, loaded through the family registry), families in registry order, each family's oldest first."""
+    from .families import family_dialects, family_names
+
+    return tuple(d for family in family_names() for d in family_dialects(family))
+
+
+for _d in _built_in():
     register_dialect(_d)
 del _d
+
+KIMI_K3: DialectRecord = DIALECTS["kimi-k3"]
+"""The Kimi-K3 dialect (its record: :mod:`kimi_chat.families.k3.dialects`; rendered by
+:mod:`kimi_chat.families.k3.render`)."""
 
 DEFAULT_DIALECT = "kimi-k2-instruct"
 

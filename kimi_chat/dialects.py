@@ -8,11 +8,12 @@ reads, its reasoning policy, the markers that end its turns) and what one does w
 :meth:`~Dialect.lint`, :meth:`~Dialect.tokenizer`). The free functions (:func:`kimi_chat.render` with
 ``dialect=``...) take the same names.
 
-The records, their registry and the built-in dialects are in :mod:`kimi_chat.dialect_records` (re-exported here:
-``Status``, ``DIALECTS``, ``register_dialect``, ``dialect_for_model``...), which every stage imports; this module
-adds the methods, whose types are the stages' (so the stages never import it: no import cycle). Once it is
-imported (``import kimi_chat`` does so first) the registry holds handles: a name gives the same object here, in
-the records' :func:`~kimi_chat.dialect_records.get_dialect` and in :data:`DIALECTS`.
+The record class and the registry are in :mod:`kimi_chat.dialect_records` (re-exported here: ``Status``,
+``DIALECTS``, ``register_dialect``, ``dialect_for_model``...), which every stage imports and which registers the
+built-in dialects each family owns (``kimi_chat/families/<name>/dialects.py``); this module adds the methods,
+whose types are the stages' (so the stages never import it: no import cycle). Once it is imported
+(``import kimi_chat`` does so first) the registry holds handles: a name gives the same object here, in the
+records' :func:`~kimi_chat.dialect_records.get_dialect` and in :data:`DIALECTS`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """A record is enough: a dialect record defined here, registered through the public registration function and
 nothing else, is a working dialect (render, render_tokens, parse, by its name and its model names), and
-unregistering it leaves the registry as it was."""
+unregistering it leaves the registry as it was. A built-in K2 revision is the same kind of record, listed in
+``kimi_chat/families/k2/dialects.py`` (the registry registers each family's records); with its template's source
+(``templates/macros/sync.py``, the generated template and goldens following) and its line in
+``docs/dialects-and-fidelity.md``, adding one touches three files."""
 
 from __future__ import annotations
 

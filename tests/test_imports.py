@@ -228,3 +228,13 @@ def test_family_of_only_at_the_edges() -> None:
     assert not bad, f"family_of outside the edges (take Dialect.family_parts instead): {bad}"
     stale = sorted(set(FAMILY_OF_ALLOWED) - users)
     assert not stale, f"no longer naming family_of, remove from FAMILY_OF_ALLOWED: {stale}"
+
+
+def test_a_familys_records_are_reached_through_the_registry() -> None:
+    """A family's ``dialects`` module (its built-in records) imports the record class, so no kimi_chat module
+    imports it: :mod:`kimi_chat.dialect_records` registers the records through the family registry
+    (:func:`kimi_chat.families.family_dialects`)."""
+    records = {name for name in MODULES if name.startswith("kimi_chat.families.") and name.endswith(".dialects")}
+    assert {"kimi_chat.families.k2.dialects", "kimi_chat.families.k3.dialects"} <= records
+    importers = sorted(f"{e.source} -> {e.target} ({e.kind}, line {e.line})" for e in EDGES if e.target in records)
+    assert not importers, "a family's records imported by name:\n" + "\n".join(importers)

@@ -3,17 +3,18 @@
 A *family* is a way of writing a conversation and an assistant turn: Kimi-K2's ``<|im_*|>`` turns,
 ``<think>`` and tool-call sections (``k2``); Kimi-K3's XTML tags ``<|open|>TAG attrs<|sep|>`` …
 ``<|close|>TAG<|sep|>`` and ``<|end_of_msg|>`` (``k3``). Each is one package, ``kimi_chat.families.<name>``,
-whose ``family`` module's ``FAMILY`` is its :class:`Family` record and whose ``spec`` module holds the switches
-its dialect records set (``K2Spec``, ``K3Spec``); each dialect record (:mod:`kimi_chat.dialects`) names its
-family. A dialect carries its family's record (:attr:`kimi_chat.dialects.Dialect.family_parts`, resolved once
+whose ``family`` module's ``FAMILY`` is its :class:`Family` record, whose ``spec`` module holds the switches
+its dialect records set (``K2Spec``, ``K3Spec``) and whose ``dialects`` module's ``RECORDS`` are its built-in
+dialect records (:func:`family_dialects`, which :mod:`kimi_chat.dialect_records` registers); each dialect record
+names its family. A dialect carries its family's record (:attr:`kimi_chat.dialects.Dialect.family_parts`, resolved once
 through :func:`family_of`); the stages (:mod:`kimi_chat.prompt`, :mod:`kimi_chat.tokens`, :mod:`kimi_chat.output`,
 :mod:`kimi_chat.grammar`, :mod:`kimi_chat.checks`, …) take their parts from it and know no family by name.
 :func:`family_of` is called only where a name becomes a dialect or a family (:mod:`kimi_chat.dialects`, the CLI,
 the server plugins' entry).
 
-Adding a family is one new folder (``families/<name>/``, its ``family`` module building ``FAMILY``) and one line
-in :data:`REGISTRY`. The registry holds the family packages' paths, imported on first use (the one place a
-module is loaded by a path string): a family package builds on the family-agnostic core (markers, messages, the
+Adding a family is one new folder (``families/<name>/``, its ``family`` module building ``FAMILY``, its
+``dialects`` module listing ``RECORDS``) and one line in :data:`REGISTRY`. The registry holds the family modules'
+paths, imported on first use (the one place a module is loaded by a path string): a family package builds on the family-agnostic core (markers, messages, the
 prompt writer, the PEG engine, the tokenizer) and the stages reach it only through a dialect's record, so no
 import cycle runs through it. A record's server hooks and constraint part are accessors of the family package,
 importing those modules on first call. The contract's members name the stage types they hold in their
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..output.format import OutputFormat
 
 __all__ = ["Family", "FamilyMarkers", "TokenPolicy", "GrammarParts", "ServingParts", "OfficialRendering",
-           "CheckParts", "REGISTRY", "family_of", "family_names", "registered_families"]
+           "CheckParts", "REGISTRY", "family_of", "family_names", "registered_families", "family_dialects"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,8 +161,8 @@ REGISTRY: dict[str, str] = {
     "k2": "kimi_chat.families.k2.family",
     "k3": "kimi_chat.families.k3.family",
 }
-"""Family name -> the module whose ``FAMILY`` is its :class:`Family` (``families/<name>/family.py``). Adding a
-family is adding a line."""
+"""Family name -> the module whose ``FAMILY`` is its :class:`Family` (``families/<name>/family.py``; its sibling
+``dialects`` module holds the family's records, :func:`family_dialects`). Adding a family is adding a line."""
 
 
 def family_names() -> tuple[str, ...]:
@@ -192,3 +193,22 @@ def family_of(dialect_or_name: Any) -> Family:
 
 _LOADED: dict[str, Family] = {}
 """The records imported so far, by family name (a record is imported once, as its module is)."""
+
+
+def family_dialects(name: str) -> tuple[Any, ...]:
+    """The built-in dialect records of family ``name`` (:class:`~kimi_chat.dialect_records.DialectRecord` objects,
+    oldest first): the ``RECORDS`` of the family package's ``dialects`` module, the sibling of its ``family`` module
+    in :data:`REGISTRY` (``families/<name>/dialects.py``). :mod:`kimi_chat.dialect_records` registers them when
+    it is imported; loading them does not load the family's record (its stages), only the record class and the
+    family's spec. ``KeyError`` names an unregistered family; ``ValueError`` a record of another family."""
+    try:
+        module = REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no format family {name!r} (families: {', '.join(REGISTRY)})") from None
+    package = module.rpartition(".")[0]
+    records = tuple(importlib.import_module(f"{package}.dialects").RECORDS)
+    for i, record in enumerate(records):
+        if getattr(record, "family", None) != name:
+            raise ValueError(f"{package}.dialects.RECORDS[{i}] ({getattr(record, 'name', record)!r}) is a dialect of "
+                             f"family {getattr(record, 'family', None)!r}, not {name!r}")
+    return records
