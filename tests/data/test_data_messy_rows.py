@@ -1,0 +1,93 @@
+"""Messy rows as real data has them: a bad field is named where it is in its conversation, and ``null`` values a
+JSON line holds in tool-call arguments and tool schemas reach the samples as written (not dropped as if Arrow had
+added them).
+
+Expected values: the error of rendering the whole conversation (:func:`kimi_chat.render`, which validates every
+message where it stands) and the samples :func:`kimi_chat.data.conversation_samples` makes of the row as written
+(checked against the official machinery in test_data_samples_oracle.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import needs_reference
+
+from kimi_chat import KimiTokenizer, render
+from kimi_chat.data import conversation_samples
+from kimi_chat.dialects import get_dialect
+from kimi_chat.errors import KimiChatError
+
+pytestmark = needs_reference
+
+pa = pytest.importorskip("pyarrow")
+
+from data_pipeline_support import read_samples, write_jsonl  # noqa: E402
+
+_TOKENIZERS: dict[str, KimiTokenizer] = {}
+
+
+def _tok(dialect: str) -> KimiTokenizer:
+    """The dialect's reference tokenizer (what ``kimi-chat prepare`` uses without ``--tokenizer``)."""
+    if dialect not in _TOKENIZERS:
+        _TOKENIZERS[dialect] = get_dialect(dialect).tokenizer()
+    return _TOKENIZERS[dialect]
+
+
+def _call(arguments) -> dict:
+    return {"id": "functions.get_weather:0", "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments}}
+
+
+BAD_FIELDS = {
+    "content": ({"role": "assistant", "content": 5}, "content"),
+    "reasoning": ({"role": "assistant", "content": "b", "reasoning_content": 7}, "reasoning_content"),
+    "arguments": ({"role": "assistant", "content": "", "tool_calls": [_call(5)]}, "arguments"),
+}
+
+
+# (dialect, bad field) pairs the dialect refuses (K2 templates write non-string arguments with tojson, K3 reads
+# no reasoning_content: those are rendered as given, as the official machinery does)
+REFUSED = [(d, b) for d in ("kimi-k2.6", "kimi-k2-thinking", "kimi-k2-instruct-0905") for b in ("content", "reasoning")]
+REFUSED += [("kimi-k3", "content"), ("kimi-k3", "arguments")]
+
+
+@pytest.mark.parametrize("dialect, bad", REFUSED)
+def test_a_bad_assistant_field_is_named_at_its_index_in_the_conversation(dialect, bad):
+    message, field = BAD_FIELDS[bad]
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
+                {"role": "user", "content": "again"}, message]
+    with pytest.raises(KimiChatError) as whole:  # the whole conversation rendered: the message where it stands
+        render(messages, dialect=dialect)
+    assert "messages[3]" in str(whole.value) and field in str(whole.value)
+    with pytest.raises(KimiChatError) as caught:
+        conversation_samples(messages, dialect=dialect, tokenizer=_tok(dialect))
+    got = str(caught.value)
+    assert "messages[3]" in got and "messages[0]" not in got, got
+    assert field in got
+
+
+NULL_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": ["string", "null"], "default": None}}}}}]
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k2-instruct-0905", "kimi-k3"])
+@pytest.mark.parametrize("arguments", [{"city": None}, {"city": "Oslo", "units": None}], ids=["null", "one-null"])
+def test_jsonl_nulls_in_arguments_and_schemas_reach_the_samples(tmp_path, dialect, arguments):
+    from kimi_chat.cli import main
+
+    messages = [{"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": "", "tool_calls": [_call(arguments)]},
+                {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18C"},
+                {"role": "assistant", "content": "18C."}]
+    path = write_jsonl(tmp_path / "in.jsonl", [{"id": "r0", "messages": messages, "tools": NULL_TOOLS}])
+    out = tmp_path / "out"
+    code = main(["prepare", str(path), "-d", dialect, "-o", str(out), "--workers", "1", "-q"])
+    assert code == 0
+    got = read_samples(out)
+    want = conversation_samples(json.loads(json.dumps(messages)), dialect=dialect, tokenizer=_tok(dialect),
+                                tools=NULL_TOOLS).samples
+    assert [r["input_ids"] for r in got] == [s.input_ids for s in want]
+    assert [r["labels"] for r in got] == [s.labels for s in want]
