@@ -93,15 +93,22 @@ class ConversationSamples:
     untrained: list[int] = field(default_factory=list)
 
 
-def _is_trained(m: Mapping[str, Any]) -> bool:
-    return m.get("train", True) is not False and m.get("weight", 1) != 0
+def _is_trained(m: Mapping[str, Any], i: int) -> bool:
+    train, weight = m.get("train", True), m.get("weight", 1)
+    if train is not True and train is not False and train is not None:  # "no", 0: not a yes or no to guess at
+        raise InvalidRowError(f"messages[{i}].train: must be true or false, got {train!r}")
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
+        raise InvalidRowError(f"messages[{i}].weight: must be a number (0: not trained), got {weight!r}")
+    return train is not False and weight != 0
 
 
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
-    ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
+    ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after).
+    Raises :class:`InvalidRowError` naming ``messages[i].train`` / ``.weight`` when ``train`` is not a boolean
+    or ``weight`` not a number (``"no"`` or ``"0"`` would otherwise be trained)."""
     return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping))
-            and m.get("role") == "assistant" and _is_trained(m)]
+            and m.get("role") == "assistant" and _is_trained(m, i)]
 
 
 # --------------------------------------------------------------------------------------------------
