@@ -25,7 +25,7 @@ from typing import Any
 from ..checks.lint import CANONICAL_TOOL_CALL_ID, declared_tools, lint, typed_markers
 from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..message_shapes import renderable_fast
-from ..messages import normalize_tools
+from ..messages import normalize_tools, string_paths, to_plain
 
 __all__ = ["Finding", "KINDS", "LINT_KINDS", "conversation_findings", "double_encoded_arguments", "lint_may_report"]
 
@@ -40,8 +40,14 @@ KINDS: dict[str, str] = {
     "no_final_assistant": "conversations that do not end with an assistant message (the end is not trained)",
     "no_trained_turn": "conversations with no assistant message to train (no sample)",
     "leading_assistant": "an assistant message first in the conversation: no request before it, not trained",
+    "lone_surrogate": "lone surrogates (a JSON \\ud800 escape without its pair): encoded as U+FFFD, as the "
+                      "official tokenizer does, so the text trained is not the text given",
 }
 """Every finding kind, with what it counts."""
+
+# a surrogate code point (U+D800..U+DFFF) in marshal's bytes of a string (UTF-8 with surrogates passed through):
+# never in the UTF-8 of Unicode text
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 
 _LINT_FIELDS = {"undeclared-tool": ".function.name", "non-canonical-tool-call-id": ".id"}
 _CALL = re.compile(r"tool_calls\[\d+\]")
@@ -190,6 +196,7 @@ def conversation_findings(
             path = None if w.message_index is None else f"messages[{w.message_index}]" + (
                 f".{where}" if where else "")
             out.append(Finding(kind, row, sample_id, w.text, path))
+    out += _lone_surrogates(messages, tools, row, sample_id)
     first = messages[0] if messages else None
     if isinstance(first, Mapping) and first.get("role") == "assistant":
         out.append(Finding(
@@ -203,4 +210,29 @@ def conversation_findings(
             "no_final_assistant", row, sample_id,
             f"the conversation ends with a {role!r} message, not an assistant answer: what follows the last "
             "assistant message is in no sample", f"messages[{len(messages) - 1}]" if messages else "messages"))
+    return out
+
+
+def _lone_surrogates(messages: Sequence[Any], tools: Sequence[Any] | None, row: int | None,
+                     sample_id: str | None) -> list[Finding]:
+    """A ``lone_surrogate`` finding per string of the messages and tools holding one (the renderer's warning
+    is not seen by a dataset run: the report is where it is said)."""
+    try:
+        data = marshal.dumps([messages, tools])
+    except (ValueError, RecursionError):  # not plain data: the renderer warns as usual
+        return []
+    if _SURROGATE.search(data) is None:
+        return []
+    out = []
+    roots = [(f"messages[{i}]", m) for i, m in enumerate(messages)] + [("tools", tools)]
+    for root, value in roots:
+        for path, text in string_paths(to_plain(value), root):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                out.append(Finding(
+                    "lone_surrogate", row, sample_id,
+                    f"lone surrogate U+{ord(text[e.start]):04X} (not Unicode text): encoded as U+FFFD, as the official "
+                    "tokenizer does, so the ids do not decode back to the text given; fix the source's escapes",
+                    path))
     return out

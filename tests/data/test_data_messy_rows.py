@@ -91,3 +91,47 @@ def test_jsonl_nulls_in_arguments_and_schemas_reach_the_samples(tmp_path, dialec
                                 tools=NULL_TOOLS).samples
     assert [r["input_ids"] for r in got] == [s.input_ids for s in want]
     assert [r["labels"] for r in got] == [s.labels for s in want]
+
+
+@pytest.mark.parametrize("field, value", [("train", "no"), ("train", 0), ("weight", "0"), ("weight", True)])
+def test_a_train_or_weight_that_is_not_a_yes_or_no_is_a_bad_row_naming_it(field, value):
+    from kimi_chat.data import InvalidRowError, conversations_to_batch
+
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", field: value},
+                {"role": "user", "content": "again"}, {"role": "assistant", "content": "b"}]
+    res = conversations_to_batch([{"id": "r0", "messages": messages}], dialect="kimi-k2.6", tokenizer=_tok("kimi-k2.6"))
+    bad = [(f.kind, f.sample_id, f.path) for f in res.findings if f.kind == "bad_row"]
+    assert bad == [("bad_row", "r0", f"messages[1].{field}")]
+    assert res.batch.num_rows == 0 and res.errors == 1
+    with pytest.raises(InvalidRowError, match=rf"row 0 \(sample_id 'r0'\): .*messages\[1\]\.{field}"):
+        conversations_to_batch([{"id": "r0", "messages": messages}], dialect="kimi-k2.6", tokenizer=_tok("kimi-k2.6"),
+                               on_error="raise")
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k3"])
+def test_a_refused_field_is_the_bad_row_finding_path(dialect):
+    from kimi_chat.data import conversations_to_batch
+
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
+                {"role": "user", "content": "again"}, {"role": "assistant", "content": 5}]
+    res = conversations_to_batch([{"messages": messages}], dialect=dialect, tokenizer=_tok(dialect))
+    assert [(f.kind, f.path) for f in res.findings] == [("bad_row", "messages[3].content")]
+
+
+@pytest.mark.filterwarnings("ignore::kimi_chat.errors.LoneSurrogateWarning")  # the renderer's: a run does not see it
+@pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k3"])
+def test_lone_surrogates_are_reported_where_they_are(dialect):
+    from kimi_chat.data import conversations_to_batch
+
+    # as json.loads gives a "\ud800" escape without its pair
+    messages = json.loads('[{"role": "user", "content": "a\\ud800b"}, {"role": "assistant", "content": "ok \\udc00"}]')
+    tools = [{"type": "function", "function": {"name": "f", "description": "d\ud801",
+                                               "parameters": {"type": "object"}}}]
+    res = conversations_to_batch([{"messages": messages, "tools": tools}], dialect=dialect, tokenizer=_tok(dialect))
+    got = sorted(f.path for f in res.findings if f.kind == "lone_surrogate")
+    assert got == ["messages[0].content", "messages[1].content", "tools[0].function.description"]
+    assert res.batch.num_rows == 1  # trained as the official tokenizer encodes it (U+FFFD), and said so
+    clean = conversations_to_batch([{"messages": [{"role": "user", "content": "héllo 😀"},
+                                                  {"role": "assistant", "content": "ok"}]}],
+                                   dialect=dialect, tokenizer=_tok(dialect))
+    assert [f for f in clean.findings if f.kind == "lone_surrogate"] == []
