@@ -135,3 +135,23 @@ def test_lone_surrogates_are_reported_where_they_are(dialect):
                                                   {"role": "assistant", "content": "ok"}]}],
                                    dialect=dialect, tokenizer=_tok(dialect))
     assert [f for f in clean.findings if f.kind == "lone_surrogate"] == []
+
+
+def test_preference_rows_with_json_string_columns_are_the_rows_as_lists():
+    from kimi_chat.data import preference_batch
+
+    prompt = [{"role": "user", "content": "Weather?"}]
+    chosen = [{"role": "assistant", "content": "", "reasoning_content": "look it up",
+               "tool_calls": [_call('{"city": "Oslo"}')]}]
+    rejected = [{"role": "assistant", "content": "No idea.", "reasoning_content": "guess"}]
+    row = {"id": "p0", "prompt": prompt, "chosen": chosen, "rejected": rejected, "tools": NULL_TOOLS}
+    stored = {k: v if k == "id" else json.dumps(v) for k, v in row.items()}  # as a Parquet JSON-string column
+    tok = _tok("kimi-k2.6")
+    want = preference_batch([row], dialect="kimi-k2.6", tokenizer=tok)
+    got = preference_batch([stored], dialect="kimi-k2.6", tokenizer=tok)
+    assert want.errors == 0 and want.batch.num_rows == 1
+    assert got.errors == 0, [f.message for f in got.findings]
+    assert got.batch.to_pylist() == want.batch.to_pylist()
+    bad = preference_batch([{**stored, "rejected": json.dumps([{"role": "assistant", "content": 5}])}],
+                           dialect="kimi-k2.6", tokenizer=tok)
+    assert [(f.kind, f.path) for f in bad.findings] == [("bad_row", "messages[1].content")]
