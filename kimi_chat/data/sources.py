@@ -337,7 +337,12 @@ def _check_columns(names: Sequence[str], where: str) -> None:
                           "needs messages, optionally tools and id")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _parse_line(raw: bytes, row: int, lineno: int) -> Mapping[str, Any] | BadRow:
+    if lineno == 1 and raw.startswith(_BOM):  # a UTF-8 byte-order mark (Windows tools write one): not the row's
+        raw = raw[len(_BOM):]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -155,3 +155,17 @@ def test_preference_rows_with_json_string_columns_are_the_rows_as_lists():
     bad = preference_batch([{**stored, "rejected": json.dumps([{"role": "assistant", "content": 5}])}],
                            dialect="kimi-k2.6", tokenizer=tok)
     assert [(f.kind, f.path) for f in bad.findings] == [("bad_row", "messages[1].content")]
+
+
+def test_a_jsonl_file_with_a_byte_order_mark_and_crlf_lines_reads_every_row(tmp_path):
+    from kimi_chat.data.sources import open_source
+
+    rows = [{"id": f"r{k}", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+            for k in range(3)]
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"".join(json.dumps(r).encode() + b"\r\n" for r in rows))
+    src = open_source(path, chunk_rows=2)
+    chunks = list(src.chunks())
+    assert [c.bad for c in chunks] == [[], []]
+    assert [r for c in chunks for r in c.rows] == rows
+    assert [src.read_chunk(e).rows for e in src.plan()] == [c.rows for c in chunks]
