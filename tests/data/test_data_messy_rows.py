@@ -169,3 +169,20 @@ def test_a_jsonl_file_with_a_byte_order_mark_and_crlf_lines_reads_every_row(tmp_
     assert [c.bad for c in chunks] == [[], []]
     assert [r for c in chunks for r in c.rows] == rows
     assert [src.read_chunk(e).rows for e in src.plan()] == [c.rows for c in chunks]
+
+
+def test_render_dataset_of_rows_without_any_finding(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from kimi_chat.data import conversations_to_batch, render_dataset, render_dataset_with_findings
+
+    rows = [{"id": f"r{k}", "messages": json.dumps([{"role": "user", "content": f"q{k}"},
+                                                    {"role": "assistant", "content": f"a{k}"}])} for k in range(3)]
+    ds = datasets.Dataset.from_list(rows)
+    tok = _tok("kimi-k2.6")
+    out = render_dataset_with_findings(ds, dialect="kimi-k2.6", tokenizer=tok)
+    assert out.totals() == {} and out.findings.num_rows == 0 and out.bad_rows().num_rows == 0
+    samples = render_dataset(ds, dialect="kimi-k2.6", tokenizer=tok)
+    want = conversations_to_batch([{**r, "messages": json.loads(r["messages"])} for r in rows], dialect="kimi-k2.6",
+                                  tokenizer=tok)
+    assert want.findings == []
+    assert samples["input_ids"] == want.batch.to_pydict()["input_ids"]
