@@ -186,3 +186,34 @@ def test_render_dataset_of_rows_without_any_finding(tmp_path):
                                   tokenizer=tok)
     assert want.findings == []
     assert samples["input_ids"] == want.batch.to_pydict()["input_ids"]
+
+
+def _weather_call(k: int) -> dict:
+    return {"id": f"functions.get_weather:{k}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": ["Oslo", "Lima"][k % 2]})}}
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k2-instruct-0905", "kimi-k3"])
+def test_tool_results_for_unknown_calls_and_unanswered_calls_are_reported(dialect):
+    from kimi_chat import lint
+    from kimi_chat.data.findings import conversation_findings
+
+    tools = NULL_TOOLS
+    calls = [_weather_call(0), _weather_call(1)]
+    base = [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    answered = base + [{"role": "tool", "tool_call_id": c["id"], "content": "18C"} for c in reversed(calls)] + [
+        {"role": "assistant", "content": "Both 18C."}]
+    unknown = base + [{"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "18C"},
+                      {"role": "tool", "tool_call_id": "call_abc123", "content": "20C"},
+                      {"role": "assistant", "content": "Done."}]
+
+    def kinds(messages):
+        return sorted((f.kind, f.path) for f in conversation_findings(messages, dialect=dialect, tools=tools)
+                      if f.kind in ("unknown_tool_result", "unanswered_tool_call"))
+
+    assert kinds(answered) == []  # results in another order than the calls: each call answered
+    # lint's own unknown-tool-call-id finding, at the result; the call it did not answer, at the call
+    linted = [w.message_index for w in lint(unknown, dialect=dialect, tools=tools) if w.code == "unknown-tool-call-id"]
+    assert linted == [3]
+    assert kinds(unknown) == [("unanswered_tool_call", "messages[1].tool_calls[1]"),
+                              ("unknown_tool_result", "messages[3].tool_call_id")]
