@@ -9,6 +9,7 @@ access.
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -147,6 +148,23 @@ def row_conversation(row: Any) -> tuple[list[Any], list[Any] | None]:
     return list(messages), (list(tools) if tools else None)
 
 
+def _error_path(e: Exception) -> str | None:
+    """The field a refusal names (``messages[3].content``, ``tools[0]``), when it names one."""
+    errors = getattr(e, "errors", None)
+    if isinstance(e, KimiChatError) and isinstance(errors, list) and errors and isinstance(errors[0], tuple):
+        i, f, _ = errors[0]  # InvalidMessagesError: (index, field, problem), the first one
+        where = getattr(e, "what", "messages") + ("" if i is None else f"[{i}]")
+        return where + ("" if not f else f if f.startswith("[") else f".{f}")
+    i = getattr(e, "message_index", None)
+    if isinstance(i, int):
+        f = getattr(e, "field", None)
+        return f"messages[{i}]" + (f".{f}" if f else "")
+    if isinstance(getattr(e, "tool_index", None), int):
+        return f"tools[{e.tool_index}]"  # type: ignore[attr-defined]
+    m = re.match(r"(messages\[\d+\](?:\.\w+)*):", str(e))
+    return m.group(1) if m else None
+
+
 def _sample_id(row: Any, index: int) -> str:
     if isinstance(row, Mapping) and row.get("id") is not None:
         return str(row["id"])
@@ -207,7 +225,7 @@ def conversations_to_batch(
             if on_error == "raise":
                 raise InvalidRowError(f"row {index} (sample_id {sid!r}): {type(e).__name__}: {e}") from e
             errors += 1
-            found.append(Finding("bad_row", index, sid, f"{type(e).__name__}: {e}"))
+            found.append(Finding("bad_row", index, sid, f"{type(e).__name__}: {e}", _error_path(e)))
             continue
         found += row_findings
         if result.reasoning_dropped:

@@ -155,14 +155,15 @@ def render_dataset_with_findings(
     cache = {"load_from_cache_file": load_from_cache_file, "batched": True, "input_columns": "length"}
     samples = mapped.filter(_is_sample, new_fingerprint=f"{fingerprint}-samples", **cache).remove_columns(FINDINGS)
     carriers = mapped.filter(_is_carrier, new_fingerprint=f"{fingerprint}-carriers", **cache)
-    findings = carriers.map(_explode, batched=True, remove_columns=carriers.column_names,
-                            new_fingerprint=f"{fingerprint}-findings", load_from_cache_file=load_from_cache_file,
-                            features=datasets.Features({"kind": datasets.Value("string"),
-                                                        "row": datasets.Value("int64"),
-                                                        "sample_id": datasets.Value("string"),
-                                                        "message": datasets.Value("string"),
-                                                        "path": datasets.Value("string"),
-                                                        "count": datasets.Value("int64")}))
+    features = datasets.Features({"kind": datasets.Value("string"), "row": datasets.Value("int64"),
+                                  "sample_id": datasets.Value("string"), "message": datasets.Value("string"),
+                                  "path": datasets.Value("string"), "count": datasets.Value("int64")})
+    if carriers.num_rows == 0:  # no finding at all: map skips an empty dataset and would give no columns
+        findings = datasets.Dataset.from_dict({c: [] for c in features}, features=features)
+    else:
+        findings = carriers.map(_explode, batched=True, remove_columns=carriers.column_names,
+                                new_fingerprint=f"{fingerprint}-findings", load_from_cache_file=load_from_cache_file,
+                                features=features)
     return RenderedDataset(samples, findings)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from ..checks.lint import CANONICAL_TOOL_CALL_ID, declared_tools, lint, typed_markers
 from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..message_shapes import renderable_fast
-from ..messages import normalize_tools
+from ..messages import normalize_tools, string_paths, to_plain
 
 __all__ = ["Finding", "KINDS", "LINT_KINDS", "conversation_findings", "double_encoded_arguments", "lint_may_report"]
 
@@ -40,8 +40,16 @@ KINDS: dict[str, str] = {
     "no_final_assistant": "conversations that do not end with an assistant message (the end is not trained)",
     "no_trained_turn": "conversations with no assistant message to train (no sample)",
     "leading_assistant": "an assistant message first in the conversation: no request before it, not trained",
+    "unknown_tool_result": "tool results whose tool_call_id matches no call before them",
+    "unanswered_tool_call": "tool calls no tool result answers before the next assistant or user message",
+    "lone_surrogate": "lone surrogates (a JSON \\ud800 escape without its pair): encoded as U+FFFD, as the "
+                      "official tokenizer does, so the text trained is not the text given",
 }
 """Every finding kind, with what it counts."""
+
+# a surrogate code point (U+D800..U+DFFF) in marshal's bytes of a string (UTF-8 with surrogates passed through):
+# never in the UTF-8 of Unicode text
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 
 _LINT_FIELDS = {"undeclared-tool": ".function.name", "non-canonical-tool-call-id": ".id"}
 _CALL = re.compile(r"tool_calls\[\d+\]")
@@ -50,6 +58,7 @@ LINT_KINDS: dict[str, str] = {
     "undeclared-tool": "undeclared_tool",
     "non-canonical-tool-call-id": "foreign_call_id",
     "typed-marker": "marker_text",
+    "unknown-tool-call-id": "unknown_tool_result",
 }
 """The :func:`kimi_chat.lint` codes a finding reports, and their kinds."""
 
@@ -103,12 +112,17 @@ def _clean_calls(messages: Sequence[Any], declared: set[Any] | None) -> bool:
     naming a ``str`` function that ``declared`` holds (``None``: no tools given) and an ``id`` of the canonical
     form ``functions.NAME:IDX`` for that name: then no family's lint reports ``undeclared-tool`` or
     ``non-canonical-tool-call-id``."""
+    ids: set[Any] = set()  # the ids of the last assistant turn's calls: what a tool result may answer
     for m in messages:
         if type(m) is not dict:
             return False
-        if m.get("role") != "assistant":
+        role = m.get("role")
+        if role == "tool" and m.get("tool_call_id") not in ids:  # lint names it (unknown-tool-call-id)
+            return False
+        if role != "assistant":
             continue
         calls = m.get("tool_calls")
+        ids = set()
         if calls is None:
             continue
         if type(calls) is not list:
@@ -122,6 +136,7 @@ def _clean_calls(messages: Sequence[Any], declared: set[Any] | None) -> bool:
             match = CANONICAL_TOOL_CALL_ID.fullmatch(call_id) if type(call_id) is str else None
             if match is None or match.group("name") != name:
                 return False
+            ids.add(call_id)
     return True
 
 
@@ -190,6 +205,8 @@ def conversation_findings(
             path = None if w.message_index is None else f"messages[{w.message_index}]" + (
                 f".{where}" if where else "")
             out.append(Finding(kind, row, sample_id, w.text, path))
+    out += _unanswered_calls(messages, row, sample_id)
+    out += _lone_surrogates(messages, tools, row, sample_id)
     first = messages[0] if messages else None
     if isinstance(first, Mapping) and first.get("role") == "assistant":
         out.append(Finding(
@@ -203,4 +220,60 @@ def conversation_findings(
             "no_final_assistant", row, sample_id,
             f"the conversation ends with a {role!r} message, not an assistant answer: what follows the last "
             "assistant message is in no sample", f"messages[{len(messages) - 1}]" if messages else "messages"))
+    return out
+
+
+def _lone_surrogates(messages: Sequence[Any], tools: Sequence[Any] | None, row: int | None,
+                     sample_id: str | None) -> list[Finding]:
+    """A ``lone_surrogate`` finding per string of the messages and tools holding one (the renderer's warning
+    is not seen by a dataset run: the report is where it is said)."""
+    try:
+        data = marshal.dumps([messages, tools])
+    except (ValueError, RecursionError):  # not plain data: the renderer warns as usual
+        return []
+    if _SURROGATE.search(data) is None:
+        return []
+    out = []
+    roots = [(f"messages[{i}]", m) for i, m in enumerate(messages)] + [("tools", tools)]
+    for root, value in roots:
+        for path, text in string_paths(to_plain(value), root):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                out.append(Finding(
+                    "lone_surrogate", row, sample_id,
+                    f"lone surrogate U+{ord(text[e.start]):04X} (not Unicode text): encoded as U+FFFD, as the official "
+                    "tokenizer does, so the ids do not decode back to the text given; fix the source's escapes",
+                    path))
+    return out
+
+
+def _unanswered_calls(messages: Sequence[Any], row: int | None, sample_id: str | None) -> list[Finding]:
+    """An ``unanswered_tool_call`` finding per tool call (with an id) that no tool result answers before the next
+    assistant or user message: the next turn is trained as if the call had no result. A conversation that ends
+    while its calls wait for results is not one (``no_final_assistant`` says it ends there)."""
+    out: list[Finding] = []
+    pending: dict[Any, str] = {}
+
+    def flush() -> None:
+        for path in pending.values():
+            out.append(Finding("unanswered_tool_call", row, sample_id,
+                               "no tool result answers this call before the conversation goes on: the next turn "
+                               "is trained as if the tool had not answered", path))
+        pending.clear()
+
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            continue
+        role = m.get("role")
+        if role == "tool":
+            pending.pop(m.get("tool_call_id"), None)
+            continue
+        if role in ("assistant", "user"):
+            flush()
+        if role == "assistant":
+            for j, call in enumerate(m.get("tool_calls") or ()):
+                call_id = call.get("id") if isinstance(call, Mapping) else None
+                if isinstance(call_id, str):
+                    pending[call_id] = f"messages[{i}].tool_calls[{j}]"
     return out

@@ -100,6 +100,23 @@ def preference_pair(
     return {"prompt_ids": ids[0], "chosen_ids": chosen_ids, "rejected_ids": rejected_ids}
 
 
+def _parsed(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``row`` with its ``prompt`` / ``chosen`` / ``rejected`` / ``tools`` given as JSON strings parsed (how Parquet
+    columns store messages and tool schemas, as :func:`~kimi_chat.data.batch.row_conversation` reads ``tools``);
+    a string that is not JSON is left for the checks to name."""
+    import json
+
+    out = dict(row)
+    for key in ("prompt", "chosen", "rejected", "tools"):
+        v = out.get(key)
+        if isinstance(v, str) and v[:1] in ("[", "{"):
+            try:
+                out[key] = json.loads(v)
+            except ValueError as e:
+                raise InvalidRowError(f"'{key}' is a string that is not JSON: {e}") from e
+    return out
+
+
 class PreferenceBatch:
     """What :func:`preference_batch` returns: ``batch`` (:func:`preference_schema`), ``findings`` (bad rows),
     ``rows``, ``errors``."""
@@ -123,7 +140,7 @@ def preference_batch(
     conversational preference form; ``prompt`` may be absent when ``chosen`` / ``rejected`` are whole
     conversations) as one record batch of :func:`preference_schema`, bad rows as ``bad_row`` findings
     (``on_error="record"``) or raised (``"raise"``), as :func:`~kimi_chat.data.conversations_to_batch`."""
-    from .batch import _list_array, _sample_id, pyarrow_module
+    from .batch import _error_path, _list_array, _sample_id, pyarrow_module
 
     if on_error not in ("record", "raise"):
         raise UnsupportedOptionError(f"on_error={on_error!r}: choose 'record' or 'raise'", option="on_error")
@@ -137,13 +154,14 @@ def preference_batch(
         try:
             if not isinstance(row, Mapping) or "chosen" not in row or "rejected" not in row:
                 raise InvalidRowError("a preference row is an object with 'chosen' and 'rejected' (and 'prompt')")
+            row = _parsed(row)
             out.append((sid, preference_pair(row.get("prompt"), row["chosen"], row["rejected"], dialect=d,
                                              tokenizer=tokenizer, tools=row.get("tools") or None,
                                              **dict(options or {}))))
         except (KimiChatError, TypeError, ValueError) as e:
             if on_error == "raise":
                 raise InvalidRowError(f"row {index} (sample_id {sid!r}): {type(e).__name__}: {e}") from e
-            found.append(Finding("bad_row", index, sid, f"{type(e).__name__}: {e}"))
+            found.append(Finding("bad_row", index, sid, f"{type(e).__name__}: {e}", _error_path(e)))
     batch = pa.RecordBatch.from_arrays(
         [*(_list_array(pa, [p[c] for _, p in out], "i", pa.int32()) for c in PREFERENCE_COLUMNS[:3]),
          pa.array([sid for sid, _ in out], pa.string())], schema=preference_schema())

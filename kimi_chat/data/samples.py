@@ -22,6 +22,7 @@ from .. import markers as M
 from ..caches import PerTokenizer
 from ..dialect_records import DialectRecord as Dialect, get_dialect
 from ..errors import KimiChatError, RenderError, UnsupportedOptionError
+from ..messages import InvalidMessagesError
 from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
 from ..tokens.reasoning import carried_reasoning, dropped_reasoning
@@ -92,15 +93,22 @@ class ConversationSamples:
     untrained: list[int] = field(default_factory=list)
 
 
-def _is_trained(m: Mapping[str, Any]) -> bool:
-    return m.get("train", True) is not False and m.get("weight", 1) != 0
+def _is_trained(m: Mapping[str, Any], i: int) -> bool:
+    train, weight = m.get("train", True), m.get("weight", 1)
+    if train is not True and train is not False and train is not None:  # "no", 0: not a yes or no to guess at
+        raise InvalidRowError(f"messages[{i}].train: must be true or false, got {train!r}")
+    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
+        raise InvalidRowError(f"messages[{i}].weight: must be a number (0: not trained), got {weight!r}")
+    return train is not False and weight != 0
 
 
 def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Indices of the assistant messages to train: every one, except those with ``"train": false`` or
-    ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after)."""
+    ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after).
+    Raises :class:`InvalidRowError` naming ``messages[i].train`` / ``.weight`` when ``train`` is not a boolean
+    or ``weight`` not a number (``"no"`` or ``"0"`` would otherwise be trained)."""
     return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping))
-            and m.get("role") == "assistant" and _is_trained(m)]
+            and m.get("role") == "assistant" and _is_trained(m, i)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -201,13 +209,18 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
     prompt closed the think block: the model cannot have written it), or a tokenizer that encodes the opened
     ``<think>`` as text (not the model's own)."""
     d = get_dialect(dialect)
-    if not message.get("tool_calls") and not _keeps_final_reasoning(d, tokenizer, options):
-        _, called, _ = _isolated({**message, "tool_calls": [_PROBE_CALL]}, d, tokenizer, options, special_tokens)
-        body = _without_section(called, tokenizer)
-        if body is None:  # pragma: no cover - the probe found a section
-            raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
-    else:
-        _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
+    try:
+        if not message.get("tool_calls") and not _keeps_final_reasoning(d, tokenizer, options):
+            _, called, _ = _isolated({**message, "tool_calls": [_PROBE_CALL]}, d, tokenizer, options, special_tokens)
+            body = _without_section(called, tokenizer)
+            if body is None:  # pragma: no cover - the probe found a section
+                raise RuntimeError(f"{d.name}: no tool-call section in the probe turn")
+        else:
+            _, body, _ = _isolated(message, d, tokenizer, options, special_tokens)
+    except KimiChatError as e:
+        if index is None or index == 0:
+            raise
+        raise _at_index(e, index) from e
     prefill, text, _, _ = _prefill(d, tokenizer, options)
     if body[: len(prefill)] != prefill:
         where = f"messages[{index}]" if index is not None else "the assistant message"
@@ -221,6 +234,22 @@ def generated_turn(message: Mapping[str, Any], *, dialect: str | Dialect, tokeni
             "kept does not begin with it (reasoning with thinking=False?): the model cannot have generated it "
             "after that prompt; drop its reasoning or render with the options it was generated with")
     return body[len(prefill):]
+
+
+def _at_index(e: KimiChatError, index: int) -> KimiChatError:
+    """The error ``e`` of the message rendered alone (``messages[0]``), naming it where it is in its
+    conversation: ``messages[index]``."""
+    if isinstance(e, InvalidMessagesError) and e.what == "messages":
+        return InvalidMessagesError([(index if i == 0 else i, f, p) for i, f, p in e.errors], e.what, e.codes)
+    if isinstance(e, RenderError) and e.message_index == 0:
+        return type(e)(e.reason, message_index=index, field=e.field)
+    text = str(e)
+    if text.startswith("messages[0]"):  # the index written in the text only: same class and text, re-indexed
+        try:
+            return type(e)(f"messages[{index}]" + text[len("messages[0]"):])
+        except TypeError:  # pragma: no cover - an error class with required keywords: kept as it is
+            return e
+    return e
 
 
 # --------------------------------------------------------------------------------------------------

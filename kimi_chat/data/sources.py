@@ -80,30 +80,44 @@ class Chunk:
                 start = None
 
 
-def _drop_none(value: Any) -> Any:
+_VERBATIM = frozenset({"arguments", "parameters"})
+"""Keys whose values JSON text gives verbatim: tool-call arguments and a tool's parameter schema, where a ``null``
+is data (``{"city": null}`` is what the model wrote; ``"default": null`` is part of the schema)."""
+
+
+def _drop_none(value: Any, from_json: bool) -> Any:
+    """``value`` without its ``None``-valued keys; ``from_json`` (parsed from JSON text, where a key is only there
+    when written): except inside (and at) the :data:`_VERBATIM` keys."""
     if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+        return {k: v if from_json and k in _VERBATIM else _drop_none(v, from_json)
+                for k, v in value.items() if v is not None or (from_json and k in _VERBATIM)}
     if isinstance(value, list):
-        return [_drop_none(v) for v in value]
+        return [_drop_none(v, from_json) for v in value]
     return value
 
 
-def normalize_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def normalize_row(row: Mapping[str, Any], *, from_json: bool = False) -> dict[str, Any]:
     """A row as the batch core takes it: ``messages`` / ``tools`` given as JSON strings parsed, and
     ``None``-valued keys inside them dropped (how Arrow reads back a key a message did not have); a ``None``
-    ``tools`` or ``id`` removed. Anything else is left for the core to judge (and report)."""
+    ``tools`` or ``id`` removed. Anything else is left for the core to judge (and report).
+
+    A value parsed from JSON text (a JSON-string column, or ``from_json``: the row is a parsed JSONL line) keeps
+    the ``null`` values of tool-call ``arguments`` and of tool ``parameters`` (there a ``null`` was written, not
+    added by Arrow): ``{"city": null}`` stays the arguments the model wrote."""
     out = dict(row)
     for key in ("messages", "tools"):
         v = out.get(key)
+        parsed = from_json
         if isinstance(v, (str, bytes)):
             try:
                 v = json.loads(v)
+                parsed = True
             except ValueError:
                 pass  # left as the string: the core reports the wrong type with the field's name
         if v is None:
             out.pop(key, None)
             continue
-        out[key] = _drop_none(v)
+        out[key] = _drop_none(v, parsed)
     for key in ("id", "image_prompts"):
         if out.get(key) is None:
             out.pop(key, None)
@@ -323,7 +337,12 @@ def _check_columns(names: Sequence[str], where: str) -> None:
                           "needs messages, optionally tools and id")
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def _parse_line(raw: bytes, row: int, lineno: int) -> Mapping[str, Any] | BadRow:
+    if lineno == 1 and raw.startswith(_BOM):  # a UTF-8 byte-order mark (Windows tools write one): not the row's
+        raw = raw[len(_BOM):]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -336,7 +355,7 @@ def _parse_line(raw: bytes, row: int, lineno: int) -> Mapping[str, Any] | BadRow
         value = {"messages": value}
     if not isinstance(value, dict):
         return BadRow(row, lineno, f"expected an object with 'messages', got {type(value).__name__}")
-    return normalize_row(value)
+    return normalize_row(value, from_json=True)
 
 
 def open_source(path: str | Path, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Source:
