@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .options import RenderOptions
-from .sources import ROW_FIELDS, normalize_row
+from .sources import ROW_FIELDS, normalize_row, warn_struct_json_fields
 
 if TYPE_CHECKING:
     import datasets
@@ -139,6 +139,7 @@ def render_dataset_with_findings(
                                  on_error="record")
     options.render([], first_row=0)  # the core's refusals (a policy the dialect cannot do) here, not in a worker
     inputs = dataset.select_columns([c for c in ROW_FIELDS if c in dataset.column_names])
+    warn_struct_json_fields(inputs.data.schema, "render_dataset")
     fingerprint = options.fingerprint(f"dataset={dataset._fingerprint}", f"batch_size={batch_size}")
     mapped = inputs.with_format("arrow").map(
         DatasetRenderer(options),

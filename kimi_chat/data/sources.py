@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Chunk", "BadRow", "SourceError", "open_source", "normalize_row", "Source"]
+__all__ = ["Chunk", "BadRow", "SourceError", "open_source", "normalize_row", "Source", "struct_json_fields",
+           "warn_struct_json_fields"]
 
 ROW_FIELDS = ("messages", "tools", "id", "image_prompts")
 """The columns a row is read from (others are not read): ``image_prompts`` is Kimi-K3's, one per image
@@ -145,6 +146,17 @@ class Source:
         if self.kind == "datasets":
             return len(self._dataset())
         return None
+
+    def warn_struct_columns(self) -> None:
+        """:func:`warn_struct_json_fields` for each Parquet file's schema or the dataset's (JSONL has no
+        schema: its values are read as written)."""
+        if self.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            for p in self._parquet_files():
+                warn_struct_json_fields(pq.read_schema(p), str(p))
+        elif self.kind == "datasets":
+            warn_struct_json_fields(self._dataset().data.schema, self.name)
 
     def chunks(self, skip: frozenset[int] = frozenset()) -> Iterator[Chunk]:
         """The input in chunks of :attr:`chunk_rows` rows, in order; chunks whose index is in ``skip``
@@ -331,6 +343,50 @@ class Source:
         return Chunk(index, first, [normalize_row(r) for r in table.to_pylist()])
 
 
+_JSON_VALUED = ("arguments", "parameters")
+"""Fields whose value is a JSON object written by someone (the model's call arguments, a tool's schema): its
+keys' order and its nulls are data (the prompt writes them as they are)."""
+
+
+def struct_json_fields(schema: Any) -> list[str]:
+    """The paths (``messages[].tool_calls[].function.arguments``) of the fields of :data:`_JSON_VALUED` that the
+    Arrow ``schema`` (of the row columns) holds as structs. A struct column has one key order for every row
+    (the union of the rows' keys, in the order first seen) and reads a key a row lacks as ``null``: each row's
+    own order, and a ``null`` it wrote, are gone before kimi_chat reads it."""
+    import pyarrow as pa
+
+    found: list[str] = []
+
+    def walk(t: Any, path: str) -> None:
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            walk(t.value_type, path + "[]")
+        elif pa.types.is_struct(t):
+            for f in t:
+                sub = f"{path}.{f.name}"
+                if f.name in _JSON_VALUED and pa.types.is_struct(f.type):
+                    found.append(sub)
+                else:
+                    walk(f.type, sub)
+
+    for name in ("messages", "tools"):
+        if name in schema.names:
+            walk(schema.field(name).type, name)
+    return found
+
+
+def warn_struct_json_fields(schema: Any, where: str) -> None:
+    """A ``UserWarning`` naming ``where``'s :func:`struct_json_fields`, if any, and the fix."""
+    import warnings
+
+    fields = struct_json_fields(schema)
+    if fields:
+        warnings.warn(
+            f"{where}: {', '.join(fields)} stored as an Arrow struct: every row's keys come back in one order "
+            "for the whole column and a key a row lacks as null, so the samples write them in that order, not as "
+            "the model (or the tool's author) wrote them; store them as JSON strings (the OpenAI form: "
+            "json.dumps of each value) to keep them exact", UserWarning, stacklevel=3)
+
+
 def _check_columns(names: Sequence[str], where: str) -> None:
     if "messages" not in names:
         raise SourceError(f"{where}: no 'messages' column (columns: {', '.join(names) or 'none'}); each row "
@@ -361,17 +417,20 @@ def _parse_line(raw: bytes, row: int, lineno: int) -> Mapping[str, Any] | BadRow
 def open_source(path: str | Path, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Source:
     """The :class:`Source` at ``path``: a ``datasets`` ``save_to_disk`` directory (it holds
     ``dataset_info.json`` / ``state.json``), a directory of Parquet files or a ``.parquet`` file, or else
-    JSONL. Raises :class:`SourceError` when the path does not exist."""
+    JSONL. Raises :class:`SourceError` when the path does not exist; warns (:func:`warn_struct_json_fields`)
+    when the input holds call arguments or tool schemas as Arrow structs."""
     p = Path(path)
     if not p.exists():
         raise SourceError(f"{path}: no such file or directory")
+    source = Source(p, _kind(p), chunk_rows)
+    source.warn_struct_columns()
+    return source
+
+
+def _kind(p: Path) -> str:
     if p.is_dir():
-        if (p / "state.json").is_file() or (p / "dataset_dict.json").is_file():
-            return Source(p, "datasets", chunk_rows)
-        return Source(p, "parquet", chunk_rows)
+        return "datasets" if (p / "state.json").is_file() or (p / "dataset_dict.json").is_file() else "parquet"
     if p.suffix == ".parquet":
-        return Source(p, "parquet", chunk_rows)
+        return "parquet"
     with open(p, "rb") as f:
-        if f.read(4) == b"PAR1":
-            return Source(p, "parquet", chunk_rows)
-    return Source(p, "jsonl", chunk_rows)
+        return "parquet" if f.read(4) == b"PAR1" else "jsonl"
