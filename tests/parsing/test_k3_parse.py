@@ -280,6 +280,28 @@ def test_tools_without_a_response_channel():
     assert kinds(msg) == ["no_response"] and msg.tool_calls[0].status is ToolCallStatus.OK
 
 
+def test_a_second_tools_channel_holds_calls_never_content():
+    # the encoder writes all calls in one tools channel; a model that closes it and opens another
+    # still calls tools: the second channel's calls continue the turn (ids by position), none of its
+    # tags or argument values leak into the content
+    text = ("r" + c("think") + o("response") + "Hi" + c("response")
+            + o("tools") + call("get_weather", 1, arg("city", "string", "Paris")) + c("tools")
+            + o("tools") + call("get_weather", 2, o("json", type="object") + '{"city": "Oslo"}' + c("json"))
+            + c("tools") + END)
+    whole = k3(text)
+    calls = [(t.id, t.name, t.arguments, t.status) for t in whole.tool_calls]
+    assert calls == [("functions.get_weather:0", "get_weather", '{"city":"Paris"}', ToolCallStatus.OK),
+                     ("functions.get_weather:1", "get_weather", '{"city": "Oslo"}', ToolCallStatus.OK)]
+    assert (whole.content, whole.reasoning_content, whole.stop_reason) == ("Hi", "r", StopReason.TOOL_CALLS)
+    assert kinds(whole) == ["tools_reopened"]
+    assert whole.warnings[0].offset == text.rindex(o("tools"))
+    p = StreamParser("kimi-k3")
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == whole
+
+
 def test_message_close_without_response_close():
     msg = k3(c("think") + o("response") + "Hi" + END)
     assert msg.content == "Hi" and kinds(msg) == ["response_unclosed"]

@@ -120,7 +120,11 @@ GRAMMAR: Final[dict[str, Expr]] = {
     "response_prefilled": Group("response", seq(Text("content"), "response_close")),
     "response_close": _closers("response channel", "response_unclosed", ("TOOLS_OPEN",) + _ENDERS,
                                "RESPONSE_CLOSE"),
-    "after_response": seq(opt(seq("tools", Text("outside"))), "message_end"),
+    # the encoder writes one tools channel; calls in another are calls all the same, never content
+    "after_response": seq(opt(seq("tools", Text("outside"))),
+                          recover(star(seq("tools", Text("outside"))), "tools_reopened",
+                                  "another tools channel: its calls continue the turn's"),
+                          "message_end"),
     "tools": Group("tools", seq(Tok("TOOLS_OPEN"), Text("between"), star(seq("call", Text("between"))),
                                 "tools_close")),
     "tools_close": _closers("tools channel", "tools_unclosed", _ENDERS, "TOOLS_CLOSE"),
