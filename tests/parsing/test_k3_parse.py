@@ -314,6 +314,22 @@ def test_truncated_reasoning_stays_reasoning():
     assert msg.warnings == []
 
 
+def test_a_reply_written_in_the_think_channel_is_named_by_its_response_close():
+    # thinking on, the model skips think and writes its reply, closing a response channel it never
+    # opened: the response close ends the think channel (the text stays reasoning, as streamed) and
+    # is reported as what it is, not as a stray tag
+    text = "The capital is Paris." + c("response") + END
+    whole = k3(text)
+    assert (whole.reasoning_content, whole.content, whole.stop_reason) == (
+        "The capital is Paris.", None, StopReason.END_TURN)
+    assert kinds(whole) == ["reply_in_think"] and whole.warnings[0].offset == text.index(CLOSE)
+    p = StreamParser("kimi-k3")
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == whole
+
+
 def test_end_of_msg_without_message_close_and_text_after_the_end():
     msg = k3(c("think") + o("response") + "Hi" + c("response") + EOM)
     assert msg.stop_reason is StopReason.END_TURN and kinds(msg) == ["message_unclosed"]

@@ -90,10 +90,11 @@ FIELDS: Final[dict[str, str]] = {
 _ENDERS = ("MESSAGE_CLOSE", "END_OF_MSG", "MESSAGE_OPEN")
 
 
-def _closers(what: str, kind: str, closers: tuple[str, ...], exact: str | None) -> Expr:
-    """``exact`` (its own close tag), else recovery: closed by what comes next (warned), or the end
-    of the text (truncation, not warned)."""
+def _closers(what: str, kind: str, closers: tuple[str, ...], exact: str | None, *extra: Expr) -> Expr:
+    """``exact`` (its own close tag), then the ``extra`` alternatives, else recovery: closed by what
+    comes next (warned), or the end of the text (truncation, not warned)."""
     alts: list[Expr] = [Tok(exact)] if exact else []
+    alts.extend(extra)
     for c in closers:
         alts.append(recover(Ahead(c), kind, f"{what} closed by {c.lower().replace('_', ' ')}"))
     alts.append(recover(Eof(), "truncated"))
@@ -110,8 +111,13 @@ GRAMMAR: Final[dict[str, Expr]] = {
         opt(recover(Tok("THINK_OPEN"), "redundant_think")),
         Text("reasoning"),
         "think_close")),
+    # a response close in the think channel: the model skipped think and wrote its reply (already
+    # streamed as reasoning when the tag comes); the tag closes the channel, warned
     "think_close": _closers("think channel", "think_unclosed",
-                            ("RESPONSE_OPEN", "TOOLS_OPEN") + _ENDERS, "THINK_CLOSE"),
+                            ("RESPONSE_OPEN", "TOOLS_OPEN") + _ENDERS, "THINK_CLOSE",
+                            recover(Tok("RESPONSE_CLOSE"), "reply_in_think",
+                                    "think channel closed by a response close: the model skipped its think "
+                                    "channel, the reasoning may be its reply")),
     "after_think": seq(
         opt(alt(seq("response", Text("outside")),
                 recover(Ahead("TOOLS_OPEN"), "no_response", "tools channel without a response channel"))),
