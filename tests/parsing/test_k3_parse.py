@@ -250,6 +250,23 @@ def test_statuses_unclosed_incomplete_unknown():
     assert msg.tool_calls[0].status is ToolCallStatus.UNKNOWN_TOOL
 
 
+@pytest.mark.parametrize("cut", ["", o("argument", key="a", type="str")[:-len(SEP)], "<|clo"])
+def test_a_call_cut_before_its_first_element_has_empty_arguments(cut):
+    # nothing was assembled: the arguments are the empty object, as K2's call cut before its
+    # arguments (and as a K3 call closed before any element), never an empty string
+    text = c("think") + o("response") + c("response") + o("tools") + o("call", tool="f", index=1) + cut
+    whole = k3(text)
+    got = [(t.id, t.name, t.arguments, t.status) for t in whole.tool_calls]
+    assert got == [("functions.f:0", "f", "{}", ToolCallStatus.UNCLOSED)]
+    assert whole.stop_reason is StopReason.TRUNCATED
+    p = StreamParser("kimi-k3", include_invalid=True)
+    streamed = ""
+    for ch in [*text, None]:
+        for d in (p.feed(ch) if ch is not None else p.finish()):
+            streamed += "".join(t.arguments or "" for t in d.tool_calls)
+    assert (p.message, streamed) == (whole, "{}")
+
+
 def test_schema_checks_are_warnings():
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
         "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}, "required": ["a", "n"]}}}]
