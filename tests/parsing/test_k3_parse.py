@@ -267,6 +267,24 @@ def test_a_call_cut_before_its_first_element_has_empty_arguments(cut):
     assert (p.message, streamed) == (whole, "{}")
 
 
+def test_a_think_channel_with_thinking_off_is_reasoning_not_joined_to_the_reply():
+    # the prompt opened the response channel (thinking=False) but the model wrote a think channel
+    # first: its text is reasoning, the reply is content; before, the think tags were dropped as
+    # strays and the two were joined ("planHi")
+    text = o("think") + "plan" + c("think") + o("response") + "Hi" + c("response") + END
+    whole = k3(text, thinking=False)
+    assert (whole.reasoning_content, whole.content, whole.stop_reason) == ("plan", "Hi", StopReason.END_TURN)
+    assert kinds(whole) == ["think_when_off"] and whole.warnings[0].offset == 0
+    p = StreamParser("kimi-k3", thinking=False)
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == whole
+    # without the think channel nothing changes: the output starts in the response channel
+    plain = k3("Hi" + c("response") + END, thinking=False)
+    assert (plain.reasoning_content, plain.content, plain.warnings) == (None, "Hi", [])
+
+
 def test_schema_checks_are_warnings():
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
         "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}, "required": ["a", "n"]}}}]

@@ -105,7 +105,13 @@ GRAMMAR: Final[dict[str, Expr]] = {
     # thinking on: the prompt opened the think channel
     "message": seq("think_prefilled", Text("outside"), "after_think"),
     # thinking off (thinking=False): the prompt opened the response channel
-    "message_response": seq("response_prefilled", Text("outside"), "after_response"),
+    # a think channel there anyway (the model thought though the prompt opened the response): it is
+    # reasoning, never content joined to the reply
+    "message_response": seq(
+        opt(recover(seq(Group("reasoning", seq(Tok("THINK_OPEN"), Text("reasoning"), "think_close")),
+                        Text("outside"), opt(Tok("RESPONSE_OPEN"))), "think_when_off",
+                    "think channel in an output whose prompt opened the response channel (thinking=False)")),
+        "response_prefilled", Text("outside"), "after_response"),
     "think_prefilled": Group("reasoning", seq(
         Text("reasoning", ws_only=True),
         opt(recover(Tok("THINK_OPEN"), "redundant_think")),
