@@ -85,7 +85,7 @@ class TokenMarkers:
     """
 
     __slots__ = ("ids", "credits", "warn", "_bytes", "_utf8", "_memo", "_sync", "_ahead_ids", "_ahead_text",
-                 "_taken", "_warned", "_tail")
+                 "_taken", "_warned", "_tail", "_seen")
 
     def __init__(self, table: MarkerTable, warn: Warn, tokenizer: Any = None) -> None:
         self.ids: dict[int, str] = {_SPELLING_ID[s]: s for s in table.classes if s in _SPELLING_ID}
@@ -104,6 +104,7 @@ class TokenMarkers:
         self._taken: set[str] = set()  # without a decoder: spellings that took a credit (in order)
         self._warned: set[str] = set()
         self._tail = ""  # the end of the text after the turn, a spelling may start in it
+        self._seen: set[str] = set()  # spellings the lexer met in the text (real or typed)
 
     def add(self, text: str, token_ids: Sequence[int], offset: int) -> None:
         """The ids of the chunk ``text`` that starts at ``offset``: one credit per special id. With
@@ -178,6 +179,18 @@ class TokenMarkers:
                           f"{s} took one (text lagging its ids?): which one the model typed cannot be told "
                           "without tokenizer=; the earlier was taken as the marker", offset + at, s)
 
+    def unmatched(self, after_end: str, skip: frozenset[str], end: int) -> None:
+        """At the end of the input: warn ``marker_without_text`` for each spelling (but ``skip``: the
+        end-of-turn ones, which end the turn by id) whose ids came while its text never did, not even
+        after the end of the turn (``after_end``): a relay stripped special tokens' text and passed their
+        ids, so the text was read without those markers (the text on their two sides may be joined)."""
+        for s, q in self.credits.items():
+            if q and s not in skip and s not in self._seen and s not in after_end:
+                at = next((o for o in q if o is not None), end)
+                self.warn("marker_without_text", f"{len(q)} token id(s) of {s} came but never its text: special "
+                          "tokens' text was stripped (serve with skip_special_tokens=False); the text was read "
+                          "without that marker, so the text on its two sides may be joined", at, s)
+
     def _check_ambiguous(self, text: str, token_ids: Sequence[int], offset: int) -> None:
         if len(token_ids) < 2:
             return
@@ -192,6 +205,7 @@ class TokenMarkers:
         q = self.credits.get(spelling)
         if q is None:  # a spelling with no id of its own: the text decides
             return True
+        self._seen.add(spelling)
         while q:
             want = q[0]
             if want is None:

@@ -216,6 +216,9 @@ class StreamParser:
                 first = self.feed(rest)
         if self._end_due and not self._turn.ended:  # an end-of-turn id whose text never came
             self._end_by_id()
+        if self._id_markers is not None:  # ids of other markers whose text never came
+            self._id_markers.unmatched("".join(self._turn.trailing) + self._lexer.pending,
+                                       self._end_spellings, self._pos)
         self._flush_pending()
         if self._turn.raw:
             for w in self._turn.warnings():

@@ -129,8 +129,8 @@ K3_CASES: list[K3Case] = [
     K3Case("bare_response_close_in_think", (None, "Hi there.", []),
            text=f"Hi there.{close('response')}{close('message')}",
            why="debatable: the model wrote its reply with no think close and no response open. The grammar "
-               "keeps the text in the think channel (the response close is a stray tag, dropped with a "
-               "warning); SGLang's built-in guesses it was the response"),
+               "keeps the text in the think channel, as streamed (the response close ends it, warned "
+               "reply_in_think); SGLang's built-in guesses it was the response"),
     K3Case("thinking_off", ("Plain answer.", None, []), text=f"Plain answer.{close('response')}{close('message')}",
            thinking=False),
     K3Case("thinking_off_with_call", ("Sure.", None, [("functions.get_weather:0", "get_weather", '{"city":"Zürich"}')]),

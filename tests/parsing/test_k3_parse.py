@@ -250,6 +250,41 @@ def test_statuses_unclosed_incomplete_unknown():
     assert msg.tool_calls[0].status is ToolCallStatus.UNKNOWN_TOOL
 
 
+@pytest.mark.parametrize("cut", ["", o("argument", key="a", type="str")[:-len(SEP)], "<|clo"])
+def test_a_call_cut_before_its_first_element_has_empty_arguments(cut):
+    # nothing was assembled: the arguments are the empty object, as K2's call cut before its
+    # arguments (and as a K3 call closed before any element), never an empty string
+    text = c("think") + o("response") + c("response") + o("tools") + o("call", tool="f", index=1) + cut
+    whole = k3(text)
+    got = [(t.id, t.name, t.arguments, t.status) for t in whole.tool_calls]
+    assert got == [("functions.f:0", "f", "{}", ToolCallStatus.UNCLOSED)]
+    assert whole.stop_reason is StopReason.TRUNCATED
+    p = StreamParser("kimi-k3", include_invalid=True)
+    streamed = ""
+    for ch in [*text, None]:
+        for d in (p.feed(ch) if ch is not None else p.finish()):
+            streamed += "".join(t.arguments or "" for t in d.tool_calls)
+    assert (p.message, streamed) == (whole, "{}")
+
+
+def test_a_think_channel_with_thinking_off_is_reasoning_not_joined_to_the_reply():
+    # the prompt opened the response channel (thinking=False) but the model wrote a think channel
+    # first: its text is reasoning, the reply is content; before, the think tags were dropped as
+    # strays and the two were joined ("planHi")
+    text = o("think") + "plan" + c("think") + o("response") + "Hi" + c("response") + END
+    whole = k3(text, thinking=False)
+    assert (whole.reasoning_content, whole.content, whole.stop_reason) == ("plan", "Hi", StopReason.END_TURN)
+    assert kinds(whole) == ["think_when_off"] and whole.warnings[0].offset == 0
+    p = StreamParser("kimi-k3", thinking=False)
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == whole
+    # without the think channel nothing changes: the output starts in the response channel
+    plain = k3("Hi" + c("response") + END, thinking=False)
+    assert (plain.reasoning_content, plain.content, plain.warnings) == (None, "Hi", [])
+
+
 def test_schema_checks_are_warnings():
     tools = [{"type": "function", "function": {"name": "f", "parameters": {
         "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}, "required": ["a", "n"]}}}]
@@ -280,6 +315,28 @@ def test_tools_without_a_response_channel():
     assert kinds(msg) == ["no_response"] and msg.tool_calls[0].status is ToolCallStatus.OK
 
 
+def test_a_second_tools_channel_holds_calls_never_content():
+    # the encoder writes all calls in one tools channel; a model that closes it and opens another
+    # still calls tools: the second channel's calls continue the turn (ids by position), none of its
+    # tags or argument values leak into the content
+    text = ("r" + c("think") + o("response") + "Hi" + c("response")
+            + o("tools") + call("get_weather", 1, arg("city", "string", "Paris")) + c("tools")
+            + o("tools") + call("get_weather", 2, o("json", type="object") + '{"city": "Oslo"}' + c("json"))
+            + c("tools") + END)
+    whole = k3(text)
+    calls = [(t.id, t.name, t.arguments, t.status) for t in whole.tool_calls]
+    assert calls == [("functions.get_weather:0", "get_weather", '{"city":"Paris"}', ToolCallStatus.OK),
+                     ("functions.get_weather:1", "get_weather", '{"city": "Oslo"}', ToolCallStatus.OK)]
+    assert (whole.content, whole.reasoning_content, whole.stop_reason) == ("Hi", "r", StopReason.TOOL_CALLS)
+    assert kinds(whole) == ["tools_reopened"]
+    assert whole.warnings[0].offset == text.rindex(o("tools"))
+    p = StreamParser("kimi-k3")
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == whole
+
+
 def test_message_close_without_response_close():
     msg = k3(c("think") + o("response") + "Hi" + END)
     assert msg.content == "Hi" and kinds(msg) == ["response_unclosed"]
@@ -290,6 +347,22 @@ def test_truncated_reasoning_stays_reasoning():
     msg = k3("half a thou")
     assert (msg.reasoning_content, msg.content, msg.stop_reason) == ("half a thou", None, StopReason.TRUNCATED)
     assert msg.warnings == []
+
+
+def test_a_reply_written_in_the_think_channel_is_named_by_its_response_close():
+    # thinking on, the model skips think and writes its reply, closing a response channel it never
+    # opened: the response close ends the think channel (the text stays reasoning, as streamed) and
+    # is reported as what it is, not as a stray tag
+    text = "The capital is Paris." + c("response") + END
+    whole = k3(text)
+    assert (whole.reasoning_content, whole.content, whole.stop_reason) == (
+        "The capital is Paris.", None, StopReason.END_TURN)
+    assert kinds(whole) == ["reply_in_think"] and whole.warnings[0].offset == text.index(CLOSE)
+    p = StreamParser("kimi-k3")
+    for ch in text:
+        p.feed(ch)
+    p.finish()
+    assert p.message == whole
 
 
 def test_end_of_msg_without_message_close_and_text_after_the_end():

@@ -268,3 +268,33 @@ def test_no_call_left_to_run_finishes_with_stop(dialect, text):
     msg = parse(text, dialect=dialect, tools=WEATHER)
     assert msg.stop_reason is StopReason.TOOL_CALLS and "tool_calls" not in msg.to_openai()
     assert msg.finish_reason() == "stop" and msg.finish_reason(include_invalid=True) == "tool_calls"
+
+
+EXEC_AND_PROCESS = [{"type": "function", "function": {"name": n, "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+    for n in ("exec", "process")]
+
+
+@pytest.mark.parametrize("header", ["functionsexec5", "functions.exec5"])
+def test_an_id_with_its_punctuation_dropped_names_the_declared_tool(header):
+    # Kimi-K2.5 has been seen writing `functionsexec5` for `functions.exec:5`: the declared name is
+    # spelled out in the id, so the call is `exec`, even where the arguments fit two tools
+    text = SB + call(header, '{"command": "ls"}') + SE + END
+    msg = parse(text, dialect="kimi-k2.5", thinking_prefilled=False, tools=EXEC_AND_PROCESS)
+    calls = [(c.id, c.name, c.arguments, c.status) for c in msg.tool_calls]
+    assert calls == [(header, "exec", '{"command": "ls"}', ToolCallStatus.OK)]
+    assert [w.kind for w in msg.warnings] == ["name_inferred"]
+    deltas, sp = feed_chunks(list(text), dialect="kimi-k2.5", thinking_prefilled=False, tools=EXEC_AND_PROCESS)
+    assert sp.message == msg
+
+
+@pytest.mark.parametrize("header, tools", [
+    ("functionsexec5", None),                                                       # nothing to check against
+    ("functionsexec55", EXEC_AND_PROCESS + [{"type": "function", "function": {"name": "exec5"}}]),  # exec:55 or exec5:5
+    ("functionsexec", EXEC_AND_PROCESS),                                            # no index
+    ("functions.exec5x", EXEC_AND_PROCESS),
+])
+def test_an_id_with_its_punctuation_dropped_is_read_only_when_one_declared_tool_fits(header, tools):
+    msg = parse(SB + call(header, '{"command": "ls"}') + SE + END, dialect="kimi-k2-instruct", tools=tools)
+    assert msg.tool_calls[0].status is ToolCallStatus.UNKNOWN_TOOL
+    assert msg.tool_calls[0].name != "exec"

@@ -320,3 +320,33 @@ def test_lagging_text_with_a_decoder_is_exact(k3tok, value, lag):
     p.feed(full[sent:], [])
     p.finish()
     assert json.loads(p.message.tool_calls[0].arguments) == args and p.message.warnings == []
+
+
+@pytest.mark.parametrize("decoder", [True, False])
+def test_a_marker_id_whose_text_was_stripped_is_warned_at_the_end(decoder):
+    # a relay that decodes with skip_special_tokens drops </think>'s text but passes its id: the
+    # text is read without the marker (the next </think> in the text would take the id), and the
+    # end of the input says so instead of leaving reasoning and answer silently joined
+    from kimi_chat.tokens.tokenizer import KimiTokenizer
+
+    tok = KimiTokenizer.from_reference("k2.6")
+    pieces = ["The user greets.", M.THINK_END.text, "Hello!", M.IM_END.text]
+    chunks = [(p, tok.encode(p)) for p in pieces]
+    assert [len(ids) for _, ids in chunks][1::2] == [1, 1]  # both markers are one special token
+
+    def run(strip):
+        p = StreamParser("kimi-k2.6", tokenizer=tok if decoder else None)
+        for text, ids in chunks:
+            p.feed("" if strip and text.startswith("<") else text, ids)
+        p.finish()
+        return p.message
+
+    intact, stripped = run(False), run(True)
+    assert (intact.reasoning_content, intact.content, intact.warnings) == ("The user greets.", "Hello!", [])
+    assert (stripped.reasoning_content, stripped.content) == ("The user greets.Hello!", None)
+    missing = [w for w in stripped.warnings if w.kind == "marker_without_text"]
+    # where it stood: with a decoder the ids place it after the reasoning; without, the end of the text
+    at = len("The user greets.") if decoder else len("The user greets.Hello!")
+    assert [(w.text, w.offset) for w in missing] == [(M.THINK_END.text, at)]
+    # the end-of-turn id ends the turn by itself: never reported as missing
+    assert stripped.stop_reason.value == "end_turn"

@@ -22,13 +22,14 @@ from ...output.peg import Machine
 from ...output.types import ParsedToolCall, ToolCallStatus, Warn
 
 __all__ = ["normalise_tools", "ToolIndex", "index_tools", "schema_keys", "ToolCall", "ToolCalls", "reader",
-           "sanitised", "read_sanitised_id"]
+           "sanitised", "read_sanitised_id", "read_stripped_id"]
 
 _INDEX_SUFFIX = re.compile(r":\d+\Z")
 _SANITISED_ID = re.compile(r"(.+)_(\d+)\Z")
 """``NAME_INDEX``: the rest of a call id ``functions.NAME:INDEX`` whose ``.`` and ``:`` a client rewrote as ``_``
 (``functions_get_weather_1``), which a model copies from such a history (Kimi-K2.7-Code)."""
 _UNSAFE_ID_CHAR = re.compile(r"[^A-Za-z0-9_-]")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def sanitised(name: str) -> str:
@@ -61,6 +62,25 @@ def read_sanitised_id(call_id: str, prefix: str, tools: Iterable[str] | None) ->
     if len(fits) > 1:
         fits = [t for t in fits if t == sanitised(t)]
     return (fits[0], True) if len(fits) == 1 else (None, False)
+
+
+def read_stripped_id(call_id: str, prefix: str, tools: Iterable[str] | None) -> str | None:
+    """The declared tool a call id names with its punctuation dropped: ``PREFIX`` with or without its
+    ``.``, then ``NAME``, then the index without its ``:`` (``functionsexec5``, ``functions.exec5``:
+    ``exec``, as Kimi-K2.5 has been seen to write ids). ``None`` without declared ``tools``, for an id of
+    another form, or when several declared names fit (``exec`` and ``exec5`` for ``functionsexec55``)."""
+    if tools is None:
+        return None
+    head = "".join(ch for ch in prefix if ch.isalnum())
+    if prefix and call_id.startswith(prefix):
+        rest = call_id[len(prefix):]
+    elif head and head != prefix and call_id.startswith(head):
+        rest = call_id[len(head):]
+    else:
+        return None
+    fits = {t for t in tools for spelling in {t, sanitised(t)}
+            if rest.startswith(spelling) and _ASCII_DIGITS.fullmatch(rest, len(spelling))}
+    return fits.pop() if len(fits) == 1 else None
 
 
 def index_tools(tools: Iterable[Any] | None) -> ToolIndex | None:
@@ -196,7 +216,15 @@ class ToolCalls(CallAssembler):
         base = _INDEX_SUFFIX.sub("", hid[len(prefix):] if prefixed else hid)
         tools = self.tools
         recovered, sure = (None, False) if prefixed else read_sanitised_id(hid, prefix, tools)
-        if prefixed:
+        if recovered is None and (not prefixed or (tools is not None and base not in tools)):
+            recovered = read_stripped_id(hid, prefix, tools)
+            sure = recovered is not None
+            if sure:
+                self.warn("name_inferred", f"tool name {recovered!r} read off the call id {hid!r}: "
+                          "its punctuation dropped, the index run into the declared name", c.offset)
+        if prefixed and recovered is not None:  # functions.NAMEINDEX: the declared NAME
+            c.name = recovered
+        elif prefixed:
             c.name = base or None
             c.unknown = c.name is None or (tools is not None and c.name not in tools)
         elif tools is not None and base in tools:

@@ -190,7 +190,9 @@ class TagCalls(CallAssembler):
         self.current = None
         if spelling:
             c.raw.append(spelling)
-        if at_eof:
+        if at_eof:  # cut before any element: empty arguments, {} (as K2's cut call)
+            if c.elements == 0:
+                self._emit(c, "{}")
             c.status = ToolCallStatus.UNCLOSED
             return
         if c.elements == 0:

@@ -90,10 +90,11 @@ FIELDS: Final[dict[str, str]] = {
 _ENDERS = ("MESSAGE_CLOSE", "END_OF_MSG", "MESSAGE_OPEN")
 
 
-def _closers(what: str, kind: str, closers: tuple[str, ...], exact: str | None) -> Expr:
-    """``exact`` (its own close tag), else recovery: closed by what comes next (warned), or the end
-    of the text (truncation, not warned)."""
+def _closers(what: str, kind: str, closers: tuple[str, ...], exact: str | None, *extra: Expr) -> Expr:
+    """``exact`` (its own close tag), then the ``extra`` alternatives, else recovery: closed by what
+    comes next (warned), or the end of the text (truncation, not warned)."""
     alts: list[Expr] = [Tok(exact)] if exact else []
+    alts.extend(extra)
     for c in closers:
         alts.append(recover(Ahead(c), kind, f"{what} closed by {c.lower().replace('_', ' ')}"))
     alts.append(recover(Eof(), "truncated"))
@@ -104,14 +105,25 @@ GRAMMAR: Final[dict[str, Expr]] = {
     # thinking on: the prompt opened the think channel
     "message": seq("think_prefilled", Text("outside"), "after_think"),
     # thinking off (thinking=False): the prompt opened the response channel
-    "message_response": seq("response_prefilled", Text("outside"), "after_response"),
+    # a think channel there anyway (the model thought though the prompt opened the response): it is
+    # reasoning, never content joined to the reply
+    "message_response": seq(
+        opt(recover(seq(Group("reasoning", seq(Tok("THINK_OPEN"), Text("reasoning"), "think_close")),
+                        Text("outside"), opt(Tok("RESPONSE_OPEN"))), "think_when_off",
+                    "think channel in an output whose prompt opened the response channel (thinking=False)")),
+        "response_prefilled", Text("outside"), "after_response"),
     "think_prefilled": Group("reasoning", seq(
         Text("reasoning", ws_only=True),
         opt(recover(Tok("THINK_OPEN"), "redundant_think")),
         Text("reasoning"),
         "think_close")),
+    # a response close in the think channel: the model skipped think and wrote its reply (already
+    # streamed as reasoning when the tag comes); the tag closes the channel, warned
     "think_close": _closers("think channel", "think_unclosed",
-                            ("RESPONSE_OPEN", "TOOLS_OPEN") + _ENDERS, "THINK_CLOSE"),
+                            ("RESPONSE_OPEN", "TOOLS_OPEN") + _ENDERS, "THINK_CLOSE",
+                            recover(Tok("RESPONSE_CLOSE"), "reply_in_think",
+                                    "think channel closed by a response close: the model skipped its think "
+                                    "channel, the reasoning may be its reply")),
     "after_think": seq(
         opt(alt(seq("response", Text("outside")),
                 recover(Ahead("TOOLS_OPEN"), "no_response", "tools channel without a response channel"))),
@@ -120,7 +132,11 @@ GRAMMAR: Final[dict[str, Expr]] = {
     "response_prefilled": Group("response", seq(Text("content"), "response_close")),
     "response_close": _closers("response channel", "response_unclosed", ("TOOLS_OPEN",) + _ENDERS,
                                "RESPONSE_CLOSE"),
-    "after_response": seq(opt(seq("tools", Text("outside"))), "message_end"),
+    # the encoder writes one tools channel; calls in another are calls all the same, never content
+    "after_response": seq(opt(seq("tools", Text("outside"))),
+                          recover(star(seq("tools", Text("outside"))), "tools_reopened",
+                                  "another tools channel: its calls continue the turn's"),
+                          "message_end"),
     "tools": Group("tools", seq(Tok("TOOLS_OPEN"), Text("between"), star(seq("call", Text("between"))),
                                 "tools_close")),
     "tools_close": _closers("tools channel", "tools_unclosed", _ENDERS, "TOOLS_CLOSE"),
