@@ -42,6 +42,10 @@ KINDS: dict[str, str] = {
     "leading_assistant": "an assistant message first in the conversation: no request before it, not trained",
     "unknown_tool_result": "tool results whose tool_call_id matches no call before them",
     "unanswered_tool_call": "tool calls no tool result answers before the next assistant or user message",
+    "reasoning_conflict": "an assistant message carrying reasoning under several keys (reasoning_content, "
+                          "thinking, reasoning) with different text: one is rendered, the others are not trained",
+    "partial_weight": "a weight other than 0 or 1: samples carry no per-token weight, so the message is trained at "
+                      "full weight",
     "lone_surrogate": "lone surrogates (a JSON \\ud800 escape without its pair): encoded as U+FFFD, as the "
                       "official tokenizer does, so the text trained is not the text given",
 }
@@ -205,6 +209,7 @@ def conversation_findings(
             path = None if w.message_index is None else f"messages[{w.message_index}]" + (
                 f".{where}" if where else "")
             out.append(Finding(kind, row, sample_id, w.text, path))
+    out += _message_fields(messages, row, sample_id)
     out += _unanswered_calls(messages, row, sample_id)
     out += _lone_surrogates(messages, tools, row, sample_id)
     first = messages[0] if messages else None
@@ -220,6 +225,37 @@ def conversation_findings(
             "no_final_assistant", row, sample_id,
             f"the conversation ends with a {role!r} message, not an assistant answer: what follows the last "
             "assistant message is in no sample", f"messages[{len(messages) - 1}]" if messages else "messages"))
+    return out
+
+
+_REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+"""The keys a message's reasoning is read from (which one a dialect renders when several are given is the
+renderer's business: the finding only says that texts differ)."""
+
+
+def _message_fields(messages: Sequence[Any], row: int | None, sample_id: str | None) -> list[Finding]:
+    """``reasoning_conflict`` for an assistant message whose reasoning keys hold different texts, and
+    ``partial_weight`` for a message whose ``weight`` is a number other than 0 and 1 (not trained as weighted)."""
+    out: list[Finding] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            continue
+        if m.get("role") == "assistant":
+            given = [(k, m[k]) for k in _REASONING_KEYS if isinstance(m.get(k), str) and m[k].strip()]
+            if len({v for _, v in given}) > 1:
+                keys = ", ".join(k for k, _ in given)
+                out.append(Finding(
+                    "reasoning_conflict", row, sample_id,
+                    f"the message carries reasoning under {keys} with different text: the dialect renders one of "
+                    "them and the other text is in no sample; keep the reasoning under one key",
+                    f"messages[{i}]"))
+        weight = m.get("weight")
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight not in (0, 1):
+            out.append(Finding(
+                "partial_weight", row, sample_id,
+                f"weight {weight!r}: the samples carry no per-token weight, so this message is trained at full "
+                "weight (0 leaves it out); scale the loss per sample in the trainer if it matters",
+                f"messages[{i}].weight"))
     return out
 
 

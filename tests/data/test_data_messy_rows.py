@@ -217,3 +217,36 @@ def test_tool_results_for_unknown_calls_and_unanswered_calls_are_reported(dialec
     assert linted == [3]
     assert kinds(unknown) == [("unanswered_tool_call", "messages[1].tool_calls[1]"),
                               ("unknown_tool_result", "messages[3].tool_call_id")]
+
+
+@pytest.mark.parametrize("dialect", ["kimi-k2.6", "kimi-k2-thinking", "kimi-k3"])
+def test_reasoning_under_two_keys_with_different_text_is_reported(dialect):
+    from kimi_chat.data import conversations_to_batch
+
+    def row(**reasoning):
+        return {"messages": [{"role": "user", "content": "q"},
+                             {"role": "assistant", "content": "a", **reasoning}]}
+
+    rows = [row(reasoning_content="first thought", reasoning="another thought"),
+            row(reasoning_content="same", reasoning="same"),  # one text: nothing lost
+            row(reasoning_content="only one"),
+            row(reasoning_content="kept", thinking="   ")]  # blank: no text to lose
+    res = conversations_to_batch(rows, dialect=dialect, tokenizer=_tok(dialect))
+    got = [(f.row, f.path) for f in res.findings if f.kind == "reasoning_conflict"]
+    assert got == [(0, "messages[1]")]
+    assert res.batch.num_rows == 4  # reported, still trained as the dialect renders it
+
+
+def test_a_weight_other_than_zero_or_one_is_reported_and_trained_whole():
+    from kimi_chat.data import conversations_to_batch
+
+    def row(weight):
+        return {"messages": [{"role": "user", "content": "q"},
+                             {"role": "assistant", "content": "a", "weight": weight}]}
+
+    rows = [row(0.5), row(1), row(1.0), row(0), row(2)]
+    res = conversations_to_batch(rows, dialect="kimi-k2.6", tokenizer=_tok("kimi-k2.6"))
+    got = [(f.row, f.path) for f in res.findings if f.kind == "partial_weight"]
+    assert got == [(0, "messages[1].weight"), (4, "messages[1].weight")]
+    trained_rows = sorted(set(res.batch.column("sample_id").to_pylist()))
+    assert trained_rows == ["0", "1", "2", "4"]  # weight 0: no sample; 0.5 and 2: trained whole, and said so
