@@ -25,12 +25,13 @@ __all__ = ["RECORDS"]
 _K2_SYSTEM_V1 = "You are a helpful assistant"
 _K2_SYSTEM_V2 = "You are Kimi, an AI assistant created by Moonshot AI."
 
-_K2_6 = DialectRecord(
-    name="kimi-k2.6",
+_K2_5 = DialectRecord(
+    name="kimi-k2.5",
     status=Status.RECONSTRUCTED,
-    oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
-    summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
-    "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
+    oracle="unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
+    summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
+    "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system; "
+    "reasoning from reasoning_content; no preserve_thinking",
     spec=K2Spec(
         tools_separators=(",", ":"),
         tools_typescript=True,
@@ -39,13 +40,25 @@ _K2_6 = DialectRecord(
         bodies="think_content_calls",
         media="typed_media",
         think="history_split_prefilled",
-        reasoning_key="reasoning",
     ),
+    options=("thinking",),
+    model_names=("moonshotai/Kimi-K2.5",),
+    known_problems=("needs-tools-ts-str", "llama-server-continuation"),
+)
+"""Kimi-K2.5 (Kimi-K2.6 overrides what differs)."""
+
+_K2_6 = replace(
+    _K2_5,
+    name="kimi-k2.6",
+    oracle="unverified/Kimi-K2.6.chat_template.reconstructed.jinja",
+    summary="Kimi-K2.6: Kimi-K2.5's format plus preserve_thinking (reasoning kept on every "
+    "assistant turn); reasoning read from `reasoning` first; eos <|im_end|>",
+    spec=replace(_K2_5.spec, reasoning_key="reasoning"),
     options=("thinking", "preserve_thinking"),
     model_names=("moonshotai/Kimi-K2.6",),
     known_problems=("needs-tools-ts-str", "llama-server-continuation", "llama-server-preserves-reasoning"),
 )
-"""Kimi-K2.6 (Kimi-K2.7-Code overrides what differs)."""
+"""Kimi-K2.6: Kimi-K2.5's record with what differs (Kimi-K2.7-Code overrides what differs from it)."""
 
 _K2_7_CODE = replace(
     _K2_6,
@@ -127,26 +140,7 @@ RECORDS: tuple[DialectRecord, ...] = (
         model_names=("moonshotai/Kimi-K2-Thinking",),
         known_problems=("superseded-revision", "llama-server-continuation"),
     ),
-    DialectRecord(
-        name="kimi-k2.5",
-        status=Status.RECONSTRUCTED,
-        oracle="unverified/Kimi-K2.5.chat_template.reconstructed-v2.jinja",
-        summary="Kimi-K2.5: generation prompt pre-fills <think> (thinking=True) or <think></think>; "
-        "TypeScript tool declarations; <|media_begin|> images, video placeholder; no default system; "
-        "reasoning from reasoning_content; no preserve_thinking",
-        spec=K2Spec(
-            tools_separators=(",", ":"),
-            tools_typescript=True,
-            sort_tool_keys=True,
-            role_names="name_or_role",
-            bodies="think_content_calls",
-            media="typed_media",
-            think="history_split_prefilled",
-        ),
-        options=("thinking",),
-        model_names=("moonshotai/Kimi-K2.5",),
-        known_problems=("needs-tools-ts-str", "llama-server-continuation"),
-    ),
+    _K2_5,
     _K2_6,
     _K2_7_CODE,
 )
