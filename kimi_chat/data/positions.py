@@ -22,7 +22,7 @@ from ..families.k2.spec import K2Spec
 from ..tokens.rendered import render_tokens
 from ..tokens.tokenizer import KimiTokenizer
 
-__all__ = ["turns_position_free", "prefix_kept", "one_rendering", "dropped_after_split"]
+__all__ = ["turns_position_free", "prefix_kept", "one_rendering", "split_rendering", "dropped_after_split"]
 
 
 def _k2_template(d: Dialect) -> bool:
@@ -137,3 +137,82 @@ def dropped_after_split(d: Dialect, tok: KimiTokenizer, prefill: str, msgs: list
         return None
     decode = tok.encoding.decode
     return sum(1 for j, c in carried.items() if not any(x in prefill + decode(bodies[j]) for x in c))
+
+
+def _split_before(msgs: list[Any], i: int) -> int:
+    """The history split of the request of ``messages[i]``: the last assistant message without tool calls
+    before it (-1: none)."""
+    for j in range(i - 1, -1, -1):
+        m = msgs[j]
+        if m.get("role") == "assistant" and not m.get("tool_calls"):
+            return j
+    return -1
+
+
+def split_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                    special_tokens: str, stretches: list[list[int]], gp: list[int],
+                    bodies: Mapping[int, list[int]]) -> list[tuple[list[int], list[int], list[int],
+                                                               list[tuple[int, int]]]] | None:
+    """``(ids, labels, turns, spans)`` per stretch (``stretches``: the trained turns, cut after each final
+    answer) from one rendering of ``messages[:e]`` (``e`` the last turn) with the generation prompt ``gp``
+    (its ids), in a K2 dialect with a history split, where no stretch holds a final answer before its last turn
+    (:func:`prefix_kept`).
+
+    The renderer writes a message from the message, the options and whether it stands at or before the split
+    (module docstring); a message other than an assistant one does not read even that. The request of a
+    stretch's first turn ``s`` has its split at the last final answer before ``s``; the rendering has its own
+    at or after it (the last final answer before ``e``), so every message up to the request's split is written
+    there as in the request; the messages between the request's split and ``s`` must then be no assistant ones
+    (checked), and the request is the rendering up to message ``s``, then ``gp``. In the stretch's own request
+    every message from ``s`` on is written after the split, as when alone: an assistant turn as ``gp`` then the
+    turn as generated (``bodies``: every assistant message from the first stretch on, each from one rendering
+    whose untrainable ids are ``gp``'s header, checked by the caller), any other message as in the rendering.
+    ``None`` when a condition fails or the rendering is refused (the general path then asks)."""
+    if not _k2_template(d) or getattr(d.spec, "think", "none") == "none" or not all(type(m) is dict for m in msgs):
+        return None
+    for st in stretches:
+        s, e = st[0], st[-1]
+        if not prefix_kept(d, msgs, s, e) or any(
+                msgs[j].get("role") == "assistant" for j in range(_split_before(msgs, s) + 1, s)) or any(
+                j not in bodies for j in range(s, e + 1) if msgs[j].get("role") == "assistant"):
+            return None
+    last = stretches[-1][-1]
+    try:
+        r = render_tokens(msgs[:last], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+    except KimiChatError:
+        return None
+    ids, n = r.ids, len(gp)
+    spans = r.spans
+    # the blocks before the messages (no message), each message once and in order, then the generation prompt
+    at = 1 if spans and spans[0].message_index == -1 else 0
+    if ids[len(ids) - n:] != gp or len(spans) != at + last + 1 or spans[-1].message_index != -1 \
+            or spans[-1].start != len(ids) - n or [sp.message_index for sp in spans[at:-1]] != list(range(last)):
+        return None
+    where = spans[at:]  # message j's tokens, then (at ``last``) the generation prompt's
+    unlabelled = [-100] * n
+    out = []
+    for st in stretches:
+        s, e = st[0], st[-1]
+        trained = set(st)
+        sample = ids[: where[s].start]
+        labels = [-100] * len(sample)
+        turn_spans = []
+        for j in range(s, e + 1):
+            if msgs[j].get("role") == "assistant":
+                body = bodies[j]
+                sample += gp
+                labels += unlabelled
+                a = len(sample)
+                sample += body
+                if j in trained:
+                    labels += body
+                    turn_spans.append((a, len(sample)))
+                else:
+                    labels += [-100] * len(body)
+            else:
+                piece = ids[where[j].start : where[j].end]
+                sample += piece
+                labels += [-100] * len(piece)
+        out.append((sample, labels, list(st), turn_spans))
+    return out

@@ -30,7 +30,8 @@ from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_
 from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
 from .positions import dropped_after_split as _dropped_after_split, one_rendering
-from .positions import prefix_kept as _prefix_kept, turns_position_free as _turns_position_free
+from .positions import prefix_kept as _prefix_kept, split_rendering as _split_rendering
+from .positions import turns_position_free as _turns_position_free
 
 __all__ = [
     "IGNORE_INDEX", "REASONING_POLICIES", "ReasoningPolicy", "Sample", "ConversationSamples", "InvalidRowError",
@@ -395,14 +396,18 @@ def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts:
     return [Sample(list(ids), labels, list(turns), [runs.get(i, (0, 0)) for i in turns])], dropped
 
 
-def _turn_bodies(r: RenderedTokens, n: int) -> list[list[int]] | None:
-    """The trained ids of each of the ``n`` messages of ``r`` (one run each), or ``None``."""
+def _turn_bodies(r: RenderedTokens, n: int, header: list[int] | None = None) -> list[list[int]] | None:
+    """The trained ids of each of the ``n`` messages of ``r`` (one run each), or ``None``: also when ``header``
+    is given and a message's untrained ids are not ``header``."""
     out: list[list[int]] = [[] for _ in range(n)]
+    heads: list[list[int]] = [[] for _ in range(n)]
     ids, mask = r.ids, r.assistant_mask
     for sp in r.spans:
         if sp.message_index >= 0:
             out[sp.message_index] += compress(ids[sp.start : sp.end], mask[sp.start : sp.end])
-    return out
+            if header is not None:
+                heads[sp.message_index] += [x for x, k in zip(ids[sp.start : sp.end], mask[sp.start : sp.end]) if not k]
+    return None if header is not None and any(h != header for h in heads) else out
 
 
 def _called(m: Any) -> Any:
@@ -434,14 +439,14 @@ def _batch_keeps(d: Dialect, tok: KimiTokenizer, options: Mapping[str, Any], cal
 
 
 def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                  special_tokens: str, called: bool = False,
-                  only: set[int] | None = None) -> dict[int, list[int]] | None:
+                  special_tokens: str, called: bool = False, only: Any = None,
+                  header: list[int] | None = None) -> dict[int, list[int]] | None:
     """The generated ids (:func:`generated_turn`) of every assistant message, from one rendering of the
     assistant messages alone, one after the other (where :func:`_batch_keeps`), or ``None`` when that
     rendering is refused or a turn does not begin with the generation prompt's prefill (then each turn is
     asked alone, and :func:`generated_turn` names the message). ``called``: the probe call added to the
     turns without tool calls and its section taken out again (:func:`generated_turn`). ``only``: these messages'
-    (assistant messages) alone."""
+    (assistant messages) alone. ``header``: ``None`` also when a turn's untrained ids are not these."""
     index = [j for j, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
              and m.get("role") == "assistant" and (only is None or j in only)]
     turns = [_called(msgs[j]) for j in index] if called else [msgs[j] for j in index]
@@ -450,7 +455,7 @@ def _batch_bodies(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping
                           special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
     except KimiChatError:
         return None
-    bodies = _turn_bodies(r, len(index))
+    bodies = _turn_bodies(r, len(index), header)
     if bodies is None:
         return None
     if called:
@@ -546,17 +551,34 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             stretches.append(cur)
         ends = {st[-1] for st in stretches}
         if len(ends) > 1 and _batch_keeps(d, tok, opts, called=True):
-            # every final answer ends a stretch, its ids wanted: the last turns' ids from one rendering (a turn
-            # before them in its stretch is its rendering's own where _prefix_kept, else asked alone)
-            bodies.update(_batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
+            # every final answer ends a stretch: every turn's ids from one rendering of the assistant messages,
+            # the stretches from one rendering of the conversation (_split_rendering); where that is not taken,
+            # the last turns' ids (a turn before them in its stretch is its rendering's own where _prefix_kept)
+            prefill, _, gp, _ = _prefill(d, tok, opts)
+            got = _batch_bodies(msgs, d, tok, opts, special_tokens, called=True,
+                                only=range(turns[0], turns[-1] + 1), header=gp[: len(gp) - len(prefill)])
+            made = _split_rendering(msgs, tools, d, tok, opts, special_tokens, stretches, gp, got) if got else None
+            bodies.update(got or _batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
+            if made is not None:
+                return _merged([Sample(*one)] for one in made)
+    return _merged(_stretch_samples(msgs, tools, d, tok, opts, special_tokens, st, body, texts, bodies)
+                   for st in stretches)
+
+
+def _stretch_samples(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
+                     special_tokens: str, turns: list[int], body: Any, texts: Any, bodies: Any) -> list[Sample]:
+    one = _stretch(msgs, tools, d, tok, opts, special_tokens, turns, body, texts, bodies)
+    return [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens, turns, body)
+
+
+def _merged(stretches: Any) -> list[Sample]:
+    """The samples of the stretches (a list of samples each), a sample that the next one extends merged into
+    it: the next request did not re-render it (a final answer without reasoning)."""
     samples: list[Sample] = []
-    for stretch in stretches:
-        one = _stretch(msgs, tools, d, tok, opts, special_tokens, stretch, body, texts, bodies)
-        for sample in [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens,
-                                                                  stretch, body):
+    for one in stretches:
+        for sample in one:
             prev = samples[-1] if samples else None
             if prev is not None and sample.input_ids[: len(prev.input_ids)] == prev.input_ids:
-                # the next request did not re-render the sample before (a final answer without reasoning): one
                 n = len(prev.input_ids)
                 prev.input_ids = sample.input_ids
                 prev.labels = prev.labels + sample.labels[n:]

@@ -7,6 +7,9 @@ Two shortcuts take ids from one rendering without rendering again to check them,
 * a kept prefix (``prefix_kept``: no final answer from a stretch's first turn on): the stretch's rendering holds
   the first turn's request and writes the stretch's turns as when alone (after the history split), its last turn
   too when it has tool calls;
+* one rendering for every stretch of a history-split dialect (``split_rendering``: no final answer inside a
+  stretch, no assistant message between a stretch's request split and its first turn): each stretch is that
+  rendering up to its first turn, then the turns as generated and the other messages as rendered there;
 * the count of dropped reasoning from the turns as generated, where every message carrying reasoning stands after
   the history split of the whole conversation (``dropped_after_split``).
 
@@ -17,6 +20,8 @@ off (each request and turn then rendered and compared, as before the shortcuts).
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 from hypothesis import HealthCheck, given, note, settings
@@ -62,6 +67,7 @@ def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "_turns_position_free", lambda d: False)
     monkeypatch.setattr(S, "_prefix_kept", lambda d, msgs, s, e: False)
     monkeypatch.setattr(S, "_dropped_after_split", lambda *args: None)
+    monkeypatch.setattr(S, "_split_rendering", lambda *args: None)
 
 
 @pytest.mark.parametrize("name", K2_NAMES)
@@ -144,6 +150,40 @@ def test_position_free_premise_holds(name, policy, data):
         assert r.ids[a + len(gp) : b] == alone, f"messages[{j}]"
 
 
+@pytest.mark.parametrize("name", sorted(n for n in K2_NAMES if not S._turns_position_free(get_dialect(n))))
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], max_examples=100)
+@given(data=st.data())
+def test_split_rendering_gives_each_turn_after_its_own_request(name, data, monkeypatch):
+    """Where one rendering gives the stretches of a history-split dialect: in every sample, each trained turn
+    comes right after its own request (rendered on its own, then the generation prompt), its ids are the turn
+    as generated, and only they are labelled."""
+    d = get_dialect(name)
+    tok = _tok("k2.6")
+    req = data.draw(requests(name, max_turns=14))  # long enough for several final answers
+    messages, tools, options = req["messages"], req["tools"], req["options"]
+    policy = data.draw(st.sampled_from(["text", "special"]))
+    note(repr(req))
+    made: list = []
+    real = S._split_rendering
+    monkeypatch.setattr(S, "_split_rendering", lambda *args: made.append(copy.deepcopy(out := real(*args))) or out)
+    try:
+        conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, special_tokens=policy, **options)
+    except KimiChatError:
+        return
+    gp = S._prefill(d, tok, options)[2]
+    for ids, labels, turns, spans in [x for out in made if out is not None for x in out]:
+        assert len(turns) == len(spans) and len(labels) == len(ids) == spans[-1][1]
+        for j, (a, b) in zip(turns, spans):
+            own = render_ids(messages[:j], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
+                             special_tokens=policy, **options)
+            assert ids[:a] == own, f"the request of messages[{j}]"
+            alone = generated_turn(messages[j], dialect=d, tokenizer=tok, special_tokens=policy, index=j, **options)
+            assert ids[a:b] == alone, f"messages[{j}] as generated"
+        inside = {k for a, b in spans for k in range(a, b)}
+        assert [x for k, x in enumerate(labels) if k not in inside] == [S.IGNORE_INDEX] * (len(ids) - len(inside))
+        assert [labels[k] for k in sorted(inside)] == [ids[k] for k in sorted(inside)]
+
+
 @pytest.mark.parametrize("name", K2_NAMES)
 @pytest.mark.parametrize("config", ["k2.6", "k2"])
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], max_examples=40)
@@ -183,7 +223,8 @@ def _tool_loop(n: int) -> list[dict]:
 
 
 @pytest.mark.parametrize("name, taken", [("kimi-k2-instruct-0905", "one_rendering"),
-                                         ("kimi-k2-thinking@rev1", "_prefix_kept"), ("kimi-k2.6", "_prefix_kept")])
+                                         ("kimi-k2-thinking@rev1", "_split_rendering"),
+                                         ("kimi-k2.6", "_split_rendering")])
 def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken, monkeypatch):
     """On a tool loop (the benchmark's shape) the shortcut is taken, and the samples are those of the checked path."""
     tok = _tok("k2.6")
@@ -205,3 +246,35 @@ def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken
     assert any(hits)
     assert fast == checked
     assert isinstance(fast, tuple) and len(fast[0]) == (1 if taken == "one_rendering" else 4)
+
+
+def _untrained_call_between(msgs: list[dict]) -> list[dict]:
+    """The loop with its second tool-call turn not trained: it stands between a final answer and the next
+    trained turn, written with its reasoning in that turn's request, without it in later ones."""
+    out = [dict(m) for m in msgs]
+    calls = [j for j, m in enumerate(out) if m.get("tool_calls")]
+    out[calls[1]]["train"] = False
+    return out
+
+
+def _opening_call(msgs: list[dict]) -> list[dict]:
+    """The loop opened by an assistant tool-call turn with reasoning (never trained: no request before it)."""
+    first = {"role": "assistant", "content": "", "reasoning_content": "open with a call",
+             "tool_calls": [{"id": "functions.get_weather:9", "type": "function",
+                             "function": {"name": "get_weather", "arguments": '{"city": "c9"}'}}]}
+    return [first, {"role": "tool", "tool_call_id": "functions.get_weather:9", "content": "{}"}, *msgs[1:]]
+
+
+@pytest.mark.parametrize("name", ["kimi-k2-thinking@rev1", "kimi-k2.6"])
+@pytest.mark.parametrize("variant", [_untrained_call_between, _opening_call])
+def test_assistant_turn_before_a_stretch_is_written_as_its_request_writes_it(name, variant, monkeypatch):
+    """An assistant turn between a request's history split and its first trained turn is written after the
+    split (its reasoning kept) in that request, though the rendering of a later request writes it before its
+    own split: the samples are those of the checked path."""
+    tok = _tok("k2.6")
+    msgs = variant(_tool_loop(3))
+    fast = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+    with monkeypatch.context() as m:
+        _without_shortcuts(m)
+        checked = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+    assert fast == checked
