@@ -125,7 +125,7 @@ def samples_to_batch(samples: Sequence[tuple[str, Sample]]) -> "pyarrow.RecordBa
 
 def row_conversation(row: Any) -> tuple[list[Any], list[Any] | None]:
     """``(messages, tools)`` of an input row ``{"messages": [...], "tools": [...], "id": ...}``; ``tools``
-    may be a JSON string (as some datasets store them). Raises :class:`~kimi_chat.data.samples.InvalidRowError`
+    may be a JSON string (as some datasets store them). Raises :class:`~kimi_chat.data.sample.InvalidRowError`
     naming the field."""
     if not isinstance(row, Mapping):
         raise InvalidRowError(f"a row must be an object with a 'messages' list, got {type(row).__name__}")
@@ -193,7 +193,7 @@ def conversations_to_batch(
     turn that fits (``"truncate"``: a turn boundary, dropped when even its first turn does not fit), with an
     ``over_max_length`` finding either way. A row that is not a conversation the dialect renders is a
     ``bad_row`` finding naming the row, sample id and error (``on_error="record"``), or raises
-    :class:`~kimi_chat.data.samples.InvalidRowError` naming them, from the
+    :class:`~kimi_chat.data.sample.InvalidRowError` naming them, from the
     :class:`~kimi_chat.errors.KimiChatError` (``on_error="raise"``). ``options``: the dialect's render
     options; ``findings=False`` skips the per-conversation checks (bad rows and length are still reported).
     """

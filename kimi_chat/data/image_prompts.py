@@ -127,7 +127,7 @@ def row_image_prompts(row: Mapping[str, Any], dialect: "Dialect", messages: list
                       tools: Sequence[Any] | None) -> tuple[list[Any], ImagePrompts | None]:
     """``(messages, prompts)`` of a row: its messages with typed placeholders in content made image parts, and
     its :class:`ImagePrompts` (``None`` when the row has no ``image_prompts``). Raises
-    :class:`~kimi_chat.data.samples.InvalidRowError` naming the field when the prompts cannot be used."""
+    :class:`~kimi_chat.data.sample.InvalidRowError` naming the field when the prompts cannot be used."""
     prompts = row.get(FIELD)
     if prompts is None:
         return messages, None

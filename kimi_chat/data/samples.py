@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, Literal
 
@@ -32,14 +31,13 @@ from ..tokens.tokenizer import KimiTokenizer
 from .positions import dropped_after_split as _dropped_after_split, one_rendering
 from .positions import prefix_kept as _prefix_kept, split_rendering as _split_rendering
 from .positions import turns_position_free as _turns_position_free
+from .sample import IGNORE_INDEX, ConversationSamples, InvalidRowError, Sample
 
 __all__ = [
     "IGNORE_INDEX", "REASONING_POLICIES", "ReasoningPolicy", "Sample", "ConversationSamples", "InvalidRowError",
     "conversation_samples", "trained_turns", "generated_turn", "reasoning_options",
 ]
 
-IGNORE_INDEX = -100
-"""The label of a position that is not trained (PyTorch's ``CrossEntropyLoss`` default)."""
 
 ReasoningPolicy = Literal["as-sampled", "keep", "official"]
 REASONING_POLICIES: tuple[str, ...] = ("as-sampled", "keep", "official")
@@ -48,50 +46,6 @@ REASONING_POLICIES: tuple[str, ...] = ("as-sampled", "keep", "official")
 # as it writes a turn it keeps (its tool-call section is then taken out again)
 _PROBE_CALL = {"id": "functions.probe:0", "type": "function", "function": {"name": "probe", "arguments": "{}"}}
 
-
-class InvalidRowError(KimiChatError, ValueError):
-    """An input row that is not a conversation (not a mapping, ``messages`` missing or not a list...)."""
-
-
-@dataclass
-class Sample:
-    """One training sample: ``input_ids`` and ``labels`` (the id where trained, :data:`IGNORE_INDEX`
-    elsewhere), ``turns`` the indices of the assistant messages it trains, ``spans`` the ``(start, end)`` of
-    each one's trained ids (in ``turns`` order)."""
-
-    input_ids: list[int]
-    labels: list[int]
-    turns: list[int] = field(default_factory=list)
-    spans: list[tuple[int, int]] = field(default_factory=list)
-
-    @property
-    def assistant_masks(self) -> list[int]:
-        """Per position, 1 where trained, else 0."""
-        return [0 if x == IGNORE_INDEX else 1 for x in self.labels]
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
-
-    def truncated(self, max_length: int) -> "Sample | None":
-        """This sample cut after the last trained turn whose end fits in ``max_length`` ids (a turn boundary:
-        never inside a turn), or ``None`` when even its first turn does not fit."""
-        keep = [k for k, (_, end) in enumerate(self.spans) if end <= max_length]
-        if not keep:
-            return None
-        end = self.spans[keep[-1]][1]
-        return Sample(self.input_ids[:end], self.labels[:end], self.turns[: len(keep)], self.spans[: len(keep)])
-
-
-@dataclass
-class ConversationSamples:
-    """The samples of one conversation and what was seen building them: ``reasoning_dropped`` (assistant
-    turns whose reasoning the official rendering of the whole conversation drops), ``untrained`` (assistant
-    messages not trained: marked ``"train": false`` or ``"weight": 0``, or first in the conversation)."""
-
-    samples: list[Sample]
-    reasoning_dropped: int = 0
-    """Assistant turns whose reasoning the official rendering of the whole conversation drops."""
-    untrained: list[int] = field(default_factory=list)
 
 
 def _is_trained(m: Mapping[str, Any], i: int) -> bool:

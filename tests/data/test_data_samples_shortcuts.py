@@ -170,7 +170,6 @@ def test_split_rendering_gives_each_turn_after_its_own_request(name, data, monke
         conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, special_tokens=policy, **options)
     except KimiChatError:
         return
-    gp = S._prefill(d, tok, options)[2]
     for ids, labels, turns, spans in [x for out in made if out is not None for x in out]:
         assert len(turns) == len(spans) and len(labels) == len(ids) == spans[-1][1]
         for j, (a, b) in zip(turns, spans):
