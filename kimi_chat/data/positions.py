@@ -7,7 +7,9 @@ and the first message, then each message from the message, the options and one f
 it is at or before the *history split* (the last assistant message without tool calls: ``<think></think>`` in
 place of its reasoning), in dialects with a ``<think>`` policy. Every message begins with a special token (its
 header), where the encoder splits. So where the split is the same, a turn is written, and encoded, as when
-alone, and a rendering holds each earlier request up to the turn's header. The shortcuts built on this are
+alone, and a rendering holds each earlier request up to the turn's header. A message other than an assistant
+one is written alike on both sides of the split, so one rendering also holds the requests of a history-split
+dialect's stretches, each up to its first turn (:func:`split_rendering`). The shortcuts built on this are
 checked against separate renderings in ``tests/data/test_data_samples_shortcuts.py``.
 """
 
