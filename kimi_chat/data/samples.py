@@ -24,7 +24,7 @@ from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..messages import InvalidMessagesError
 from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
-from ..tokens.reasoning import carried_reasoning, dropped_reasoning
+from ..tokens.reasoning import carried_reasoning, dropped_reasoning, trained_texts
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
@@ -313,13 +313,8 @@ def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[st
     generation prompt) does not write in their turn."""
     if not any(carried_reasoning(m) for m in msgs):
         return 0
-    lay = render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts)
-    parts, marks = lay.parts, lay.marks
-    text: dict[int, list[str]] = {}
-    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
-        if mk[2]:  # a trainable piece of message mk[1]
-            text.setdefault(mk[1], []).extend(parts[mk[0]:b])
-    return dropped_reasoning(msgs, lambda i: "".join(text.get(i, ())))
+    texts = trained_texts(render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts))
+    return dropped_reasoning(msgs, lambda i: texts.get(i, ""))
 
 
 def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
@@ -337,15 +332,15 @@ def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts:
     labels = [IGNORE_INDEX] * len(ids)
     runs: dict[int, tuple[int, int]] = {}
     kept: dict[int, list[int]] = {}
-    for sp in r.spans:
-        j = sp.message_index
-        pos = [k for k in range(sp.start, sp.end) if mask[k]]
-        if j in trained and pos:
-            runs[j] = (pos[0], pos[-1] + 1)
-            for k in pos:
-                labels[k] = ids[k]
-        if pos and carried_reasoning(msgs[j]):
-            kept[j] = [ids[k] for k in pos]
+    for j, a, b in r.spans:
+        m = mask[a:b]
+        if j < 0 or 1 not in m:
+            continue
+        if j in trained:
+            runs[j] = (a + m.index(1), b - m[::-1].index(1))
+            labels[a:b] = [x if k else IGNORE_INDEX for x, k in zip(ids[a:b], m)]
+        if carried_reasoning(msgs[j]):
+            kept[j] = list(compress(ids[a:b], m))
     dropped = dropped_reasoning(msgs[: turns[-1] + 1], lambda j: tok.encoding.decode(kept.get(j, [])))
     return [Sample(list(ids), labels, list(turns), [runs.get(i, (0, 0)) for i in turns])], dropped
 
@@ -437,15 +432,11 @@ def _batch_texts(msgs: list[Any], d: Dialect, tok: KimiTokenizer, opts: Mapping[
         lay = render_layout([msgs[j] for j in index], dialect=d, add_generation_prompt=True, **opts)
     except KimiChatError:
         return {}
-    parts, marks = lay.parts, lay.marks
-    text: dict[int, list[str]] = {}
-    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
-        if mk[2] and mk[1] >= 0:
-            text.setdefault(mk[1], []).extend(parts[mk[0]:b])
+    text = trained_texts(lay)
     prefill = _prefill(d, tok, opts)[1]
     out = {}
     for k, j in enumerate(index):
-        t = "".join(text.get(k, ()))
+        t = text.get(k, "")
         if t.startswith(prefill):
             out[j] = t[len(prefill):]
     return out

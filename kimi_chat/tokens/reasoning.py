@@ -10,7 +10,7 @@ from typing import Any
 from ..dialect_records import DialectRecord as Dialect
 from ..prompt import Layout
 
-__all__ = ["carried_reasoning", "dropped_reasoning", "warn_dropped_reasoning"]
+__all__ = ["carried_reasoning", "dropped_reasoning", "trained_texts", "warn_dropped_reasoning"]
 
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -52,13 +52,20 @@ def warn_dropped_reasoning(messages: Sequence[Any], d: Dialect, r: Any, *, stack
     if lay is None:
         n = dropped_reasoning(messages, lambda i: r.text)
     else:
-        parts, marks = lay.parts, lay.marks
-        bounds = [mk[0] for mk in marks[1:]] + [len(parts)]
-
-        def trained_text(i: int) -> str:
-            return "".join("".join(parts[mk[0]:b]) for mk, b in zip(marks, bounds) if mk[1] == i and mk[2])
-        n = dropped_reasoning(messages, trained_text)
+        texts = trained_texts(lay)
+        n = dropped_reasoning(messages, lambda i: texts.get(i, ""))
     _warn_count(n, d, stacklevel + 1)
+
+
+def trained_texts(lay: Layout) -> dict[int, str]:
+    """Per message index, the trainable text the layout ``lay`` writes of it (its trainable pieces, in order);
+    one pass over the pieces."""
+    parts, marks = lay.parts, lay.marks
+    out: dict[int, list[str]] = {}
+    for mk, b in zip(marks, [mk[0] for mk in marks[1:]] + [len(parts)]):
+        if mk[2]:
+            out.setdefault(mk[1], []).extend(parts[mk[0]:b])
+    return {i: "".join(p) for i, p in out.items()}
 
 
 def _warn_count(n: int, d: Dialect, stacklevel: int) -> None:
