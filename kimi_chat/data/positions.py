@@ -32,14 +32,21 @@ def _k2_template(d: Dialect) -> bool:
     return isinstance(d.spec, K2Spec) and not d.family_parts.tokens.segment_wise
 
 
-def turns_position_free(d: Dialect) -> bool:
-    """Whether the dialect writes an assistant turn from the message alone, wherever it stands: a K2 dialect
-    with no ``<think>`` policy (0905, rev1, rev2: no history split, no prefill in the generation prompt). Then
-    every turn of one rendering is the turn as generated, and every request is that rendering up to the turn's
-    header plus the generation prompt (:func:`one_rendering`)."""
+def turns_position_free(d: Dialect, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether the dialect, with these render ``options``, writes an assistant turn from the message alone,
+    wherever it stands: a K2 dialect with no ``<think>`` policy (0905, rev1, rev2: no history split, no prefill
+    in the generation prompt), or one that keeps every turn's reasoning (no history split: K2.7-Code, K2.6 with
+    ``preserve_thinking=True``; the generation prompt may open the think block). Then every turn of one
+    rendering is the turn as generated, and every request is that rendering up to the turn's header plus the
+    generation prompt (:func:`one_rendering`)."""
     spec = d.spec
-    return _k2_template(d) and getattr(spec, "think", None) == "none" \
-        and not getattr(spec, "keeps_every_reasoning", False)
+    if not _k2_template(d):
+        return False
+    if getattr(spec, "think", None) == "none":
+        return not getattr(spec, "keeps_every_reasoning", False)
+    # the renderer's own test of `preserve` (render_k2), taken only for a true bool
+    return getattr(spec, "keeps_every_reasoning", False) is True or (
+        d.reads_preserve_thinking and (options or {}).get("preserve_thinking") is True)
 
 
 def prefix_kept(d: Dialect, msgs: list[Any], s: int, e: int) -> bool:
@@ -56,15 +63,16 @@ def prefix_kept(d: Dialect, msgs: list[Any], s: int, e: int) -> bool:
 
 
 def one_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                  special_tokens: str, turns: list[int], gp: list[int],
-                  bodies: dict[int, list[int]]) -> tuple[list[int], list[int], list[tuple[int, int]]] | None:
+                  special_tokens: str, turns: list[int], gp: list[int], bodies: dict[int, list[int]],
+                  prefill: int = 0) -> tuple[list[int], list[int], list[tuple[int, int]]] | None:
     """``(ids, trained positions' ids, spans)``: every turn of ``turns`` as one sample from one rendering of
     ``messages[:e + 1]`` (``e`` the last turn) with the generation prompt ``gp`` (its ids), in a dialect whose
     turns are position free (:func:`turns_position_free`): each request is that rendering up to the turn's
-    header, then the generation prompt; each turn's ids after its header are the turn as generated. The second
-    item is the labels with ``-100`` where not trained. Checked: the rendering ends with the generation prompt,
-    each assistant turn from the first trained one on begins with it and is trainable after it, and nothing but
-    those messages lies between. ``None`` when a check fails or the rendering is refused (then the general path
+    header, then the generation prompt; each turn's ids after the generation prompt are the turn as generated.
+    The second item is the labels with ``-100`` where not trained. ``prefill``: how many of the generation
+    prompt's last ids open the turn (K2.6's ``<think>``: trainable in the rendering, written by the prompt, not
+    trained). Checked: the rendering ends with the generation prompt, each assistant turn from the first trained
+    one on begins with it and is trainable from its prefill on, and nothing but those messages lies between. ``None`` when a check fails or the rendering is refused (then the general path
     asks, and names what it refuses). Fills ``bodies`` (the turns as generated)."""
     e = turns[-1]
     try:
@@ -104,7 +112,9 @@ def one_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, o
         m = msgs[j]
         if not ((type(m) is dict or isinstance(m, Mapping)) and m.get("role") == "assistant"):
             continue
-        ok = not broken and a == start + n and end > a and ids[start:a] == gp
+        # trainable from the generation prompt's last `prefill` ids on (written by the prompt: not trained)
+        ok = not broken and a == start + n - prefill and end > start + n and ids[start:start + n] == gp
+        a = start + n
         if j in trained:
             if not ok:
                 return None

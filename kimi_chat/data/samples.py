@@ -465,8 +465,9 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
         return []
     if bodies is None:
         bodies = {}
-    if _turns_position_free(d):
-        one = one_rendering(msgs, tools, d, tok, opts, special_tokens, turns, _prefill(d, tok, opts)[2], bodies)
+    if _turns_position_free(d, opts):
+        prefill, _, gp, _ = _prefill(d, tok, opts)
+        one = one_rendering(msgs, tools, d, tok, opts, special_tokens, turns, gp, bodies, len(prefill))
         if one is not None:
             return [Sample(one[0], one[1], list(turns), one[2])]
 

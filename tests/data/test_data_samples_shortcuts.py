@@ -64,7 +64,7 @@ def _outcome(messages, d, tok, tools, options, policy):
 
 
 def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(S, "_turns_position_free", lambda d: False)
+    monkeypatch.setattr(S, "_turns_position_free", lambda *args: False)
     monkeypatch.setattr(S, "_prefix_kept", lambda d, msgs, s, e: False)
     monkeypatch.setattr(S, "_dropped_after_split", lambda *args: None)
     monkeypatch.setattr(S, "_split_rendering", lambda *args: None)
@@ -116,7 +116,20 @@ def test_kept_prefix_premise_holds_where_the_shortcut_is_taken(name, data):
                     assert written == alone, f"messages[{j}] in the request of messages[{e}]"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in K2_NAMES if S._turns_position_free(get_dialect(n))))
+_POSITION_FREE = sorted(n for n in K2_NAMES if S._turns_position_free(get_dialect(n))
+                        or S._turns_position_free(get_dialect(n), {"preserve_thinking": True}))
+
+
+def test_position_free_dialects_are_those_without_a_history_split():
+    """0905, rev1 and rev2 (no ``<think>`` policy) always; K2.6 (and the dialects after it) with
+    ``preserve_thinking=True``; K2.7-Code, which keeps every turn's reasoning, always; never K2-Thinking or K2.5."""
+    assert {"kimi-k2-instruct-0905", "kimi-k2.6", "kimi-k2.7-code"} <= set(_POSITION_FREE)
+    assert not {"kimi-k2-thinking", "kimi-k2-thinking@rev1", "kimi-k2.5"} & set(_POSITION_FREE)
+    assert not S._turns_position_free(get_dialect("kimi-k2.6"))
+    assert not S._turns_position_free(get_dialect("kimi-k2.6"), {"preserve_thinking": "true"})  # not a bool
+
+
+@pytest.mark.parametrize("name", _POSITION_FREE)
 @pytest.mark.parametrize("policy", ["text", "special"])
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
@@ -128,7 +141,11 @@ def test_position_free_premise_holds(name, policy, data):
     tok = _tok("k2.6")
     req = data.draw(requests(name))
     messages, tools, options = req["messages"], req["tools"], req["options"]
+    if d.reads_preserve_thinking and data.draw(st.booleans()):
+        options["preserve_thinking"] = True
     note(repr(req))
+    if not S._turns_position_free(d, options):
+        return
     assistants = _assistants(messages)
     if not assistants:
         return
@@ -221,10 +238,12 @@ def _tool_loop(n: int) -> list[dict]:
     return msgs
 
 
-@pytest.mark.parametrize("name, taken", [("kimi-k2-instruct-0905", "one_rendering"),
-                                         ("kimi-k2-thinking@rev1", "_split_rendering"),
-                                         ("kimi-k2.6", "_split_rendering")])
-def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken, monkeypatch):
+@pytest.mark.parametrize("name, taken, options", [("kimi-k2-instruct-0905", "one_rendering", {}),
+                                                  ("kimi-k2-thinking@rev1", "_split_rendering", {}),
+                                                  ("kimi-k2.6", "_split_rendering", {}),
+                                                  ("kimi-k2.6", "one_rendering", {"preserve_thinking": True}),
+                                                  ("kimi-k2.7-code", "one_rendering", {})])
+def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken, options, monkeypatch):
     """On a tool loop (the benchmark's shape) the shortcut is taken, and the samples are those of the checked path."""
     tok = _tok("k2.6")
     msgs = _tool_loop(4)
@@ -238,10 +257,10 @@ def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken
 
     with monkeypatch.context() as m:
         m.setattr(S, taken, spy)
-        fast = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+        fast = _outcome(msgs, get_dialect(name), tok, None, options, "text")
     with monkeypatch.context() as m:
         _without_shortcuts(m)
-        checked = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+        checked = _outcome(msgs, get_dialect(name), tok, None, options, "text")
     assert any(hits)
     assert fast == checked
     assert isinstance(fast, tuple) and len(fast[0]) == (1 if taken == "one_rendering" else 4)
