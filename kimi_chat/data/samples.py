@@ -507,13 +507,14 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             bodies.update(got or _batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
             if made is not None:
                 return _merged([Sample(*one)] for one in made)
-    return _merged(_stretch_samples(msgs, tools, d, tok, opts, special_tokens, st, body, texts, bodies)
-                   for st in stretches)
+    return _merged(_stretch_samples(msgs, tools, d, tok, opts, special_tokens, st, body, texts, bodies,
+                                    st is not stretches[-1]) for st in stretches)
 
 
 def _stretch_samples(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                     special_tokens: str, turns: list[int], body: Any, texts: Any, bodies: Any) -> list[Sample]:
-    one = _stretch(msgs, tools, d, tok, opts, special_tokens, turns, body, texts, bodies)
+                     special_tokens: str, turns: list[int], body: Any, texts: Any, bodies: Any,
+                     remember: bool) -> list[Sample]:
+    one = _stretch(msgs, tools, d, tok, opts, special_tokens, turns, body, texts, bodies, remember)
     return [one] if one is not None else _turn_by_turn(msgs, tools, d, tok, opts, special_tokens, turns, body)
 
 
@@ -537,12 +538,13 @@ def _merged(stretches: Any) -> list[Sample]:
 
 def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
              special_tokens: str, turns: list[int], body: Any, texts: Mapping[int, str] | None = None,
-             bodies: dict[int, list[int]] | None = None) -> Sample | None:
+             bodies: dict[int, list[int]] | None = None, remember: bool = True) -> Sample | None:
     """``turns`` as one sample from one rendering of the last turn's prompt, or ``None`` when that rendering is
     not every turn's request as generated. Checked: it begins with the first turn's prompt (rendered too), every
     assistant message from the first turn on is written as the generation prompt then its turn as generated,
     nothing but messages follows the first turn (a request-level block written before the generation prompt
-    would move), and it ends with the generation prompt."""
+    would move), and it ends with the generation prompt. ``remember``: keep the first turn's request among the
+    prompts encoded (a next stretch's request starts with it)."""
     s, e = turns[0], turns[-1]
     gp = _prefill(d, tok, opts)[2]
     m = msgs[e]
@@ -567,17 +569,18 @@ def _stretch(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: 
     head = next((sp.start for sp in spans if sp.message_index >= s), -1)
     if head <= 0 or spans[0].message_index >= s or ids[head - 1] not in tok.special_ids:
         return None
-    prefix = tok.encoding.decode(ids[:head])
-    gp_text = _prefill(d, tok, opts)[3]
     kept = tail or _prefix_kept(d, msgs, s, e)
-    if kept:  # the K2 renderer writes messages[:s] here as in the first turn's request
-        first_text = prefix + gp_text
-    else:
-        first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
-        if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
-                and first_text.endswith(gp_text)):
-            return None
-    remember_prompt(tok, first_text, ids[:head] + gp)  # the next stretch's request starts with it
+    if remember or not kept:
+        prefix, gp_text = tok.encoding.decode(ids[:head]), _prefill(d, tok, opts)[3]
+        if kept:  # the K2 renderer writes messages[:s] here as in the first turn's request
+            first_text = prefix + gp_text
+        else:
+            first_text = render(msgs[:s], tools=tools, dialect=d, add_generation_prompt=True, **opts)
+            if not (len(first_text) == len(prefix) + len(gp_text) and first_text.startswith(prefix)
+                    and first_text.endswith(gp_text)):
+                return None
+        if remember:
+            remember_prompt(tok, first_text, ids[:head] + gp)  # the next stretch's request starts with it
     labels = [IGNORE_INDEX] * len(ids)
     out_spans = []
     trained = set(turns)
