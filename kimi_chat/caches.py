@@ -177,6 +177,11 @@ class LRUCache(Generic[V]):
                 old, _ = data.popitem(last=False)
                 self.weight -= weights.pop(old)
 
+    def keys(self) -> list[Hashable]:
+        """The keys, least recently used first (a copy: a snapshot under the lock)."""
+        with self._lock:
+            return list(self._data)
+
     def items(self) -> list[tuple[Hashable, V]]:
         """The entries, least recently used first (a copy: a snapshot under the lock)."""
         with self._lock:
