@@ -4,16 +4,17 @@ Servers render short conversations with the same tools on every request; what de
 tools (their sorted JSON, the TypeScript declaration of K2.5 / K2.6, K3's declare block) is computed
 once per distinct tool list and reused. Every cache here:
 
-* is bounded: an :class:`LRUCache` keeps at most ``maxsize`` entries (the least recently used goes),
-  and :func:`content_key` refuses (``None``: not cached) a value whose key is longer than
+* is bounded: an :class:`LRUCache` keeps at most ``maxsize`` entries (the least recently used goes), a
+  :class:`Generations` at most ``max_weight`` of weight (the entries not used for a generation go), and
+  :func:`content_key` refuses (``None``: not cached) a value whose key is longer than
   ``max_key_bytes``, so each entry's memory is bounded too;
 * is thread-safe: its writes hold a lock, its reads are single atomic dict operations (a value computed
   twice by two threads at once is the same value: the second ``put`` replaces the first);
 * never changes an output: a key is the exact content (:func:`content_key`), so a hit returns what
   the computation returns for that input; exceptions are never cached (the input is computed again,
   and raises again);
-* is listed in :data:`REGISTRY` (by name), so tests can clear every cache (:func:`clear_all`) and run
-  with the caches cold as well as warm.
+* is listed in :data:`REGISTRY` (by name), or held by a cache that is, so tests can clear every cache
+  (:func:`clear_all`) and run with the caches cold as well as warm.
 
 :class:`PerTokenizer` holds data computed from a tokenizer (e.g. its marker ids and the ids of short
 text pieces), dropped with the tokenizer (weak keys).
@@ -27,25 +28,25 @@ import marshal
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sized
 from contextlib import contextmanager
 from typing import Any, Final, Generic, TypeVar
 
-__all__ = ["LRUCache", "PerTokenizer", "content_key", "exact_key", "admitted_key", "clear_all", "bypassed", "REGISTRY",
-           "MAX_KEY_BYTES"]
+__all__ = ["LRUCache", "Generations", "PerTokenizer", "content_key", "exact_key", "admitted_key", "clear_all", "bypassed",
+           "REGISTRY", "MAX_KEY_BYTES"]
 
 V = TypeVar("V")
 
 MAX_KEY_BYTES: Final = 1 << 16
 """Default bound of a key's length (bytes): bigger content is not cached."""
 
-REGISTRY: dict[str, "LRUCache[Any] | PerTokenizer[Any]"] = {}
+REGISTRY: dict[str, "LRUCache[Any] | Generations[Any] | PerTokenizer[Any]"] = {}
 """Every cache of kimi_chat, by name (each registers itself when created, at import)."""
 
 _MISSING: Final[Any] = object()
 
 _bypassed = False
-"""Set by :func:`bypassed`: every :class:`LRUCache` lookup misses."""
+"""Set by :func:`bypassed`: every :class:`LRUCache` and :class:`Generations` lookup misses."""
 
 
 KEY_VERSION: Final = 2
@@ -176,6 +177,11 @@ class LRUCache(Generic[V]):
                 old, _ = data.popitem(last=False)
                 self.weight -= weights.pop(old)
 
+    def keys(self) -> list[Hashable]:
+        """The keys, least recently used first (a copy: a snapshot under the lock)."""
+        with self._lock:
+            return list(self._data)
+
     def items(self) -> list[tuple[Hashable, V]]:
         """The entries, least recently used first (a copy: a snapshot under the lock)."""
         with self._lock:
@@ -211,6 +217,89 @@ class LRUCache(Generic[V]):
     def __repr__(self) -> str:
         return f"<LRUCache {self.name}: {len(self._data)}/{self.maxsize}>"
 
+
+class Generations(Generic[V]):
+    """A bounded, thread-safe map whose ``put`` is O(1) and cheap, each entry weighing the length of its
+    key (e.g. a text and what was computed from it): an approximate least-recently-used map in two
+    generations of plain dicts, for a cache filled on almost every call (the ids of text never seen
+    before), where an :class:`LRUCache`'s ordered bookkeeping and eviction loop cost a noticeable share of
+    the work cached. Registered in :data:`REGISTRY` as ``name`` (``None``: not registered, for a cache
+    held by a registered one).
+
+    A ``put`` goes into the young generation; when the young generation's weight would pass half of
+    ``max_weight``, it becomes the old one (the old one is dropped, all at once) and a new young one
+    starts. A lookup reads the young generation, then the old one: a hit there is put in the young
+    generation again (promoted), so an entry in use survives every rotation and one not read for a
+    generation goes. Bounded: each generation holds at most ``max_weight // 2`` of weight (a key longer
+    than that is not kept), so :attr:`weight` ``<= max_weight`` (an entry promoted is counted in both
+    generations while it is in both). Thread-safe: a lookup is two atomic dict reads without the lock (one
+    racing a rotation at worst misses: the value is computed again); ``put`` holds the lock for one dict
+    store and an addition (a dropped generation is freed after the lock is released)."""
+
+    __slots__ = ("name", "max_weight", "_young", "_old", "_young_weight", "_old_weight", "_lock", "__weakref__")
+
+    def __init__(self, name: str | None, max_weight: int) -> None:
+        if name is not None and name in REGISTRY:
+            raise ValueError(f"a cache named {name!r} exists already")
+        self.name = name
+        self.max_weight = max_weight
+        self._young: dict[Sized, V] = {}
+        self._old: dict[Sized, V] = {}
+        self._young_weight = 0
+        self._old_weight = 0
+        self._lock = threading.Lock()
+        if name is not None:
+            REGISTRY[name] = self
+
+    @property
+    def weight(self) -> int:
+        """The sum of the lengths of the keys held, both generations' (at most ``max_weight``)."""
+        return self._young_weight + self._old_weight
+
+    def get(self, key: Sized, default: Any = None) -> Any:
+        """The value of ``key`` (promoted to the young generation when found in the old one), or
+        ``default``; ``default`` inside :func:`bypassed`."""
+        if _bypassed:
+            return default
+        value = self._young.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._old.get(key, _MISSING)
+            if value is _MISSING:
+                return default
+            self.put(key, value)
+        return value
+
+    def put(self, key: Sized, value: V) -> None:
+        """Store ``value`` under ``key`` in the young generation, rotating the generations first when it
+        would not fit in half of ``max_weight``; a key longer than that is not kept."""
+        weight = len(key)
+        half = self.max_weight // 2
+        if weight > half:
+            return
+        dropped = None
+        with self._lock:
+            w = self._young_weight + weight
+            if w > half:
+                dropped = self._old  # freed on return, outside the lock
+                self._old, self._old_weight = self._young, self._young_weight
+                self._young, w = {}, weight
+            self._young[key] = value
+            self._young_weight = w
+        del dropped
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._young, self._old = {}, {}
+            self._young_weight = self._old_weight = 0
+
+    def __len__(self) -> int:
+        """The entries held (one promoted and still in the old generation counts once)."""
+        young, old = self._young, self._old
+        return len(young) + len(old.keys() - young.keys()) if old else len(young)
+
+    def __repr__(self) -> str:
+        return f"<Generations {self.name}: weight {self.weight}/{self.max_weight}>"
 
 _QUICK: Final["LRUCache[bytes]"] = LRUCache("caches.quick_keys", 256, max_weight=_QUICK_MAX_WEIGHT)
 """Quick text (``marshal`` :data:`QUICK_VERSION`) -> the version-2 key of the same value (:func:`exact_key`):

@@ -232,7 +232,8 @@ def test_registry_is_complete():
     for name, mod in list(__import__("sys").modules.items()):
         if name.startswith("kimi_chat.") and mod is not None:
             for value in vars(mod).values():
-                if isinstance(value, (caches.LRUCache, caches.PerTokenizer)) and value.name is not None:
+                kinds = (caches.LRUCache, caches.Generations, caches.PerTokenizer)
+                if isinstance(value, kinds) and value.name is not None:
                     found[value.name] = value
     assert found and all(caches.REGISTRY.get(n) is v for n, v in found.items())
     assert {"k2.tool_declarations", "k3.tools_json", "k3.tokenizer_ids", "tokens.special_names", "tokens.text_ids",
@@ -254,7 +255,8 @@ def test_registry_is_complete():
         n = len(pattern.findall(path.read_text(encoding="utf-8")))
         if n:
             seen[rel] = n
-    assert seen == known, "a new cache: build it on kimi_chat.caches (LRUCache / PerTokenizer) so tests can clear it"
+    assert seen == known, ("a new cache: build it on kimi_chat.caches (LRUCache / Generations / PerTokenizer) so tests "
+                           "can clear it")
 
 
 def test_clear_all_empties_every_cache():

@@ -4,13 +4,23 @@ Token ids are built piece by piece: the text between two special tokens of a K2 
 at special tokens, so a piece's ids do not depend on its neighbours), each text segment of a K3 prompt.
 A piece's ids are ``encoding.encode_ordinary(piece)``, a pure function of its text, so they are cached by
 text: a conversation sent again with one more turn (what a chat client does on every request) encodes
-only the new turn's pieces; its history is a dictionary lookup per piece.
+only the new turn's pieces; its history is a dictionary lookup per piece (a long piece from its third
+encoding on: below).
 
 Bounded and thread-safe (as every cache of :mod:`kimi_chat.caches`): pieces up to :data:`SHORT_CHARS`
 characters in a dict of at most :data:`SHORT_ENTRIES` entries (emptied when full; at most about 10 MB),
-longer ones up to :data:`LONG_CHARS` in a least-recently-used map holding at most :data:`BUDGET_CHARS`
-characters of text per tokenizer (about 10 MB with their ids: a token is about 4 characters and an id in a
-list about 36 bytes); longer pieces are encoded every time.
+longer ones up to :data:`LONG_CHARS` in a :class:`~kimi_chat.caches.Generations` (an approximate
+least-recently-used map in two generations, whose ``put`` is one dict store) holding at most
+:data:`BUDGET_CHARS` characters of text per tokenizer (about 10 MB with their ids: a token is about 4
+characters and an id in a list about 36 bytes); longer pieces are encoded every time.
+
+A long piece is kept from its second encoding on: the first only records its hash (in a set of at most
+:data:`SEEN_ENTRIES`, emptied when full). A data pipeline renders conversations never seen before: nearly
+every long piece is new and never comes back, and keeping each one (its ids held, the map churning through
+its budget) cost more than the lookups ever saved; a piece that comes back (a system prompt, the tools, a
+conversation sent again) is kept on its second encoding and found from its third. The hash only decides
+whether to keep a piece: the ids are always ``encode_ordinary`` of the piece or those stored under that very
+text.
 """
 
 from __future__ import annotations
@@ -18,9 +28,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..caches import LRUCache, PerTokenizer
+from ..caches import Generations, PerTokenizer
 
-__all__ = ["TextIds", "text_ids", "name_shape", "SHORT_CHARS", "SHORT_ENTRIES", "LONG_CHARS", "BUDGET_CHARS"]
+__all__ = ["TextIds", "text_ids", "name_shape", "SHORT_CHARS", "SHORT_ENTRIES", "LONG_CHARS", "BUDGET_CHARS",
+           "SEEN_ENTRIES"]
 
 SHORT_CHARS = 48
 """Pieces up to this length go in the short-piece dict (names, tag syntax, short answers)."""
@@ -29,7 +40,10 @@ SHORT_ENTRIES = 1 << 16
 LONG_CHARS = 25_000
 """Longer pieces are not cached (at most the official long-run cut: ``MAX_NO_WHITESPACES_CHARS``)."""
 BUDGET_CHARS = 1 << 20
-"""The characters of long pieces kept per tokenizer (the least recently used go first)."""
+"""The characters of long pieces kept per tokenizer (those not used for a generation, half of it, go)."""
+SEEN_ENTRIES = 1 << 15
+"""Hashes of long pieces encoded once (not kept yet), per tokenizer: the set is emptied when it holds this
+many (about 2 MB)."""
 
 
 # Every Kimi special-token name has one of these shapes. None holds a "<" or "[" after its first char,
@@ -50,13 +64,15 @@ class TextIds:
     """``encode_ordinary`` of one tokenizer's encoding, cached by text (module docstring). The lists
     returned are shared with the cache: extend with them, never change them."""
 
-    __slots__ = ("short", "long", "shape", "prefix_free", "id_to_name", "_encode", "_split", "_specials")
+    __slots__ = ("short", "long", "seen", "shape", "prefix_free", "id_to_name", "_encode", "_split", "_specials")
 
     def __init__(self, tokenizer: Any) -> None:
         self.short: dict[str, list[int]] = {}
         """Short piece -> ids (read it directly in a hot loop; :meth:`ids` on a miss)."""
-        self.long: LRUCache[list[int]] = LRUCache(None, SHORT_ENTRIES, max_weight=BUDGET_CHARS)
+        self.long: Generations[list[int]] = Generations(None, BUDGET_CHARS)
         """Long piece -> ids, weighed by length."""
+        self.seen: set[int] = set()
+        """Hashes of the long pieces encoded once and not kept (module docstring)."""
         self._encode = tokenizer.encoding.encode_ordinary
         self._specials: dict[str, int] = tokenizer.special_tokens
         self.shape = name_shape(self._specials)
@@ -86,7 +102,14 @@ class TextIds:
         toks = self.long.get(s)
         if toks is None:
             toks = self._encode(s)
-            self.long.put(s, toks, n)
+            h = hash(s)  # computed by the lookup: cached in the str
+            seen = self.seen
+            if h in seen:  # encoded before: keep it
+                self.long.put(s, toks)
+            else:
+                if len(seen) >= SEEN_ENTRIES:
+                    seen.clear()
+                seen.add(h)
         return toks
 
     def with_specials(self, s: str) -> list[int]:
@@ -95,6 +118,7 @@ class TextIds:
         call: about 20 µs). A new list."""
         pieces = self._split(s)
         ids = self.ids
+        short = self.short.get  # most pieces: names, roles, tag syntax (a long piece's hash, computed here, is kept)
         get = self._specials.get
         out: list[int] = []
         carry = ""  # text before a match that is no name: it joins the text after it
@@ -107,7 +131,8 @@ class TextIds:
             t = carry + pieces[k - 1] if carry else pieces[k - 1]
             carry = ""
             if t:
-                out += ids(t)
+                toks = short(t)
+                out += ids(t) if toks is None else toks
             out.append(i)
         t = carry + pieces[-1] if carry else pieces[-1]
         if t:
