@@ -34,6 +34,10 @@ from kimi_chat.grammar.request import constraint  # noqa: E402
 K3 = "kimi-k3"
 USER = [{"role": "user", "content": "Please call the tool."}]
 
+_CHARS = st.characters(codec="utf-8", exclude_characters="\x7f")
+"""Any character but a raw DEL, which llguidance refuses inside a JSON string (a documented departure, pinned by
+test_raw_del_in_a_json_string_is_refused_escaped_accepted)."""
+
 _STRINGS = st.one_of(
     st.just({"type": "string"}),
     st.builds(lambda lo, span: {"type": "string", "minLength": lo, "maxLength": lo + span},
@@ -122,7 +126,7 @@ def _instances(schema: object, root: dict) -> st.SearchStrategy:
     """Values of ``schema`` (the shapes :func:`_parameters` draws; the test keeps the ones ``jsonschema``
     finds valid). hypothesis-jsonschema would do it, but its release does not run on this hypothesis."""
     if schema is True or schema == {}:
-        return st.one_of(st.none(), st.booleans(), st.integers(-9, 9), st.text(max_size=4))
+        return st.one_of(st.none(), st.booleans(), st.integers(-9, 9), st.text(_CHARS, max_size=4))
     assert isinstance(schema, dict)
     if "$ref" in schema:
         return _instances(root["$defs"][schema["$ref"].rsplit("/", 1)[1]], root)
@@ -146,11 +150,11 @@ def _instances(schema: object, root: dict) -> st.SearchStrategy:
         return st.one_of([_instances({**schema, "type": x}, root) for x in t])
     if t == "string":
         if "pattern" in schema:
-            return st.from_regex(schema["pattern"].replace("$", r"\Z"), alphabet=st.characters(codec="utf-8"))
+            return st.from_regex(schema["pattern"].replace("$", r"\Z"), alphabet=_CHARS)
         if "format" in schema:
             return _FORMATS[schema["format"]]
         lo = schema.get("minLength", 0)
-        return st.text(min_size=lo, max_size=schema.get("maxLength", lo + 8))
+        return st.text(_CHARS, min_size=lo, max_size=schema.get("maxLength", lo + 8))
     if t == "integer":
         return st.integers(schema.get("minimum", -1000), schema.get("maximum", 1000))
     if t == "number":
@@ -173,7 +177,7 @@ def _instances(schema: object, root: dict) -> st.SearchStrategy:
     fixed = fixed.map(lambda d: {k: d[k] for k in props if k in d})  # declaration order, as generated
     if extra is False:
         return fixed
-    more = st.dictionaries(st.text(max_size=6).filter(lambda k: k not in props), _instances(extra, root), max_size=2)
+    more = st.dictionaries(st.text(_CHARS, max_size=6).filter(lambda k: k not in props), _instances(extra, root), max_size=2)
     return st.builds(lambda a, b: {**a, **b}, fixed, more)
 
 
@@ -267,3 +271,18 @@ def test_declared_reading_accepts_declared_properties_only(schema, data):
         allowed = schema.get("additionalProperties") not in (None, False)
         assert c.accepts(_completion(schema, extra, True)) is allowed, extra
 
+
+
+@needs_reference
+def test_raw_del_in_a_json_string_is_refused_escaped_accepted():
+    """llguidance's JSON lexer reads a raw U+007F (DEL) in a JSON string as a control character: a K3 argument
+    element's JSON (``json.dumps`` writes DEL raw) holding one is refused, written ``\\u007f`` it is accepted; a
+    raw string value (no JSON) takes it as it is (docs/constraints.md, departures not noted)."""
+    schema = {"type": "object", "properties": {"c": {"type": "array", "items": {"type": "string"}}, "s": {"type": "string"}},
+              "required": ["c", "s"]}
+    c = constraint([{"type": "function", "function": {"name": "f", "parameters": schema}}], dialect=K3,
+                   tool_choice="required", parallel_tool_calls=False)
+    raw = _completion(schema, {"c": ["a\x7fb"], "s": "x"}, True)
+    assert "\x7f" in raw and not c.accepts(raw)
+    assert c.accepts(raw.replace("\x7f", "\\u007f"))
+    assert c.accepts(_completion(schema, {"c": ["ab"], "s": "x\x7fy"}, True))
