@@ -72,8 +72,9 @@ def one_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, o
     The second item is the labels with ``-100`` where not trained. ``prefill``: how many of the generation
     prompt's last ids open the turn (K2.6's ``<think>``: trainable in the rendering, written by the prompt, not
     trained). Checked: the rendering ends with the generation prompt, each assistant turn from the first trained
-    one on begins with it and is trainable from its prefill on, and nothing but those messages lies between. ``None`` when a check fails or the rendering is refused (then the general path
-    asks, and names what it refuses). Fills ``bodies`` (the turns as generated)."""
+    one on begins with it and is trainable from its prefill on, and nothing but those messages lies between.
+    ``None`` when a check fails or the rendering is refused (then the general path asks, and names what it
+    refuses). Fills ``bodies`` (the turns as generated)."""
     e = turns[-1]
     try:
         r = render_tokens(msgs[: e + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,

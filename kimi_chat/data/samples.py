@@ -47,7 +47,6 @@ REASONING_POLICIES: tuple[str, ...] = ("as-sampled", "keep", "official")
 _PROBE_CALL = {"id": "functions.probe:0", "type": "function", "function": {"name": "probe", "arguments": "{}"}}
 
 
-
 def _is_trained(m: Mapping[str, Any], i: int) -> bool:
     train, weight = m.get("train", True), m.get("weight", 1)
     if train is not True and train is not False and train is not None:  # "no", 0: not a yes or no to guess at
@@ -504,9 +503,12 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             got = _batch_bodies(msgs, d, tok, opts, special_tokens, called=True,
                                 only=range(turns[0], turns[-1] + 1), header=gp[: len(gp) - len(prefill)])
             made = _split_rendering(msgs, tools, d, tok, opts, special_tokens, stretches, gp, got) if got else None
-            bodies.update(got or _batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
             if made is not None:
+                bodies.update(got or {})
                 return _merged([Sample(*one)] for one in made)
+            # the stretches checked one by one: only the last turns' ids taken from that rendering, as before
+            bodies.update({j: got[j] for j in ends if j in got} if got else
+                          _batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})
     return _merged(_stretch_samples(msgs, tools, d, tok, opts, special_tokens, st, body, texts, bodies,
                                     st is not stretches[-1]) for st in stretches)
 

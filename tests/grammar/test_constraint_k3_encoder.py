@@ -177,7 +177,8 @@ def _instances(schema: object, root: dict) -> st.SearchStrategy:
     fixed = fixed.map(lambda d: {k: d[k] for k in props if k in d})  # declaration order, as generated
     if extra is False:
         return fixed
-    more = st.dictionaries(st.text(_CHARS, max_size=6).filter(lambda k: k not in props), _instances(extra, root), max_size=2)
+    more = st.dictionaries(st.text(_CHARS, max_size=6).filter(lambda k: k not in props), _instances(extra, root),
+                           max_size=2)
     return st.builds(lambda a, b: {**a, **b}, fixed, more)
 
 
@@ -278,8 +279,8 @@ def test_raw_del_in_a_json_string_is_refused_escaped_accepted():
     """llguidance's JSON lexer reads a raw U+007F (DEL) in a JSON string as a control character: a K3 argument
     element's JSON (``json.dumps`` writes DEL raw) holding one is refused, written ``\\u007f`` it is accepted; a
     raw string value (no JSON) takes it as it is (docs/constraints.md, departures not noted)."""
-    schema = {"type": "object", "properties": {"c": {"type": "array", "items": {"type": "string"}}, "s": {"type": "string"}},
-              "required": ["c", "s"]}
+    schema = {"type": "object", "required": ["c", "s"],
+              "properties": {"c": {"type": "array", "items": {"type": "string"}}, "s": {"type": "string"}}}
     c = constraint([{"type": "function", "function": {"name": "f", "parameters": schema}}], dialect=K3,
                    tool_choice="required", parallel_tool_calls=False)
     raw = _completion(schema, {"c": ["a\x7fb"], "s": "x"}, True)
