@@ -71,7 +71,7 @@ def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 
 
 def _options_key(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, repr(v)) for k, v in options.items()))
+    return tuple(sorted((k, repr(v)) for k, v in options.items())) if options else ()
 
 
 _FACTS: PerTokenizer[dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any]] = PerTokenizer("data.dialect_facts")
