@@ -70,6 +70,13 @@ def _without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(S, "_split_rendering", lambda *args: None)
 
 
+def _checked_outcome(monkeypatch: pytest.MonkeyPatch, *args):
+    """:func:`_outcome` of the same core with every shortcut turned off."""
+    with monkeypatch.context() as m:
+        _without_shortcuts(m)
+        return _outcome(*args)
+
+
 @pytest.mark.parametrize("name", K2_NAMES)
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
@@ -217,9 +224,7 @@ def test_samples_are_those_of_the_checked_path(name, config, data, monkeypatch):
     policy = data.draw(st.sampled_from(["text", "special"]))
     note(repr(req))
     fast = _outcome(messages, d, tok, tools, options, policy)
-    with monkeypatch.context() as m:
-        _without_shortcuts(m)
-        checked = _outcome(messages, d, tok, tools, options, policy)
+    checked = _checked_outcome(monkeypatch, messages, d, tok, tools, options, policy)
     assert fast == checked
 
 
@@ -258,9 +263,7 @@ def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken
     with monkeypatch.context() as m:
         m.setattr(S, taken, spy)
         fast = _outcome(msgs, get_dialect(name), tok, None, options, "text")
-    with monkeypatch.context() as m:
-        _without_shortcuts(m)
-        checked = _outcome(msgs, get_dialect(name), tok, None, options, "text")
+    checked = _checked_outcome(monkeypatch, msgs, get_dialect(name), tok, None, options, "text")
     assert any(hits)
     assert fast == checked
     assert isinstance(fast, tuple) and len(fast[0]) == (1 if taken == "one_rendering" else 4)
@@ -292,7 +295,5 @@ def test_assistant_turn_before_a_stretch_is_written_as_its_request_writes_it(nam
     tok = _tok("k2.6")
     msgs = variant(_tool_loop(3))
     fast = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
-    with monkeypatch.context() as m:
-        _without_shortcuts(m)
-        checked = _outcome(msgs, get_dialect(name), tok, None, {}, "text")
+    checked = _checked_outcome(monkeypatch, msgs, get_dialect(name), tok, None, {}, "text")
     assert fast == checked
