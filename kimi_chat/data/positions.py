@@ -11,6 +11,9 @@ alone, and a rendering holds each earlier request up to the turn's header. A mes
 one is written alike on both sides of the split, so one rendering also holds the requests of a history-split
 dialect's stretches, each up to its first turn (:func:`split_rendering`). The shortcuts built on this are
 checked against separate renderings in ``tests/data/test_data_samples_shortcuts.py``.
+
+A family may say the same of its own pass (:attr:`~kimi_chat.families.TokenPolicy.turns_position_free`: Kimi-K3
+without image prompts, reasoned beside its pass); :func:`turns_position_free` asks it first.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ def turns_position_free(d: Dialect, options: Mapping[str, Any] | None = None) ->
     """Whether the dialect, with these render ``options``, writes an assistant turn from the message alone,
     wherever it stands: a K2 dialect with no ``<think>`` policy (0905, rev1, rev2: no history split, no prefill
     in the generation prompt), or one that keeps every turn's reasoning (no history split: K2.7-Code, K2.6 with
-    ``preserve_thinking=True``; the generation prompt may open the think block). Then every turn of one
-    rendering is the turn as generated, and every request is that rendering up to the turn's header plus the
-    generation prompt (:func:`one_rendering`)."""
+    ``preserve_thinking=True``; the generation prompt may open the think block); or what the family says of its
+    own pass (Kimi-K3: without image prompts). Then every turn of one rendering is the turn as generated, and
+    every request is that rendering up to the turn's header plus the generation prompt (:func:`one_rendering`)."""
     spec = d.spec
+    own = d.family_parts.tokens.turns_position_free
+    if own is not None:  # the family's pass says (module docstring)
+        return own(d, options or {})
     if not _k2_template(d):
         return False
     if getattr(spec, "think", None) == "none":

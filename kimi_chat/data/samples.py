@@ -61,8 +61,26 @@ def trained_turns(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     ``"weight": 0``, and a first message (no request before it: there is no prompt to generate it after).
     Raises :class:`InvalidRowError` naming ``messages[i].train`` / ``.weight`` when ``train`` is not a boolean
     or ``weight`` not a number (``"no"`` or ``"0"`` would otherwise be trained)."""
-    return [i for i, m in enumerate(messages) if i and (type(m) is dict or isinstance(m, Mapping))
-            and m.get("role") == "assistant" and _is_trained(m, i)]
+    return _assistant_turns(messages)[0]
+
+
+def _assistant_turns(messages: Sequence[Any]) -> tuple[list[int], list[int], dict[int, list[str]]]:
+    """``(trained turns, untrained assistant messages, reasoning carried)`` in one pass over the messages: the
+    indices :func:`trained_turns` gives, those of the other assistant messages, and per message the reasoning
+    texts it carries (:func:`~kimi_chat.tokens.reasoning.carried_reasoning`: only assistant messages carry
+    any)."""
+    turns: list[int] = []
+    untrained: list[int] = []
+    carried: dict[int, list[str]] = {}
+    for i, m in enumerate(messages):
+        if type(m) is dict or isinstance(m, Mapping):
+            if m.get("role") != "assistant":
+                continue
+            (turns if i and _is_trained(m, i) else untrained).append(i)
+        c = carried_reasoning(m)
+        if c:
+            carried[i] = c
+    return turns, untrained, carried
 
 
 # --------------------------------------------------------------------------------------------------
@@ -278,10 +296,7 @@ def conversation_samples(
     d = get_dialect(dialect)
     opts = reasoning_options(d, reasoning, options, tokenizer=tokenizer if reasoning == "keep" else None)
     msgs = list(messages)
-    turns = trained_turns(msgs)
-    trained = set(turns)
-    untrained = [i for i, m in enumerate(msgs) if (type(m) is dict or isinstance(m, Mapping))
-                 and m.get("role") == "assistant" and i not in trained]
+    turns, untrained, carried = _assistant_turns(msgs)
     if reasoning == "official":
         samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
         if dropped and warn:
@@ -292,14 +307,16 @@ def conversation_samples(
         return ConversationSamples(samples, dropped, untrained)
     bodies: dict[int, list[int]] = {}
     samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)
-    carried = {j: c for j, m in enumerate(msgs) if (c := carried_reasoning(m))}
     if not carried:
         dropped = 0
     elif len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts) and carried.keys() <= bodies.keys():
         # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
-        # is in the sample (each checked there)
-        decode = tokenizer.encoding.decode  # C speed
-        dropped = sum(1 for j, c in carried.items() if not any(x in decode(bodies[j]) for x in c))
+        # is in the sample (each checked there). A turn's ids start after a special token and end with one, so
+        # their text is part of the sample's: reasoning not there is in no turn (one decode, at C speed)
+        decode = tokenizer.encoding.decode
+        whole = decode(samples[0].input_ids)
+        dropped = sum(1 for j, c in carried.items()
+                      if not any(x in whole for x in c) or not any(x in decode(bodies[j]) for x in c))
     else:
         dropped = _dropped_after_split(d, tokenizer, _prefill(d, tokenizer, opts)[1], msgs, carried, bodies)
         if dropped is None:

@@ -69,6 +69,12 @@ class TokenPolicy:
     """``dialect -> config`` of :meth:`KimiTokenizer.from_reference` that tokenizes it (the CLI's default)."""
     snapshot_tokenizer: Callable[[Any, Any], Any]
     """``(directory, config_file or None) -> KimiTokenizer`` of a model snapshot of the family."""
+    turns_position_free: Callable[[Any, Any], bool] | None = None
+    """``(dialect, options) -> bool``: whether the family's pass, with these render options, writes every assistant
+    turn from the message alone wherever it stands, and every request as the conversation's rendering up to the
+    turn's header plus the generation prompt, reasoned from the pass (the samples core then takes every sample
+    of a conversation from one rendering, checked: :func:`kimi_chat.data.positions.one_rendering`). ``None``:
+    the samples core reasons it from the K2 template renderer (:mod:`kimi_chat.data.positions`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

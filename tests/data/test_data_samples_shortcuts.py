@@ -2,8 +2,9 @@
 
 Two shortcuts take ids from one rendering without rendering again to check them, reasoned from the K2 renderer:
 
-* position-free turns (K2 dialects without a ``<think>`` policy: 0905, rev1, rev2): every request is the rendering of
-  the conversation up to the turn's header plus the generation prompt, and every turn is as generated;
+* position-free turns (K2 dialects without a ``<think>`` policy: 0905, rev1, rev2; those that keep every turn's
+  reasoning; Kimi-K3 without image prompts): every request is the rendering of the conversation up to the turn's
+  header plus the generation prompt, and every turn is as generated;
 * a kept prefix (``prefix_kept``: no final answer from a stretch's first turn on): the stretch's rendering holds
   the first turn's request and writes the stretch's turns as when alone (after the history split), its last turn
   too when it has tool calls;
@@ -36,6 +37,7 @@ from kimi_chat.dialects import K2_DIALECTS, get_dialect
 from kimi_chat.errors import KimiChatError, RenderError
 from kimi_chat.prompt import render, render_layout
 from kimi_chat.testing.strategies import requests
+from kimi_chat.testing.strategies_k3 import k3_requests
 from kimi_chat.tokens.rendered import render_ids, render_tokens
 
 pytestmark = needs_reference
@@ -145,12 +147,58 @@ def test_position_free_premise_holds(name, policy, data):
     generation prompt, is the turn's request (its ids rendered on their own), and the turn after the generation
     prompt is the turn as generated."""
     d = get_dialect(name)
-    tok = _tok("k2.6")
     req = data.draw(requests(name))
-    messages, tools, options = req["messages"], req["tools"], req["options"]
+    options = req["options"]
     if d.reads_preserve_thinking and data.draw(st.booleans()):
         options["preserve_thinking"] = True
     note(repr(req))
+    _check_position_free_premise(d, _tok("k2.6"), req["messages"], req["tools"], options, policy)
+
+
+# the options a K3 turn is read with (a request-level block stands after the conversation, before the generation
+# prompt: the ids _prefill learns as the generation prompt's then hold it, which no turn's header does, so
+# one_rendering declines: test_k3_request_level_block_is_in_every_request)
+_K3_TURN_OPTIONS = ("thinking", "thinking_effort")
+
+
+@pytest.mark.parametrize("policy", ["text", "special"])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(req=k3_requests(refusals=False))
+def test_k3_position_free_premise_holds(policy, req):
+    """Kimi-K3 without image prompts: the same premise as the K2 dialects without a history split."""
+    note(repr(req))
+    options = {k: v for k, v in req["kwargs"].items() if k in _K3_TURN_OPTIONS}
+    d = get_dialect("kimi-k3")
+    assert S._turns_position_free(d, options)
+    _check_position_free_premise(d, _tok("k3"), req["messages"], req["tools"], options, policy)
+
+
+def test_k3_with_image_prompts_is_not_position_free():
+    """A prefix of the conversation cannot take every image prompt (the encoder refuses it): not taken."""
+    d = get_dialect("kimi-k3")
+    assert S._turns_position_free(d, {"thinking": True})
+    assert not S._turns_position_free(d, {"image_prompts": ["[IMG]"]})
+
+
+@pytest.mark.parametrize("options", [{"tool_choice": "required"}, {"response_format": {"type": "json_object"}}])
+def test_k3_request_level_block_is_in_every_request(options, monkeypatch):
+    """A block the K3 pass writes after the last message (tool choice, response format) stands before every
+    request's generation prompt: each turn's sample starts with its own request's ids, block included, so no two
+    turns share a sample, and the result is the checked path's."""
+    d = get_dialect("kimi-k3")
+    tok = _tok("k3")
+    msgs = _tool_loop(2)
+    result = conversation_samples(msgs, dialect=d, tokenizer=tok, **options)
+    assert [s.turns for s in result.samples] == [[2], [4], [6], [8]]
+    for s in result.samples:
+        (i,), ((a, _),) = s.turns, s.spans
+        own = render_ids(msgs[:i], tokenizer=tok, dialect=d, add_generation_prompt=True, **options)
+        assert s.input_ids[:a] == own, f"request of messages[{i}]"
+    assert _outcome(msgs, d, tok, None, options, "text") == _checked_outcome(monkeypatch, msgs, d, tok, None,
+                                                                              options, "text")
+
+
+def _check_position_free_premise(d, tok, messages, tools, options, policy) -> None:
     if not S._turns_position_free(d, options):
         return
     assistants = _assistants(messages)
@@ -228,6 +276,25 @@ def test_samples_are_those_of_the_checked_path(name, config, data, monkeypatch):
     assert fast == checked
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], max_examples=60)
+@given(req=k3_requests(refusals=False), data=st.data())
+def test_k3_samples_are_those_of_the_checked_path(req, data, monkeypatch):
+    """Kimi-K3, every option but the image prompts (request-level blocks included): whole results with the
+    shortcut equal those of the same core with it turned off."""
+    d = get_dialect("kimi-k3")
+    tok = _tok("k3")
+    messages, tools = req["messages"], req["tools"]
+    options = {k: v for k, v in req["kwargs"].items() if k not in ("add_generation_prompt", "image_prompts")}
+    for j in data.draw(st.sets(st.sampled_from(_assistants(messages) or [None]), max_size=2)):
+        if j is not None:
+            messages[j] = {**messages[j], "train": False}
+    policy = data.draw(st.sampled_from(["text", "special"]))
+    note(repr(req))
+    fast = _outcome(messages, d, tok, tools, options, policy)
+    checked = _checked_outcome(monkeypatch, messages, d, tok, tools, options, policy)
+    assert fast == checked
+
+
 def _tool_loop(n: int) -> list[dict]:
     msgs: list[dict] = [{"role": "system", "content": "Use tools."}]
     for i in range(n):
@@ -247,10 +314,12 @@ def _tool_loop(n: int) -> list[dict]:
                                                   ("kimi-k2-thinking@rev1", "_split_rendering", {}),
                                                   ("kimi-k2.6", "_split_rendering", {}),
                                                   ("kimi-k2.6", "one_rendering", {"preserve_thinking": True}),
-                                                  ("kimi-k2.7-code", "one_rendering", {})])
+                                                  ("kimi-k2.7-code", "one_rendering", {}),
+                                                  ("kimi-k3", "one_rendering", {}),
+                                                  ("kimi-k3", "one_rendering", {"thinking": False})])
 def test_agent_loop_takes_the_shortcut_and_gives_the_checked_samples(name, taken, options, monkeypatch):
     """On a tool loop (the benchmark's shape) the shortcut is taken, and the samples are those of the checked path."""
-    tok = _tok("k2.6")
+    tok = _tok("k3" if get_dialect(name).family == "k3" else "k2.6")
     msgs = _tool_loop(4)
     hits: list[bool] = []
     real = getattr(S, taken)

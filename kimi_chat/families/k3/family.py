@@ -9,6 +9,7 @@ from .. import (CheckParts, Family, FamilyMarkers, GrammarParts, OfficialRenderi
                 TokenPolicy)
 from .format import FORMAT, TAGS, TOKEN_CLASSES
 from .grammar import K3Translator
+from .prompt_pass import turns_position_free
 from .render import write_k3
 from . import tooling, usage
 from .lint import lint_k3
@@ -48,6 +49,7 @@ FAMILY = Family(
         base_tokenizer="k3",
         reference_tokenizer=lambda d: "k3",
         snapshot_tokenizer=tooling.snapshot_tokenizer,
+        turns_position_free=turns_position_free,
     ),
     grammar=GrammarParts(translator=K3Translator, constraint=_constraint),
     lint=lint_k3,

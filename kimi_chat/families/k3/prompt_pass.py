@@ -32,7 +32,7 @@ from kimi_chat.families.k3.inputs import response_schema as schema_of
 from kimi_chat.messages import plain_items
 from kimi_chat.prompt.writer import Literal, Run, Writer
 
-__all__ = ["CONTROL_ORDER", "UNSET", "build"]
+__all__ = ["CONTROL_ORDER", "UNSET", "build", "turns_position_free"]
 
 _OPEN = M.K3_OPEN.text
 _CLOSE = M.K3_CLOSE.text
@@ -497,3 +497,20 @@ def build(
             f"{len(images.prompts)} image_prompts given but {images.next} images / placeholders rendered",
             field="image_prompts",
         )
+
+
+def turns_position_free(dialect: Any, options: Mapping[str, Any]) -> bool:
+    """Whether :func:`build` writes every assistant turn from the message alone wherever it stands (the family's
+    :attr:`~kimi_chat.families.TokenPolicy.turns_position_free`): without image prompts.
+
+    :func:`build` writes the blocks before the messages (tool declarations, thinking effort) from the tools and
+    options; each message from the message, the options and what came before it: a tool result its name from
+    the preceding assistant's calls, an image the next image prompt; no assistant turn reads either (its header,
+    reasoning, content and calls are written from the message and ``thinking`` alone, its reasoning never
+    dropped); then, after the last message, the request-level blocks (tool choice, response format) and the
+    generation prompt. The ids are encoded segment by segment, so a turn's ids are its own segments'. Every
+    request is then the rendering up to the turn's header plus what follows the last message (request-level
+    blocks and generation prompt: the samples core compares each turn's header with it, and declines where a
+    block stands there). With image prompts a prefix of the conversation cannot take them all (the encoder
+    refuses it): not position free."""
+    return options.get("image_prompts") is None
