@@ -9,9 +9,10 @@ assistant tool call with reasoning, tool result, assistant answer with reasoning
 * ``floor``: tiktoken encoding the same emitted text (every sample's text, ``Encoding.encode`` with the
   special tokens allowed): what the ids alone cost, with no rendering, attribution or sample logic;
 * ``new``: :func:`kimi_chat.data.conversation_samples` on conversations it has not seen (its batches of calls
-  interleaved with the floor's, so that the machine's changing load falls on both sides of the ratio) (a pool of 64 with no
-  message text in common beyond the system prompt: kimi_chat's caches of text ids and prompts miss), and its
-  ratio to the floor (goal <= 1.3x);
+  interleaved with the floor's, so that the machine's changing load falls on both sides of the ratio): every
+  call takes a conversation no call took before, built ahead of the timing, with no message text in common
+  with another beyond the system prompt and the tool-call ids (what a dataset is: kimi_chat's caches of text
+  pieces and prompts miss on the messages' text), and its ratio to the floor (goal <= 1.3x);
 * ``repeat``: the same conversation again and again (the caches warm), and its ratio;
 * ``render_tokens``: for reference, one :func:`kimi_chat.render_tokens` of the whole conversation (no generation
   prompt) on the same new conversations, as a ratio to the floor: what a single official rendering costs;
@@ -29,6 +30,7 @@ of its own and prints its ratios beside these: before and after a change. No ass
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -48,7 +50,38 @@ from kimi_chat.errors import UnsupportedOptionError  # noqa: E402
 from kimi_chat.tokens.rendered import render_tokens  # noqa: E402
 from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
 
-POOL = 64
+class Fresh:
+    """Conversations of ``n`` messages, each taken once: every one salted with a number no other conversation of
+    this run has (written at a fixed width, so that every conversation of a size has the same length as the
+    floor's), so they have no message text in common beyond the system prompt and the tool-call ids; built
+    ahead outside the timed calls: :meth:`reserve` before timing ``calls`` calls, :meth:`take` in each."""
+
+    _numbers = itertools.count(1)
+
+    def __init__(self, n: int) -> None:
+        self.n, self.ready = n, []
+
+    def reserve(self, calls: int) -> None:
+        self.ready += [self._make() for _ in range(calls - len(self.ready))]
+
+    def take(self) -> list[dict]:
+        return self.ready.pop() if self.ready else self._make()
+
+    def _make(self) -> list[dict]:
+        return conversation(self.n, salt=_salt(next(self._numbers)))
+
+
+def _salt(k: int) -> str:
+    return f"~{k:05d}"
+
+
+def _calls(fn, budget: float = 0.02) -> int:
+    """About how many calls of ``fn`` :func:`per_call_pair` makes per batch (its budget, one call timed)."""
+    import time
+
+    t = time.process_time()
+    fn()
+    return max(1, int(budget / max(time.process_time() - t, 1e-7)))
 
 
 def _tokenizer(name: str) -> KimiTokenizer:
@@ -83,25 +116,34 @@ def main() -> list[str]:
                 continue
             prev = None
             for n in sizes:
-                pool = [conversation(n, salt=f"~{k}") for k in range(POOL)]
-                one = pool[0]
+                one = conversation(n, salt=_salt(0))  # the floor's text: a conversation as long as the new ones
                 res = conversation_samples(one, dialect=name, tokenizer=tok, reasoning=policy, warn=False)
                 texts = [tok.decode(s.input_ids) for s in res.samples]
                 ids = sum(len(s.input_ids) for s in res.samples)
                 def floor_fn() -> object:
                     return [enc.encode(t, allowed_special="all") for t in texts]
 
-                it = iter(range(10**9))
+                fresh = Fresh(n)
+
+                def new_fn() -> object:
+                    return conversation_samples(fresh.take(), dialect=name, tokenizer=tok, reasoning=policy,
+                                                warn=False)
+
+                # enough new conversations for every call of the timing (its first calls size its batches)
+                fresh.reserve(3 * _calls(new_fn) * (args.repeat + 1) + 8)
                 # each side's batches interleaved with the floor's: a change of the machine's load falls on both
-                floor, new = per_call_pair(floor_fn, lambda: conversation_samples(
-                    pool[next(it) % POOL], dialect=name, tokenizer=tok, reasoning=policy, warn=False), args.repeat)
+                floor, new = per_call_pair(floor_fn, new_fn, args.repeat)
                 floor2, rep = per_call_pair(floor_fn, lambda: conversation_samples(
                     one, dialect=name, tokenizer=tok, reasoning=policy, warn=False), args.repeat)
-                it2 = iter(range(10**9))
+                fresh_r = Fresh(n)
+
+                def render_fn() -> object:
+                    return render_tokens(fresh_r.take(), tokenizer=tok, dialect=name, add_generation_prompt=False)
+
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the dropped-reasoning warning, on every call
-                    one_render = per_call(lambda: render_tokens(pool[next(it2) % POOL], tokenizer=tok, dialect=name,
-                                                                add_generation_prompt=False), args.repeat)
+                    fresh_r.reserve(3 * _calls(render_fn) * (args.repeat + 1) + 8)
+                    one_render = per_call(render_fn, args.repeat)
                 growth = floor_growth = ""
                 if prev is not None:
                     p_n, p_new, p_floor = prev
