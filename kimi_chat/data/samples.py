@@ -28,6 +28,7 @@ from ..tokens.reasoning import carried_reasoning, dropped_reasoning, trained_tex
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
+from .official import official_samples
 from .positions import dropped_after_split as _dropped_after_split, one_rendering
 from .positions import prefix_kept as _prefix_kept, split_rendering as _split_rendering
 from .positions import turns_position_free as _turns_position_free
@@ -298,7 +299,7 @@ def conversation_samples(
     msgs = list(messages)
     turns, untrained, carried = _assistant_turns(msgs)
     if reasoning == "official":
-        samples, dropped = _official(msgs, tools, d, tokenizer, opts, special_tokens, turns)
+        samples, dropped = official_samples(msgs, tools, d, tokenizer, opts, special_tokens, turns, carried)
         if dropped and warn:
             warnings.warn(
                 f"reasoning='official': the {d.name} rendering drops the reasoning of {dropped} assistant message(s) "
@@ -331,34 +332,6 @@ def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[st
         return 0
     texts = trained_texts(render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts))
     return dropped_reasoning(msgs, lambda i: texts.get(i, ""))
-
-
-def _official(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-              special_tokens: str, turns: list[int]) -> tuple[list[Sample], int]:
-    """One official rendering of the conversation up to its last trained turn, no generation prompt; and how
-    many assistant messages' reasoning it drops."""
-    if not turns:
-        return [], 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the dropped reasoning is counted, the open last turn is lint's finding
-        r = render_tokens(msgs[: turns[-1] + 1], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=False,
-                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
-    trained = set(turns)
-    ids, mask = r.ids, r.assistant_mask
-    labels = [IGNORE_INDEX] * len(ids)
-    runs: dict[int, tuple[int, int]] = {}
-    kept: dict[int, list[int]] = {}
-    for j, a, b in r.spans:
-        m = mask[a:b]
-        if j < 0 or 1 not in m:
-            continue
-        if j in trained:
-            runs[j] = (a + m.index(1), b - m[::-1].index(1))
-            labels[a:b] = [x if k else IGNORE_INDEX for x, k in zip(ids[a:b], m)]
-        if carried_reasoning(msgs[j]):
-            kept[j] = list(compress(ids[a:b], m))
-    dropped = dropped_reasoning(msgs[: turns[-1] + 1], lambda j: tok.encoding.decode(kept.get(j, [])))
-    return [Sample(list(ids), labels, list(turns), [runs.get(i, (0, 0)) for i in turns])], dropped
 
 
 def _turn_bodies(r: RenderedTokens, n: int, header: list[int] | None = None) -> list[list[int]] | None:

@@ -1,5 +1,6 @@
 """Reasoning the rendering drops: which assistant messages carry reasoning their rendered turn does not hold, and
-the warning :func:`~kimi_chat.tokens.rendered.render_tokens` gives for it (the training-data trap)."""
+the warning :func:`~kimi_chat.tokens.rendered.render_tokens` gives for it (the training-data trap), with the other
+warning it gives a training example (:func:`warn_training_example`: a last turn left open)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..checks.lint import unterminated_last_turn
 from ..dialect_records import DialectRecord as Dialect
+from ..messages import normalize_messages
 from ..prompt import Layout
 
-__all__ = ["carried_reasoning", "dropped_reasoning", "trained_texts", "warn_dropped_reasoning"]
+__all__ = ["carried_reasoning", "dropped_reasoning", "trained_texts", "warn_dropped_reasoning",
+           "warn_training_example"]
 
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -55,6 +59,19 @@ def warn_dropped_reasoning(messages: Sequence[Any], d: Dialect, r: Any, *, stack
         texts = trained_texts(lay)
         n = dropped_reasoning(messages, lambda i: texts.get(i, ""))
     _warn_count(n, d, stacklevel + 1)
+
+
+def warn_training_example(messages: Sequence[Any], d: Dialect, r: Any, *, stacklevel: int,
+                          lay: Layout | None = None) -> None:
+    """The warnings of a rendering ``r`` (a RenderedTokens; ``lay``: its layout, a K2 one) that may be a training
+    example: a last assistant turn never closed (lint's ``unterminated-last-turn``, in a dialect that leaves the
+    last turn open without a generation prompt) and the dropped reasoning (:func:`warn_dropped_reasoning`)."""
+    if lay is not None and not (r.add_generation_prompt or r.continue_final_message) \
+            and d.spec.last_turn_open_without_generation_prompt:
+        finding = unterminated_last_turn(d, normalize_messages(messages), False)
+        if finding is not None:
+            warnings.warn(str(finding), UserWarning, stacklevel=stacklevel)
+    warn_dropped_reasoning(messages, d, r, stacklevel=stacklevel + 1, lay=lay)
 
 
 def trained_texts(lay: Layout) -> dict[int, str]:

@@ -43,7 +43,6 @@ special tokens is refused with a :class:`~kimi_chat.errors.RenderError` (:mod:`k
 
 from __future__ import annotations
 
-import warnings
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, repeat
@@ -53,14 +52,13 @@ from typing import Any, Literal, NamedTuple, Optional
 from ..caches import PerTokenizer
 from ..dialect_records import DEFAULT_DIALECT, DialectRecord as Dialect, get_dialect
 from ..errors import RenderError
-from ..checks.lint import unterminated_last_turn
-from ..messages import normalize_messages, string_paths, to_plain
+from ..messages import string_paths, to_plain
 from ..prompt import Layout, render_layout, write_prompt
 from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .segments import encode_items, raise_typed, typed_special
 from .live import PickledWithoutTokenizer, register_live
-from .reasoning import warn_dropped_reasoning
+from .reasoning import warn_training_example
 from .text_ids import text_ids
 from .tokenizer import KimiTokenizer, cut_points
 from .prompt_ids import encode_whole as _encode_whole
@@ -399,15 +397,15 @@ _Pieces = tuple[Sequence[int], Optional[Sequence[bool]], Sequence[int]]
 def _attribute(
     ids: list[int], parts: list[str], marks: list[tuple[int, int, bool]], info: _Info, text: str
 ) -> tuple[_Pieces, list[int] | None]:
-    """``((message indices, trainable flags, token counts) per piece, mask or None)`` from the writer's
-    parts and marks (a :class:`~kimi_chat.prompt.Layout`): a token belongs to the piece of its first
-    byte, and is in the mask only if every piece it covers is trainable. Counts may be 0. The mask is
-    None when it follows from the pieces (no token crosses a piece boundary).
+    """``((message indices, trainable flags, token counts) per piece, mask or None)`` from the writer's parts and
+    marks (a :class:`~kimi_chat.prompt.Layout`): a token belongs to the piece of its first byte, and is in the mask
+    only if every piece it covers is trainable. Counts may be 0. The mask is None when it follows from the pieces
+    (no token crosses a piece boundary).
 
-    C-level passes only: ``info.char_marks`` turns the ids into one byte per char of the prompt, 1 where
-    a token starts (each char is counted at its UTF-8 lead byte), so a piece's token count is a
-    ``bytes.count`` over its char range. When a token starts inside a char or runs across a piece
-    boundary (BPE merged across it), :func:`_attribute_straddling` walks byte offsets instead."""
+    C-level passes only: ``info.char_marks`` turns the ids into one byte per char of the prompt, 1 where a token
+    starts (each char is counted at its UTF-8 lead byte), so a piece's token count is a ``bytes.count`` over its
+    char range. When a token starts inside a char or runs across a piece boundary (BPE merged across it),
+    :func:`_attribute_straddling` walks byte offsets instead."""
     n = len(ids)
     starts, idxs, trains = zip(*marks)
     off = [0, *accumulate(map(len, parts))]
@@ -527,25 +525,27 @@ def render_tokens(
     continue_final_message: bool = False,
     special_tokens: SpecialTokensPolicy = "text",
     strict: bool = False,
+    warn: bool = True,
     **options: Any,
 ) -> RenderedTokens:
-    """The prompt of :func:`kimi_chat.prompt.render` as token ids, with per-token message index, the
-    assistant training mask and per-message spans (see :class:`RenderedTokens`).
+    """The prompt of :func:`kimi_chat.prompt.render` as token ids, with per-token message index, the assistant
+    training mask and per-message spans (see :class:`RenderedTokens`).
 
-    ``ids == tokenizer.encode(render(...))`` whenever no input string contains special-token text; with
-    such text, ``special_tokens`` decides (module docstring): ``"text"`` (default) encodes it as ordinary
-    text, ``"strict"`` raises :class:`~kimi_chat.errors.RenderError` naming the message index,
-    ``"special"`` encodes it as the special token. ``add_generation_prompt`` and
-    ``continue_final_message`` are :func:`~kimi_chat.prompt.render`'s, and so is ``strict`` (refuse
-    what :func:`~kimi_chat.lint` reports as an error; default: official parity). With a dialect that
-    leaves the last turn open without a generation prompt (0905, the default) and a conversation
-    ending with an assistant turn, a ``UserWarning`` says that turn's end is never labelled (lint's
-    ``unterminated-last-turn``; the ids stay the official ones). Raises what
-    :func:`~kimi_chat.prompt.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is
-    not a :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`.
+    ``ids == tokenizer.encode(render(...))`` whenever no input string contains special-token text; with such text,
+    ``special_tokens`` decides (module docstring): ``"text"`` (default) encodes it as ordinary text, ``"strict"``
+    raises :class:`~kimi_chat.errors.RenderError` naming the message index, ``"special"`` encodes it as the special
+    token. ``add_generation_prompt`` and ``continue_final_message`` are :func:`~kimi_chat.prompt.render`'s, and so
+    is ``strict`` (refuse what :func:`~kimi_chat.lint` reports as an error; default: official parity). With a
+    dialect that leaves the last turn open without a generation prompt (0905, the default) and a conversation ending
+    with an assistant turn, a ``UserWarning`` says that turn's end is never labelled (lint's
+    ``unterminated-last-turn``; the ids stay the official ones), and another when the rendering drops reasoning the
+    assistant messages carry (the training-data trap: :mod:`kimi_chat.data`); ``warn=False`` gives neither, nor
+    looks for them (a caller that counts them itself, as :mod:`kimi_chat.data` does). Raises what
+    :func:`~kimi_chat.prompt.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is not a
+    :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`.
 
-    For ``dialect="kimi-k3"`` the ids equal the official K3 ``apply_chat_template(tokenize=True)``
-    (segment by segment, see :mod:`kimi_chat.tokens.segments`); ``tokenizer`` must then be a K3 tokenizer
+    For ``dialect="kimi-k3"`` the ids equal the official K3 ``apply_chat_template(tokenize=True)`` (segment by
+    segment, see :mod:`kimi_chat.tokens.segments`); ``tokenizer`` must then be a K3 tokenizer
     (``KimiTokenizer.from_reference("k3")``): a tokenizer without the family's special tokens raises
     :class:`~kimi_chat.errors.RenderError`.
     """
@@ -556,20 +556,15 @@ def render_tokens(
     if d.family_parts.tokens.segment_wise:
         r = _segment_tokens(messages, tokenizer, tools, d, add_generation_prompt, continue_final_message,
                             special_tokens, options, strict)
-        warn_dropped_reasoning(messages, d, r, stacklevel=3)
-        return r
-    lay, info, structural, ids = _k2_ids(messages, tokenizer, tools, d, add_generation_prompt,
-                                         continue_final_message, special_tokens, strict, options)
-    if add_generation_prompt is None:
-        add_generation_prompt = not continue_final_message
-    if not add_generation_prompt and not continue_final_message and d.spec.last_turn_open_without_generation_prompt:
-        # a training example whose last assistant turn is never closed: say so (lint's finding), as a warning
-        finding = unterminated_last_turn(d, normalize_messages(messages), add_generation_prompt)
-        if finding is not None:
-            warnings.warn(str(finding), UserWarning, stacklevel=2)
-    r = _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, add_generation_prompt,
-               continue_final_message, dict(options), special_tokens)
-    warn_dropped_reasoning(messages, d, r, stacklevel=3, lay=lay)
+        lay = None
+    else:
+        lay, info, structural, ids = _k2_ids(messages, tokenizer, tools, d, add_generation_prompt,
+                                             continue_final_message, special_tokens, strict, options)
+        agp = not continue_final_message if add_generation_prompt is None else add_generation_prompt
+        r = _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, agp,
+                   continue_final_message, dict(options), special_tokens)
+    if warn:
+        warn_training_example(messages, d, r, stacklevel=3, lay=lay)
     return r
 
 
@@ -621,8 +616,8 @@ def render_ids(
     strict: bool = False,
     **options: Any,
 ) -> list[int]:
-    """``render_tokens(...).ids`` without the per-token attribution (message index, mask, spans): for a
-    server that needs only the prompt ids. Same arguments, errors and ids as :func:`render_tokens`."""
+    """``render_tokens(...).ids`` without the per-token attribution (message index, mask, spans): for a server that
+    needs only the prompt ids. Same arguments, errors and ids as :func:`render_tokens`."""
     _check_tokenizer(tokenizer)
     _check_policy(special_tokens)
     d = get_dialect(dialect)
@@ -648,21 +643,20 @@ def extend_tokens(
     add_generation_prompt: bool = True,
     **options: Any,
 ) -> RenderedTokens | None:
-    """The next turn's prompt as ``previous.ids + completion_ids + <the new messages' tokens>``, or
-    ``None`` when that is not exactly what a full :func:`render_tokens` of the extended conversation gives.
+    """The next turn's prompt as ``previous.ids + completion_ids + <the new messages' tokens>``, or ``None`` when
+    that is not exactly what a full :func:`render_tokens` of the extended conversation gives.
 
-    ``previous`` is the prompt the model completed (usually rendered with the generation prompt),
-    ``completion_ids`` the ids it generated (normally ending with ``<|im_end|>``), ``new_messages`` the
-    messages that follow ``previous.messages``: first the assistant message the completion stands for
-    (as parsed from it), then tool results / the next user message. ``tools`` and ``options`` default
-    to those of ``previous``; dialect, tokenizer and special-token policy are those of ``previous``.
+    ``previous`` is the prompt the model completed (usually rendered with the generation prompt), ``completion_ids``
+    the ids it generated (normally ending with ``<|im_end|>``), ``new_messages`` the messages that follow
+    ``previous.messages``: first the assistant message the completion stands for (as parsed from it), then tool
+    results / the next user message. ``tools`` and ``options`` default to those of ``previous``; dialect, tokenizer
+    and special-token policy are those of ``previous``.
 
-    ``None`` when the prompt is not prefix-stable: the dialect re-renders earlier turns (a Thinking
-    dialect drops earlier reasoning once a final answer follows), the tools or options changed, or the
-    completion is not how the tokenizer encodes the assistant message (a non-canonical tokenization,
-    text after ``<|im_end|>``...). Whenever it returns, the result equals :func:`render_tokens` of the
-    extended conversation (ids, message indices, mask, spans); only the new part is tokenized when the
-    previous prompt ends with a special token.
+    ``None`` when the prompt is not prefix-stable: the dialect re-renders earlier turns (a Thinking dialect drops
+    earlier reasoning once a final answer follows), the tools or options changed, or the completion is not how the
+    tokenizer encodes the assistant message (a non-canonical tokenization, text after ``<|im_end|>``...). Whenever
+    it returns, the result equals :func:`render_tokens` of the extended conversation (ids, message indices, mask,
+    spans); only the new part is tokenized when the previous prompt ends with a special token.
     """
     tok = previous.tokenizer
     tools = previous.tools if tools is _SAME else tools

@@ -75,6 +75,20 @@ def test_warns_once_when_the_rendering_drops_reasoning(tok, dialect, dropped):
     assert "kimi_chat.data" in str(mine[0].message) and "preserve_thinking" in str(mine[0].message)
 
 
+@pytest.mark.parametrize("dialect", ["kimi-k2-instruct-0905", "kimi-k2.6"])
+def test_warn_false_gives_no_warning_and_the_same_result(tok, dialect):
+    """``warn=False``: neither the dropped-reasoning warning nor the open last turn's (0905 leaves the last
+    assistant turn open without a generation prompt), and the same ids, mask and spans."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warned = render_tokens(CONVERSATION, tokenizer=tok, dialect=dialect, add_generation_prompt=False)
+    assert any("carry reasoning" in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = render_tokens(CONVERSATION, tokenizer=tok, dialect=dialect, add_generation_prompt=False, warn=False)
+    assert (quiet.ids, quiet.assistant_mask, quiet.spans) == (warned.ids, warned.assistant_mask, warned.spans)
+
+
 def test_no_warning_where_the_reasoning_is_kept(tok):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
