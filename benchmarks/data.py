@@ -10,8 +10,10 @@ tool call, the tool result, an assistant answer with reasoning; one tool declare
    report's findings) against the only exact route today, the official template per sample: for every trained
    assistant turn the official prompt of ``messages[:i]`` (transformers rendering the reference template, as
    ``apply_chat_template`` does; then the official encode), as kimi_chat.reference.oracle renders it. Goal >= 10x.
-   Every row is new to the report's checks; the tool list repeats across rows (one list, as in most datasets).
-   Also the samples core alone (``conversation_samples``), the ceiling of the batch core's ratio.
+   Every row is new to the report's checks and to kimi_chat's caches of text pieces and prompts (each timed run
+   takes rows no earlier run took; their tool results and city names repeat, as a dataset's do); the tool list
+   repeats across rows (one list, as in most datasets). Also the samples core alone (``conversation_samples``),
+   the ceiling of the batch core's ratio.
 2. **Parallel**: ``kimi-chat prepare``'s local engine at 1 and 2 workers (conversations/s; efficiency =
    rate(2) / (2 * rate(1)), goal >= 0.8 on an idle 2-core machine), and the Ray engine on a local cluster
    (``--ray``).
@@ -50,13 +52,28 @@ BATCH = 100
 """Rows per call of the batch core in the batched measure."""
 
 
-def _best(fn, repeat: int = 3) -> float:
-    """The fewest CPU seconds of this process over ``repeat`` runs of ``fn`` (single-threaded work: the
-    machine's other load does not count)."""
+class _NewRows:
+    """Rows of agent loops, ``n`` per timed run, each run's rows new (numbered past every earlier run's: no text of
+    their questions and reasoning seen before), built ahead of the timing: :meth:`next` before each run."""
+
+    def __init__(self, n: int, turns: int) -> None:
+        self.n, self.turns, self.made = n, turns, 0
+        self.rows: list = []
+
+    def next(self) -> list:
+        self.rows = [agent_loop(self.made + i, self.turns) for i in range(self.n)]
+        self.made += self.n
+        return self.rows
+
+
+def _best(fn, fresh: _NewRows, repeat: int = 3) -> float:
+    """The fewest CPU seconds of this process over ``repeat`` runs of ``fn(rows)`` (single-threaded work: the
+    machine's other load does not count), each run on new rows (``fresh``), built outside the timing."""
     best = float("inf")
     for _ in range(repeat):
+        rows = fresh.next()
         t = time.process_time()
-        fn()
+        fn(rows)
         best = min(best, time.process_time() - t)
     return best
 
@@ -66,32 +83,33 @@ def bench_per_conversation(n: int, turns: int) -> None:
     from kimi_chat.data.samples import conversation_samples
     from kimi_chat.reference.oracle import render_official
 
-    rows = [agent_loop(i, turns) for i in range(n)]
+    fresh = _NewRows(n, turns)
+    rows = fresh.next()
     options = RenderOptions.make(DIALECT)
     tok = options.tokenizer.load()
     options.render(rows[:2])  # warm: templates compiled, caches filled
 
-    def ours() -> None:
+    def ours(rows: list) -> None:
         for r in rows:
             options.render([r])
 
-    def bare() -> None:  # the samples alone, without the report's per-conversation checks
+    def bare(rows: list) -> None:  # the samples alone, without the report's per-conversation checks
         for r in rows:
             conversations_to_batch([r], dialect=DIALECT, tokenizer=tok, findings=False)
 
-    def core() -> None:  # the samples core alone (ids and labels): no Arrow batch, no findings, no row checks
+    def core(rows: list) -> None:  # the samples core alone (ids and labels): no Arrow batch, no findings, no row checks
         for r in rows:
             conversation_samples(r["messages"], dialect=DIALECT, tokenizer=tok, tools=r["tools"], warn=False)
 
-    def batched() -> None:  # as prepare and datasets.map call it: a batch of rows, one Arrow batch
+    def batched(rows: list) -> None:  # as prepare and datasets.map call it: a batch of rows, one Arrow batch
         for k in range(0, n, BATCH):
             options.render(rows[k : k + BATCH], first_row=k)
 
-    official_rows = rows[: max(1, n // 4)]  # the official route is slow: a quarter of the rows, per conversation
+    quarter = max(1, n // 4)  # the official route is slow: a quarter of the rows, per conversation
     render_official(rows[0]["messages"], tools=rows[0]["tools"], dialect=DIALECT)  # warm: the template compiled
 
-    def official() -> None:
-        for r in official_rows:
+    def official(rows: list) -> None:
+        for r in rows[:quarter]:
             msgs = r["messages"]
             for i, m in enumerate(msgs):
                 if m["role"] == "assistant":
@@ -100,11 +118,11 @@ def bench_per_conversation(n: int, turns: int) -> None:
                     tok.encode(render_official(msgs[: i + 1], tools=r["tools"], dialect=DIALECT,
                                                add_generation_prompt=False))
 
-    t_bare = _best(bare) / n
-    t_ours = _best(ours) / n
-    t_batched = _best(batched) / n
-    t_core = _best(core) / n
-    t_off = _best(official, 2) / len(official_rows)
+    t_bare = _best(bare, fresh) / n
+    t_ours = _best(ours, fresh) / n
+    t_batched = _best(batched, fresh) / n
+    t_core = _best(core, fresh) / n
+    t_off = _best(official, fresh, 2) / quarter
     msgs = len(rows[0]["messages"])
     print(f"per conversation ({msgs} messages, {turns} rounds, {DIALECT}, CPU time): official template per sample "
           f"(prompt + turn, render + encode) {t_off * 1e3:.2f} ms; kimi_chat conversations_to_batch, one row per "
@@ -239,14 +257,15 @@ def bench_renderers(n: int, turns: int) -> None:
         print("renderers 0.1.12: not run (no /work/venv-renderers: python -m venv /work/venv-renderers && "
               "/work/venv-renderers/bin/pip install renderers==0.1.12)")
         return
-    rows = [agent_loop(i, turns) for i in range(n)]
+    fresh = _NewRows(n, turns)
+    rows = fresh.next()  # the rows renderers takes (new to it): kimi_chat's timed runs take new rows too
     options = RenderOptions.make("kimi-k2.5")
     tok = options.tokenizer.load()
     options.render(rows[:2])
-    t_ours = _best(lambda: [options.render([r]) for r in rows]) / n
     ours_tokens = sum(sum(options.render([r]).batch.column("length").to_pylist()) for r in rows[:20]) / 20
+    t_ours = _best(lambda new: [options.render([r]) for r in new], fresh) / n
     official = RenderOptions.make("kimi-k2.5", reasoning="official")
-    t_official = _best(lambda: [official.render([r]) for r in rows]) / n
+    t_official = _best(lambda new: [official.render([r]) for r in new], fresh) / n
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"rows": rows, "model": str(tok.model_path), "config": str(tok.config_path), "pattern": PAT_STR}, f)
     try:
