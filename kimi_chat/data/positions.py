@@ -170,17 +170,17 @@ def _split_before(msgs: list[Any], i: int) -> int:
 
 def split_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
                     special_tokens: str, stretches: list[list[int]], gp: list[int],
-                    bodies: Mapping[int, list[int]]) -> list[tuple[list[int], list[int], list[int],
-                                                               list[tuple[int, int]]]] | None:
+                    bodies: Mapping[int, list[int]]) -> tuple[list[tuple[list[int], list[int], list[int],
+                                                                     list[tuple[int, int]]]], int] | None:
     """``(ids, labels, turns, spans)`` per stretch (``stretches``: the trained turns, cut after each final
-    answer) from one rendering of ``messages[:e]`` (``e`` the last turn) with the generation prompt ``gp``
-    (its ids), in a K2 dialect with a history split, where no stretch holds a final answer before its last turn
-    (:func:`prefix_kept`).
+    answer) from one rendering of the whole conversation without a generation prompt (the official one, whose
+    ``reasoning_dropped`` is the second item), in a K2 dialect with a history split, where no stretch holds a final
+    answer before its last turn (:func:`prefix_kept`); ``gp``: the generation prompt's ids.
 
     The renderer writes a message from the message, the options and whether it stands at or before the split
     (module docstring); a message other than an assistant one does not read even that. The request of a
     stretch's first turn ``s`` has its split at the last final answer before ``s``; the rendering has its own
-    at or after it (the last final answer before ``e``), so every message up to the request's split is written
+    at or after it (the last final answer), so every message up to the request's split is written
     there as in the request; the messages between the request's split and ``s`` must then be no assistant ones
     (checked), and the request is the rendering up to message ``s``, then ``gp``. In the stretch's own request
     every message from ``s`` on is written after the split, as when alone: an assistant turn as ``gp`` then the
@@ -195,20 +195,19 @@ def split_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer,
                 msgs[j].get("role") == "assistant" for j in range(_split_before(msgs, s) + 1, s)) or any(
                 j not in bodies for j in range(s, e + 1) if msgs[j].get("role") == "assistant"):
             return None
-    last = stretches[-1][-1]
     try:
-        r = render_tokens(msgs[:last], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
-                          special_tokens=special_tokens, **opts)  # type: ignore[arg-type]
+        r = render_tokens(msgs, tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=False,
+                          special_tokens=special_tokens, warn=False, **opts)  # type: ignore[arg-type]
     except KimiChatError:
         return None
     ids, n = r.ids, len(gp)
     spans = r.spans
-    # the blocks before the messages (no message), each message once and in order, then the generation prompt
+    # the blocks before the messages (no message), then each message once and in order
     at = 1 if spans and spans[0].message_index == -1 else 0
-    if ids[len(ids) - n:] != gp or len(spans) != at + last + 1 or spans[-1].message_index != -1 \
-            or spans[-1].start != len(ids) - n or [sp.message_index for sp in spans[at:-1]] != list(range(last)):
+    if r.reasoning_dropped is None or len(spans) != at + len(msgs) \
+            or [sp.message_index for sp in spans[at:]] != list(range(len(msgs))):
         return None
-    where = spans[at:]  # message j's tokens, then (at ``last``) the generation prompt's
+    where = spans[at:]  # message j's tokens
     unlabelled = [-100] * n
     out = []
     for st in stretches:
@@ -234,4 +233,4 @@ def split_rendering(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer,
                 sample += piece
                 labels += [-100] * len(piece)
         out.append((sample, labels, list(st), turn_spans))
-    return out
+    return out, r.reasoning_dropped

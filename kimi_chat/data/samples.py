@@ -307,9 +307,12 @@ def conversation_samples(
                 UserWarning, stacklevel=2)
         return ConversationSamples(samples, dropped, untrained)
     bodies: dict[int, list[int]] = {}
-    samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies)
+    counted: list[int] = []
+    samples = _as_sampled(msgs, tools, d, tokenizer, opts, special_tokens, turns, bodies, counted)
     if not carried:
         dropped = 0
+    elif counted:  # the official rendering of the whole conversation was made: its count
+        dropped = counted[0]
     elif len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts) and carried.keys() <= bodies.keys():
         # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
         # is in the sample (each checked there). A turn's ids start after a special token and end with one, so
@@ -446,10 +449,12 @@ def _same_turn(tok: KimiTokenizer, ids: list[int], a: int, b: int, text: str) ->
 
 
 def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opts: Mapping[str, Any],
-                special_tokens: str, turns: list[int], bodies: dict[int, list[int]] | None = None) -> list[Sample]:
+                special_tokens: str, turns: list[int], bodies: dict[int, list[int]] | None = None,
+                counted: list[int] | None = None) -> list[Sample]:
     """The samples of ``turns``, stretch by stretch: a stretch (every turn, or, in a dialect that writes a final
     answer as history, the turns up to each final answer) is first tried as one sample from one rendering
-    (:func:`_stretch`, verified turn by turn); where that fails, turn by turn (:func:`_turn_by_turn`)."""
+    (:func:`_stretch`, verified turn by turn); where that fails, turn by turn (:func:`_turn_by_turn`).
+    ``counted``: given the official rendering's count of dropped reasoning where one was made (appended)."""
     if not turns:
         return []
     if bodies is None:
@@ -495,7 +500,9 @@ def _as_sampled(msgs: list[Any], tools: Any, d: Dialect, tok: KimiTokenizer, opt
             made = _split_rendering(msgs, tools, d, tok, opts, special_tokens, stretches, gp, got) if got else None
             if made is not None:
                 bodies.update(got or {})
-                return _merged([Sample(*one)] for one in made)
+                if counted is not None:
+                    counted.append(made[1])
+                return _merged([Sample(*one)] for one in made[0])
             # the stretches checked one by one: only the last turns' ids taken from that rendering, as before
             bodies.update({j: got[j] for j in ends if j in got} if got else
                           _batch_bodies(msgs, d, tok, opts, special_tokens, called=True, only=ends) or {})

@@ -1,6 +1,7 @@
-"""Reasoning the rendering drops: which assistant messages carry reasoning their rendered turn does not hold, and
-the warning :func:`~kimi_chat.tokens.rendered.render_tokens` gives for it (the training-data trap), with the other
-warning it gives a training example (:func:`warn_training_example`: a last turn left open)."""
+"""Reasoning the rendering drops: which assistant messages carry reasoning their rendered turn does not hold
+(:func:`reasoning_dropped`, a rendering's ``reasoning_dropped``), and the warning
+:func:`~kimi_chat.tokens.rendered.render_tokens` gives for it (the training-data trap), with the other warning it
+gives a training example (:func:`warn_training_example`: a last turn left open)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from ..dialect_records import DialectRecord as Dialect
 from ..messages import normalize_messages
 from ..prompt import Layout
 
-__all__ = ["carried_reasoning", "dropped_reasoning", "trained_texts", "warn_dropped_reasoning",
-           "warn_training_example"]
+__all__ = ["carried_reasoning", "dropped_reasoning", "reasoning_dropped", "trained_texts", "warn_training_example"]
 
 
 _REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -45,33 +45,30 @@ def dropped_reasoning(messages: Sequence[Any], trained_text: Any) -> int:
     return n
 
 
-def warn_dropped_reasoning(messages: Sequence[Any], d: Dialect, r: Any, *, stacklevel: int,
-                           lay: Layout | None = None) -> None:
-    """The training-data trap, as a warning: a rendering ``r`` (a RenderedTokens) without a generation prompt whose
-    assistant turns lose the reasoning their messages carry (once per call, with the count and how to keep it).
-    K2: by the trainable text of each message in the layout; segment-wise (K3, whose turns keep their
-    reasoning): by the prompt text."""
-    if r.add_generation_prompt or r.continue_final_message or not any(carried_reasoning(m) for m in messages):
-        return
+def reasoning_dropped(messages: Sequence[Any], r: Any, lay: Layout | None = None) -> int:
+    """How many assistant messages carry reasoning that a rendering ``r`` (a RenderedTokens) does not write: K2,
+    by the trainable text of each message in its layout ``lay``; segment-wise (K3, whose turns keep their
+    reasoning; ``lay`` None): by the prompt text."""
+    if not any(carried_reasoning(m) for m in messages):
+        return 0
     if lay is None:
-        n = dropped_reasoning(messages, lambda i: r.text)
-    else:
-        texts = trained_texts(lay)
-        n = dropped_reasoning(messages, lambda i: texts.get(i, ""))
-    _warn_count(n, d, stacklevel + 1)
+        return dropped_reasoning(messages, lambda i: r.text)
+    texts = trained_texts(lay)
+    return dropped_reasoning(messages, lambda i: texts.get(i, ""))
 
 
 def warn_training_example(messages: Sequence[Any], d: Dialect, r: Any, *, stacklevel: int,
                           lay: Layout | None = None) -> None:
-    """The warnings of a rendering ``r`` (a RenderedTokens; ``lay``: its layout, a K2 one) that may be a training
-    example: a last assistant turn never closed (lint's ``unterminated-last-turn``, in a dialect that leaves the
-    last turn open without a generation prompt) and the dropped reasoning (:func:`warn_dropped_reasoning`)."""
-    if lay is not None and not (r.add_generation_prompt or r.continue_final_message) \
-            and d.spec.last_turn_open_without_generation_prompt:
+    """The warnings of a rendering ``r`` without a generation prompt (a RenderedTokens, its
+    ``reasoning_dropped`` counted; ``lay``: its layout, a K2 one), which may be a training example: a last
+    assistant turn never closed (lint's ``unterminated-last-turn``, in a dialect that leaves the last turn open
+    without a generation prompt) and, once per call, the training-data trap: assistant turns that lose the
+    reasoning their messages carry (with the count and how to keep it)."""
+    if lay is not None and d.spec.last_turn_open_without_generation_prompt:
         finding = unterminated_last_turn(d, normalize_messages(messages), False)
         if finding is not None:
             warnings.warn(str(finding), UserWarning, stacklevel=stacklevel)
-    warn_dropped_reasoning(messages, d, r, stacklevel=stacklevel + 1, lay=lay)
+    _warn_count(r.reasoning_dropped, d, stacklevel + 1)
 
 
 def trained_texts(lay: Layout) -> dict[int, str]:

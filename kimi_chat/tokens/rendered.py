@@ -58,7 +58,7 @@ from ..prompt.writer import Writer
 from ..surrogates import utf8_len as _utf8_len, warn_lone_surrogates
 from .segments import encode_items, raise_typed, typed_special
 from .live import PickledWithoutTokenizer, register_live
-from .reasoning import warn_training_example
+from .reasoning import reasoning_dropped, warn_training_example
 from .text_ids import text_ids
 from .tokenizer import KimiTokenizer, cut_points
 from .prompt_ids import encode_whole as _encode_whole
@@ -93,7 +93,11 @@ class RenderedTokens(PickledWithoutTokenizer):
     * ``spans``: maximal runs of tokens of one message (:class:`Span`), in order; they cover ``ids``
       exactly (``assistant_mask``, ``message_index`` and ``spans`` are built on first access, from
       per-piece token counts);
-    * ``text``: the prompt text (``tokenizer.decode(ids) == text``).
+    * ``text``: the prompt text (``tokenizer.decode(ids) == text``);
+    * ``reasoning_dropped``: rendered by :func:`render_tokens` without a generation prompt (a training
+      example), how many assistant messages carry reasoning the rendering does not write in their turn (the
+      count its warning gives); ``None`` with a generation prompt or a continued final message, and from
+      :func:`extend_tokens`.
 
     The other attributes record how it was rendered (for :func:`extend_tokens`): ``tokenizer``,
     ``messages``, ``tools``, ``dialect``, ``add_generation_prompt``, ``continue_final_message``, ``options``,
@@ -103,7 +107,7 @@ class RenderedTokens(PickledWithoutTokenizer):
     __slots__ = (
         "ids", "text", "_tokenizer", "messages", "tools", "dialect", "add_generation_prompt", "options",
         "special_tokens", "continue_final_message", "_pieces", "_mask", "_message_index", "_spans", "_clean_end",
-        "_dialect", "_tokenizer_ref",
+        "_dialect", "_tokenizer_ref", "reasoning_dropped",
     )
 
     def __init__(
@@ -141,6 +145,7 @@ class RenderedTokens(PickledWithoutTokenizer):
         self._spans: list[Span] | None = None
         self._clean_end = clean_end
         self.continue_final_message = continue_final_message
+        self.reasoning_dropped: int | None = None
 
     @property
     def assistant_mask(self) -> list[int]:
@@ -563,8 +568,10 @@ def render_tokens(
         agp = not continue_final_message if add_generation_prompt is None else add_generation_prompt
         r = _build(tokenizer, info, lay, lay.text, ids, structural, list(messages), tools, d, agp,
                    continue_final_message, dict(options), special_tokens)
-    if warn:
-        warn_training_example(messages, d, r, stacklevel=3, lay=lay)
+    if not (r.add_generation_prompt or continue_final_message):
+        r.reasoning_dropped = reasoning_dropped(messages, r, lay)
+        if warn:
+            warn_training_example(messages, d, r, stacklevel=3, lay=lay)
     return r
 
 

@@ -75,6 +75,23 @@ def test_warns_once_when_the_rendering_drops_reasoning(tok, dialect, dropped):
     assert "kimi_chat.data" in str(mine[0].message) and "preserve_thinking" in str(mine[0].message)
 
 
+@pytest.mark.parametrize("dialect, dropped", [("kimi-k2-thinking@rev1", 3), ("kimi-k2.6", 3),
+                                              ("kimi-k2-instruct-0905", 3)])
+def test_the_count_is_read_on_the_result(tok, dialect, dropped):
+    """``reasoning_dropped``: the warning's count, without catching it (``warn=False``), kept through pickling;
+    ``None`` for a request (a generation prompt), and 0 where every turn keeps its reasoning."""
+    import pickle
+
+    r = render_tokens(CONVERSATION, tokenizer=tok, dialect=dialect, add_generation_prompt=False, warn=False)
+    assert r.reasoning_dropped == dropped
+    assert pickle.loads(pickle.dumps(r)).reasoning_dropped == dropped
+    assert render_tokens(CONVERSATION[:5], tokenizer=tok, dialect=dialect,
+                         add_generation_prompt=True).reasoning_dropped is None
+    kept = render_tokens(CONVERSATION, tokenizer=tok, dialect="kimi-k2.6", add_generation_prompt=False,
+                         preserve_thinking=True)
+    assert kept.reasoning_dropped == 0
+
+
 @pytest.mark.parametrize("dialect", ["kimi-k2-instruct-0905", "kimi-k2.6"])
 def test_warn_false_gives_no_warning_and_the_same_result(tok, dialect):
     """``warn=False``: neither the dropped-reasoning warning nor the open last turn's (0905 leaves the last

@@ -228,7 +228,8 @@ def _check_position_free_premise(d, tok, messages, tools, options, policy) -> No
 def test_split_rendering_gives_each_turn_after_its_own_request(name, data, monkeypatch):
     """Where one rendering gives the stretches of a history-split dialect: in every sample, each trained turn
     comes right after its own request (rendered on its own, then the generation prompt), its ids are the turn
-    as generated, and only they are labelled."""
+    as generated, and only they are labelled; and the count of dropped reasoning it gives is that of the
+    official rendering's layout."""
     d = get_dialect(name)
     tok = _tok("k2.6")
     req = data.draw(requests(name, max_turns=14))  # long enough for several final answers
@@ -242,7 +243,10 @@ def test_split_rendering_gives_each_turn_after_its_own_request(name, data, monke
         conversation_samples(messages, dialect=d, tokenizer=tok, tools=tools, special_tokens=policy, **options)
     except KimiChatError:
         return
-    for ids, labels, turns, spans in [x for out in made if out is not None for x in out]:
+    for out in made:
+        if out is not None:
+            assert out[1] == S._dropped_reasoning(messages, tools, d, options)
+    for ids, labels, turns, spans in [x for out in made if out is not None for x in out[0]]:
         assert len(turns) == len(spans) and len(labels) == len(ids) == spans[-1][1]
         for j, (a, b) in zip(turns, spans):
             own = render_ids(messages[:j], tokenizer=tok, tools=tools, dialect=d, add_generation_prompt=True,
