@@ -342,12 +342,22 @@ def _turn_bodies(r: RenderedTokens, n: int, header: list[int] | None = None) -> 
     is given and a message's untrained ids are not ``header``."""
     out: list[list[int]] = [[] for _ in range(n)]
     heads: list[list[int]] = [[] for _ in range(n)]
-    ids, mask = r.ids, r.assistant_mask
-    for sp in r.spans:
-        if sp.message_index >= 0:
-            out[sp.message_index] += compress(ids[sp.start : sp.end], mask[sp.start : sp.end])
-            if header is not None:
-                heads[sp.message_index] += [x for x, k in zip(ids[sp.start : sp.end], mask[sp.start : sp.end]) if not k]
+    ids = r.ids
+    idxs, trains, counts = r._pieces
+    if trains is None:  # a token across pieces: by the mask
+        mask = r.assistant_mask
+        for sp in r.spans:
+            if sp.message_index >= 0:
+                out[sp.message_index] += compress(ids[sp.start : sp.end], mask[sp.start : sp.end])
+                if header is not None:
+                    heads[sp.message_index] += [x for x, k in zip(ids[sp.start : sp.end], mask[sp.start : sp.end])
+                                                if not k]
+    else:  # by the pieces: a trainable piece's ids are trained, any other's untrained
+        pos = 0
+        for j, train, c in zip(idxs, trains, counts):
+            if c and j >= 0:
+                (out if train else heads)[j] += ids[pos : pos + c]
+            pos += c
     return None if header is not None and any(h != header for h in heads) else out
 
 
