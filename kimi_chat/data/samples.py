@@ -315,12 +315,9 @@ def conversation_samples(
         dropped = counted[0]
     elif len(samples) == 1 and _keeps_final_reasoning(d, tokenizer, opts) and carried.keys() <= bodies.keys():
         # one sample of a dialect that writes no turn as history: the official rendering writes every turn as it
-        # is in the sample (each checked there). A turn's ids start after a special token and end with one, so
-        # their text is part of the sample's: reasoning not there is in no turn (one decode, at C speed)
-        decode = tokenizer.encoding.decode
-        whole = decode(samples[0].input_ids)
-        dropped = sum(1 for j, c in carried.items()
-                      if not any(x in whole for x in c) or not any(x in decode(bodies[j]) for x in c))
+        # is in the sample (each checked there)
+        decode = tokenizer.encoding.decode  # C speed
+        dropped = sum(1 for j, c in carried.items() if not any(x in decode(bodies[j]) for x in c))
     else:
         dropped = _dropped_after_split(d, tokenizer, _prefill(d, tokenizer, opts)[1], msgs, carried, bodies)
         if dropped is None:
