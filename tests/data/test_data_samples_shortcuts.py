@@ -266,18 +266,10 @@ def test_split_rendering_gives_each_turn_after_its_own_request(name, data, monke
 def test_samples_are_those_of_the_checked_path(name, config, data, monkeypatch):
     """Whole results (samples, dropped count, untrained messages, or the error) with the shortcuts equal those of
     the same core with them turned off."""
-    d = get_dialect(name)
-    tok = _tok(config)
     req = data.draw(requests(name))
-    messages, tools, options = req["messages"], req["tools"], req["options"]
-    for j in data.draw(st.sets(st.sampled_from(_assistants(messages) or [None]), max_size=2)):
-        if j is not None:
-            messages[j] = {**messages[j], "train": False}
-    policy = data.draw(st.sampled_from(["text", "special"]))
     note(repr(req))
-    fast = _outcome(messages, d, tok, tools, options, policy)
-    checked = _checked_outcome(monkeypatch, messages, d, tok, tools, options, policy)
-    assert fast == checked
+    _check_fast_is_checked(data, monkeypatch, req["messages"], get_dialect(name), _tok(config), req["tools"],
+                           req["options"])
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow], max_examples=60)
@@ -285,15 +277,19 @@ def test_samples_are_those_of_the_checked_path(name, config, data, monkeypatch):
 def test_k3_samples_are_those_of_the_checked_path(req, data, monkeypatch):
     """Kimi-K3, every option but the image prompts (request-level blocks included): whole results with the
     shortcut equal those of the same core with it turned off."""
-    d = get_dialect("kimi-k3")
-    tok = _tok("k3")
-    messages, tools = req["messages"], req["tools"]
+    note(repr(req))
     options = {k: v for k, v in req["kwargs"].items() if k not in ("add_generation_prompt", "image_prompts")}
+    _check_fast_is_checked(data, monkeypatch, req["messages"], get_dialect("kimi-k3"), _tok("k3"), req["tools"],
+                           options)
+
+
+def _check_fast_is_checked(data, monkeypatch, messages, d, tok, tools, options) -> None:
+    """Up to two assistant messages drawn untrained and a special-token policy drawn: the result with the
+    shortcuts equals that of the core with them off."""
     for j in data.draw(st.sets(st.sampled_from(_assistants(messages) or [None]), max_size=2)):
         if j is not None:
             messages[j] = {**messages[j], "train": False}
     policy = data.draw(st.sampled_from(["text", "special"]))
-    note(repr(req))
     fast = _outcome(messages, d, tok, tools, options, policy)
     checked = _checked_outcome(monkeypatch, messages, d, tok, tools, options, policy)
     assert fast == checked
