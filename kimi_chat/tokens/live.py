@@ -47,6 +47,9 @@ class PickledWithoutTokenizer:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        for k in type(self).__slots__:  # type: ignore[attr-defined]
+            if k not in state:  # a slot added since the object was pickled: not known
+                object.__setattr__(self, k, None)
         for k, v in state.items():
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_tokenizer", None)

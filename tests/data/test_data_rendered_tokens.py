@@ -10,6 +10,7 @@ import pytest
 from conftest import needs_reference
 
 from kimi_chat import KimiTokenizer, extend_tokens, render_tokens
+from kimi_chat.tokens.rendered import RenderedTokens
 
 pytestmark = needs_reference  # the reference tokenizers
 
@@ -90,6 +91,18 @@ def test_the_count_is_read_on_the_result(tok, dialect, dropped):
     kept = render_tokens(CONVERSATION, tokenizer=tok, dialect="kimi-k2.6", add_generation_prompt=False,
                          preserve_thinking=True)
     assert kept.reasoning_dropped == 0
+
+
+def test_a_pickle_from_before_a_new_slot_reads_it_as_unknown(tok):
+    """A result pickled by a kimi_chat without ``reasoning_dropped`` unpickles with it ``None`` (not known), the
+    rest as pickled."""
+    r = render_tokens(CONVERSATION, tokenizer=tok, dialect="kimi-k2.6", add_generation_prompt=False, warn=False)
+    state = r.__getstate__()
+    del state["reasoning_dropped"]
+    old = RenderedTokens.__new__(RenderedTokens)
+    old.__setstate__(state)
+    assert old.reasoning_dropped is None
+    assert (old.ids, old.spans, old.tokenizer.model_path) == (r.ids, r.spans, tok.model_path)
 
 
 @pytest.mark.parametrize("dialect", ["kimi-k2-instruct-0905", "kimi-k2.6"])
