@@ -81,8 +81,6 @@ def test_warns_once_when_the_rendering_drops_reasoning(tok, dialect, dropped):
 def test_the_count_is_read_on_the_result(tok, dialect, dropped):
     """``reasoning_dropped``: the warning's count, without catching it (``warn=False``), kept through pickling;
     ``None`` for a request (a generation prompt), and 0 where every turn keeps its reasoning."""
-    import pickle
-
     r = render_tokens(CONVERSATION, tokenizer=tok, dialect=dialect, add_generation_prompt=False, warn=False)
     assert r.reasoning_dropped == dropped
     assert pickle.loads(pickle.dumps(r)).reasoning_dropped == dropped
