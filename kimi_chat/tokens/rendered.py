@@ -544,8 +544,8 @@ def render_tokens(
     dialect that leaves the last turn open without a generation prompt (0905, the default) and a conversation ending
     with an assistant turn, a ``UserWarning`` says that turn's end is never labelled (lint's
     ``unterminated-last-turn``; the ids stay the official ones), and another when the rendering drops reasoning the
-    assistant messages carry (the training-data trap: :mod:`kimi_chat.data`); ``warn=False`` gives neither, nor
-    looks for them (a caller that counts them itself, as :mod:`kimi_chat.data` does). Raises what
+    assistant messages carry (the training-data trap: :mod:`kimi_chat.data`); ``warn=False`` gives neither (the
+    count is on the result either way: ``reasoning_dropped``; the open last turn is lint's). Raises what
     :func:`~kimi_chat.prompt.render` raises for invalid input, and ``TypeError`` when ``tokenizer`` is not a
     :class:`~kimi_chat.tokens.tokenizer.KimiTokenizer`.
 
