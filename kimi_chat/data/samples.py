@@ -24,7 +24,7 @@ from ..errors import KimiChatError, RenderError, UnsupportedOptionError
 from ..messages import InvalidMessagesError
 from ..prompt import render, render_layout
 from ..tokens.prompt_ids import remember_prompt
-from ..tokens.reasoning import carried_reasoning, dropped_reasoning, trained_texts
+from ..tokens.reasoning import carried_reasoning, reasoning_dropped, trained_texts
 from ..tokens.rendered import RenderedTokens, extend_tokens, render_ids, render_tokens
 from ..tokens.text_ids import text_ids
 from ..tokens.tokenizer import KimiTokenizer
@@ -327,11 +327,9 @@ def conversation_samples(
 
 def _dropped_reasoning(msgs: list[Any], tools: Any, d: Dialect, opts: Mapping[str, Any]) -> int:
     """How many assistant messages carry reasoning the official rendering of the whole conversation (no
-    generation prompt) does not write in their turn."""
-    if not any(carried_reasoning(m) for m in msgs):
-        return 0
-    texts = trained_texts(render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False, **opts))
-    return dropped_reasoning(msgs, lambda i: texts.get(i, ""))
+    generation prompt) does not write in their turn: what its ``reasoning_dropped`` counts, from its layout."""
+    return reasoning_dropped(msgs, None, render_layout(msgs, tools=tools, dialect=d, add_generation_prompt=False,
+                                                       **opts))
 
 
 def _turn_bodies(r: RenderedTokens, n: int, header: list[int] | None = None) -> list[list[int]] | None:
