@@ -58,12 +58,11 @@ class _NewRows:
 
     def __init__(self, n: int, turns: int) -> None:
         self.n, self.turns, self.made = n, turns, 0
-        self.rows: list = []
 
     def next(self) -> list:
-        self.rows = [agent_loop(self.made + i, self.turns) for i in range(self.n)]
+        rows = [agent_loop(self.made + i, self.turns) for i in range(self.n)]
         self.made += self.n
-        return self.rows
+        return rows
 
 
 def _best(fn, fresh: _NewRows, repeat: int = 3) -> float:

@@ -40,7 +40,7 @@ import warnings
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import per_call, per_call_pair  # noqa: E402
+from _timing import calls_per_batch, per_call, per_call_pair  # noqa: E402
 from render_tokens import conversation  # noqa: E402
 
 from kimi_chat.data import conversation_samples  # noqa: E402
@@ -50,18 +50,22 @@ from kimi_chat.errors import UnsupportedOptionError  # noqa: E402
 from kimi_chat.tokens.rendered import render_tokens  # noqa: E402
 from kimi_chat.tokens.tokenizer import KimiTokenizer  # noqa: E402
 
+
 class Fresh:
     """Conversations of ``n`` messages, each taken once: every one salted with a number no other conversation of
     this run has (written at a fixed width, so that every conversation of a size has the same length as the
     floor's), so they have no message text in common beyond the system prompt and the tool-call ids; built
-    ahead outside the timed calls: :meth:`reserve` before timing ``calls`` calls, :meth:`take` in each."""
+    ahead outside the timed calls: :meth:`reserve` before timing a function, :meth:`take` in each call."""
 
     _numbers = itertools.count(1)
 
     def __init__(self, n: int) -> None:
         self.n, self.ready = n, []
 
-    def reserve(self, calls: int) -> None:
+    def reserve(self, fn, repeat: int) -> None:
+        """Enough conversations for every call of timing ``fn`` (:func:`per_call` / :func:`per_call_pair`:
+        ``repeat`` batches, their size found by the first calls; three times that, as the first calls vary)."""
+        calls = 3 * calls_per_batch(fn) * (repeat + 1) + 8
         self.ready += [self._make() for _ in range(calls - len(self.ready))]
 
     def take(self) -> list[dict]:
@@ -73,15 +77,6 @@ class Fresh:
 
 def _salt(k: int) -> str:
     return f"~{k:05d}"
-
-
-def _calls(fn, budget: float = 0.02) -> int:
-    """About how many calls of ``fn`` :func:`per_call_pair` makes per batch (its budget, one call timed)."""
-    import time
-
-    t = time.process_time()
-    fn()
-    return max(1, int(budget / max(time.process_time() - t, 1e-7)))
 
 
 def _tokenizer(name: str) -> KimiTokenizer:
@@ -129,8 +124,7 @@ def main() -> list[str]:
                     return conversation_samples(fresh.take(), dialect=name, tokenizer=tok, reasoning=policy,
                                                 warn=False)
 
-                # enough new conversations for every call of the timing (its first calls size its batches)
-                fresh.reserve(3 * _calls(new_fn) * (args.repeat + 1) + 8)
+                fresh.reserve(new_fn, args.repeat)
                 # each side's batches interleaved with the floor's: a change of the machine's load falls on both
                 floor, new = per_call_pair(floor_fn, new_fn, args.repeat)
                 floor2, rep = per_call_pair(floor_fn, lambda: conversation_samples(
@@ -142,7 +136,7 @@ def main() -> list[str]:
 
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the dropped-reasoning warning, on every call
-                    fresh_r.reserve(3 * _calls(render_fn) * (args.repeat + 1) + 8)
+                    fresh_r.reserve(render_fn, args.repeat)
                     one_render = per_call(render_fn, args.repeat)
                 growth = floor_growth = ""
                 if prev is not None:
