@@ -3,6 +3,7 @@ results, final answers), input files in every format ``kimi-chat prepare`` reads
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -11,10 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from kimi_chat.data.options import RenderOptions
+from kimi_chat.tokens.tokenizer import KimiTokenizer
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+@functools.cache
+def reference_tokenizer(config: str) -> KimiTokenizer:
+    """``KimiTokenizer.from_reference(config)``, loaded once per test process."""
+    return KimiTokenizer.from_reference(config)
 
 
 def agent_loop(i: int, turns: int = 2) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from conftest import needs_reference
+from data_pipeline_support import reference_tokenizer
 
-from kimi_chat import KimiTokenizer
 from kimi_chat.data import IGNORE_INDEX, conversation_samples
 from kimi_chat.dialects import K2_DIALECTS, get_dialect
 from kimi_chat.errors import KimiChatError
@@ -23,13 +23,7 @@ from kimi_chat.tokens.rendered import render_tokens
 
 pytestmark = needs_reference
 
-_TOKENIZERS: dict[str, KimiTokenizer] = {}
-
-
-def _tok(config: str) -> KimiTokenizer:
-    if config not in _TOKENIZERS:
-        _TOKENIZERS[config] = KimiTokenizer.from_reference(config)
-    return _TOKENIZERS[config]
+_tok = reference_tokenizer
 
 
 def _check(messages, tools, dialect, tok, options, policy) -> None:

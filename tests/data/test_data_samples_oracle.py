@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from conftest import needs_reference
+from data_pipeline_support import reference_tokenizer
 
-from kimi_chat import KimiTokenizer, markers as M
+from kimi_chat import markers as M
 from kimi_chat.data import IGNORE_INDEX, conversation_samples, trained_turns
 from kimi_chat.dialects import K2_DIALECTS, get_dialect
 from kimi_chat.errors import KimiChatError, RenderError
@@ -42,13 +43,7 @@ K2_NAMES = sorted(K2_DIALECTS)
 _CALL = {"id": "functions.probe:0", "type": "function", "function": {"name": "probe", "arguments": "{}"}}
 _HEADER = M.IM_ASSISTANT.text + "assistant" + M.IM_MIDDLE.text
 
-_TOKENIZERS: dict[str, KimiTokenizer] = {}
-
-
-def _tok(config: str) -> KimiTokenizer:
-    if config not in _TOKENIZERS:
-        _TOKENIZERS[config] = KimiTokenizer.from_reference(config)
-    return _TOKENIZERS[config]
+_tok = reference_tokenizer
 
 
 def _runs(labels: list[int]) -> list[tuple[int, int]]:

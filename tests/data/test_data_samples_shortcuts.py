@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from conftest import needs_reference
+from data_pipeline_support import reference_tokenizer
 
-from kimi_chat import KimiTokenizer
 from kimi_chat.data import conversation_samples, generated_turn
 from kimi_chat.data import samples as S
 from kimi_chat.dialects import K2_DIALECTS, get_dialect
@@ -43,13 +43,7 @@ from kimi_chat.tokens.rendered import render_ids, render_tokens
 pytestmark = needs_reference
 
 K2_NAMES = sorted(K2_DIALECTS)
-_TOKENIZERS: dict[str, KimiTokenizer] = {}
-
-
-def _tok(config: str) -> KimiTokenizer:
-    if config not in _TOKENIZERS:
-        _TOKENIZERS[config] = KimiTokenizer.from_reference(config)
-    return _TOKENIZERS[config]
+_tok = reference_tokenizer
 
 
 def _assistants(messages: list) -> list[int]:
